@@ -1,0 +1,207 @@
+//! The local launcher's bootstrap: one job segment in /dev/shm, created by
+//! the launcher, holding a slot per rank for the address allgather, an
+//! arrival counter (a futex) for barriers, and the launcher's failure flag.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{Bootstrap, LaunchEnv};
+use crate::shm::futex;
+use crate::shm::segment::{self, Segment};
+use crate::{Error, Rank, Result};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"CATENAJ1");
+const MAGIC_AT: usize = 0;
+const SIZE_AT: usize = 8;
+/// 0 while healthy, failed rank + 1 once the launcher saw a rank fail.
+const FAILED_AT: usize = 64;
+const ARRIVALS_AT: usize = 128;
+const SLOTS_AT: usize = 4096;
+const SLOT_BYTES: usize = 1024;
+const SLOT_DATA: usize = SLOT_BYTES - 8;
+/// Longest sleep between checks of the failure flag.
+const SLICE: Duration = Duration::from_millis(50);
+
+fn segment_name(job: &str) -> String {
+    format!("{}{job}-job", segment::PREFIX)
+}
+
+pub struct JobSegment {
+    segment: Segment,
+    size: u32,
+}
+
+impl JobSegment {
+    pub fn create(job: &str, size: u32) -> Result<JobSegment> {
+        let segment = Segment::create(&segment_name(job), SLOTS_AT + size as usize * SLOT_BYTES)?;
+        segment.u64_at(SIZE_AT).store(u64::from(size), Ordering::Relaxed);
+        segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
+        Ok(JobSegment { segment, size })
+    }
+
+    pub fn open(job: &str, size: u32) -> Result<JobSegment> {
+        let segment = Segment::open(&segment_name(job))
+            .map_err(|e| Error::Bootstrap(format!("job {job} has no job segment ({e}); was it started by the launcher?")))?;
+        if segment.len() < SLOTS_AT
+            || segment.u64_at(MAGIC_AT).load(Ordering::Acquire) != MAGIC
+            || segment.u64_at(SIZE_AT).load(Ordering::Relaxed) != u64::from(size)
+            || segment.len() < SLOTS_AT + size as usize * SLOT_BYTES
+        {
+            return Err(Error::Bootstrap(format!("job segment of {job} does not describe {size} ranks")));
+        }
+        Ok(JobSegment { segment, size })
+    }
+
+    /// Marks the job failed because of `rank` and wakes everyone in a barrier.
+    pub fn mark_failed(&self, rank: Rank) {
+        let _ = self.segment.u32_at(FAILED_AT).compare_exchange(
+            0,
+            rank + 1,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        self.arrivals().fetch_add(0, Ordering::SeqCst);
+        futex::wake(self.arrivals(), i32::MAX);
+    }
+
+    pub fn failed_rank(&self) -> Option<Rank> {
+        match self.segment.u32_at(FAILED_AT).load(Ordering::Acquire) {
+            0 => None,
+            r => Some(r - 1),
+        }
+    }
+
+    fn arrivals(&self) -> &std::sync::atomic::AtomicU32 {
+        self.segment.u32_at(ARRIVALS_AT)
+    }
+
+    /// Arrives once and waits until `target` arrivals were counted.
+    fn arrive_and_wait(&self, target: u32, timeout: Duration) -> Result<()> {
+        let arrivals = self.arrivals();
+        arrivals.fetch_add(1, Ordering::SeqCst);
+        futex::wake(arrivals, i32::MAX);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen = arrivals.load(Ordering::SeqCst);
+            if seen >= target {
+                return Ok(());
+            }
+            if let Some(rank) = self.failed_rank() {
+                return Err(Error::PeerGone { rank });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout { what: "the bootstrap barrier" });
+            }
+            futex::wait(arrivals, seen, (deadline - now).min(SLICE));
+        }
+    }
+
+    fn slot(&self, rank: Rank) -> *mut u8 {
+        assert!(rank < self.size, "slot of rank {rank} in a job of {}", self.size);
+        // SAFETY: rank < size, and the segment holds `size` slots (checked).
+        unsafe { self.segment.base().add(SLOTS_AT + rank as usize * SLOT_BYTES) }
+    }
+}
+
+/// Bootstrap of a rank started by the launcher (or of a job of one).
+pub struct LocalBootstrap {
+    job: String,
+    rank: Rank,
+    size: u32,
+    local_size: u32,
+    segment: JobSegment,
+    rounds: Cell<u32>,
+}
+
+impl LocalBootstrap {
+    pub fn from_launch_env(env: &LaunchEnv) -> Result<LocalBootstrap> {
+        Ok(LocalBootstrap {
+            segment: JobSegment::open(&env.job, env.size)?,
+            job: env.job.clone(),
+            rank: env.rank,
+            size: env.size,
+            local_size: env.local_size,
+            rounds: Cell::new(0),
+        })
+    }
+
+    /// A job of one, for a program started without the launcher.
+    pub fn singleton() -> Result<LocalBootstrap> {
+        let job = segment::new_job_id();
+        segment::remove_stale();
+        Ok(LocalBootstrap {
+            segment: JobSegment::create(&job, 1)?,
+            job,
+            rank: 0,
+            size: 1,
+            local_size: 1,
+            rounds: Cell::new(0),
+        })
+    }
+
+    fn next_round(&self) -> u32 {
+        let round = self.rounds.get() + 1;
+        self.rounds.set(round);
+        round * self.size
+    }
+}
+
+impl Bootstrap for LocalBootstrap {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn job_id(&self) -> &str {
+        &self.job
+    }
+
+    fn local_size(&self) -> u32 {
+        self.local_size
+    }
+
+    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
+        if self.rounds.get() != 0 {
+            return Err(Error::Bootstrap("the address allgather runs once, before any barrier".into()));
+        }
+        if mine.len() > SLOT_DATA {
+            return Err(Error::Bootstrap(format!("address of {} bytes exceeds {SLOT_DATA}", mine.len())));
+        }
+        let slot = self.segment.slot(self.rank);
+        // SAFETY: our own slot, in bounds; peers read it only after the barrier.
+        unsafe {
+            std::ptr::copy_nonoverlapping((mine.len() as u64).to_le_bytes().as_ptr(), slot, 8);
+            std::ptr::copy_nonoverlapping(mine.as_ptr(), slot.add(8), mine.len());
+        }
+        self.segment.arrive_and_wait(self.next_round(), timeout)?;
+        (0..self.size)
+            .map(|rank| {
+                let slot = self.segment.slot(rank);
+                let mut len = [0u8; 8];
+                // SAFETY: every slot was written before its owner arrived.
+                unsafe { std::ptr::copy_nonoverlapping(slot, len.as_mut_ptr(), 8) };
+                let len = u64::from_le_bytes(len) as usize;
+                if len > SLOT_DATA {
+                    return Err(Error::Bootstrap(format!("rank {rank} published a corrupt address")));
+                }
+                let mut data = vec![0u8; len];
+                // SAFETY: as above, and len is within the slot.
+                unsafe { std::ptr::copy_nonoverlapping(slot.add(8), data.as_mut_ptr(), len) };
+                Ok(data)
+            })
+            .collect()
+    }
+
+    fn barrier(&self, timeout: Duration) -> Result<()> {
+        self.segment.arrive_and_wait(self.next_round(), timeout)
+    }
+
+    fn failed_rank(&self) -> Option<Rank> {
+        self.segment.failed_rank()
+    }
+}

@@ -1,0 +1,63 @@
+//! How a process learns who it is and meets its peers: rank, size, job id,
+//! one allgather of provider addresses, barriers, and job-failure news.
+//! The local launcher's bootstrap lives in [`local`]; an MPI one plugs in
+//! behind the same trait.
+
+mod local;
+
+use std::time::Duration;
+
+pub use local::{JobSegment, LocalBootstrap};
+
+use crate::{Error, Rank, Result};
+
+pub const ENV_JOB: &str = "CATENA_JOB";
+pub const ENV_RANK: &str = "CATENA_RANK";
+pub const ENV_SIZE: &str = "CATENA_SIZE";
+/// Ranks the launcher started on this machine (decides spinning vs sleeping).
+pub const ENV_LOCAL_SIZE: &str = "CATENA_LOCAL_SIZE";
+/// Core this rank pins itself to (`--pin`).
+pub const ENV_PIN_CORE: &str = "CATENA_PIN_CORE";
+
+pub trait Bootstrap {
+    fn rank(&self) -> Rank;
+    fn size(&self) -> u32;
+    fn job_id(&self) -> &str;
+    /// Ranks sharing this machine.
+    fn local_size(&self) -> u32;
+    /// Every rank's `mine`, in rank order. Called once, at start-up.
+    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>>;
+    fn barrier(&self, timeout: Duration) -> Result<()>;
+    /// The first rank the job lost, if it lost one.
+    fn failed_rank(&self) -> Option<Rank>;
+}
+
+/// What the launcher put in the environment of one rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchEnv {
+    pub job: String,
+    pub rank: Rank,
+    pub size: u32,
+    pub local_size: u32,
+    pub pin_core: Option<usize>,
+}
+
+impl LaunchEnv {
+    /// `None` when this process was not started by the launcher.
+    pub fn from_env() -> Result<Option<LaunchEnv>> {
+        let Ok(job) = std::env::var(ENV_JOB) else { return Ok(None) };
+        let rank: Rank = parse_var(ENV_RANK)?;
+        let size: u32 = parse_var(ENV_SIZE)?;
+        if size == 0 || rank >= size {
+            return Err(Error::Bootstrap(format!("{ENV_RANK}={rank} is not below {ENV_SIZE}={size}")));
+        }
+        let local_size = parse_var(ENV_LOCAL_SIZE).unwrap_or(size);
+        let pin_core = std::env::var(ENV_PIN_CORE).ok().map(|_| parse_var(ENV_PIN_CORE)).transpose()?;
+        Ok(Some(LaunchEnv { job, rank, size, local_size, pin_core }))
+    }
+}
+
+fn parse_var<T: std::str::FromStr>(name: &str) -> Result<T> {
+    let raw = std::env::var(name).map_err(|_| Error::Bootstrap(format!("{name} is not set")))?;
+    raw.trim().parse().map_err(|_| Error::Bootstrap(format!("{name}={raw:?} is not a number")))
+}

@@ -1,0 +1,390 @@
+//! Tagged messages built only on puts, signals and compare-and-swap, so every
+//! RMA provider gets them for free. Each pair of ranks that talks shares a
+//! connection: on each side a window holding the ring the peer writes into.
+//! Connections are made lazily on first contact by claiming a slot in the
+//! peer's control window, so a rank that talks to k peers holds O(k) state.
+//!
+//! A connection carries a byte stream of frames (header + payload) with
+//! credit-based flow control, so messages of any size pass through a fixed
+//! ring, in order per sender.
+
+pub mod wire;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use wire::*;
+
+use crate::{wait_until, ContextId, Error, LocalWindow, Message, Rank, RemoteKey, Result, Rma, Signal, Tag, Time};
+
+pub use wire::CONTROL_WINDOW_BYTES;
+
+/// Default size of each per-peer ring.
+pub const DEFAULT_RING_BYTES: usize = 64 * 1024;
+/// How long a requester waits before retrying when all of a peer's request
+/// slots are taken (many ranks contacting one at once).
+const SLOT_RETRY: Duration = Duration::from_micros(100);
+
+pub struct Messenger<W> {
+    control: W,
+    ring_bytes: usize,
+    connections: RefCell<HashMap<Rank, Connection<W>>>,
+    inbox: RefCell<VecDeque<Envelope>>,
+    bell_seen: Cell<u64>,
+    /// First failure met while making progress, reported by later calls.
+    failure: RefCell<Option<String>>,
+}
+
+struct Connection<W> {
+    window: W,
+    /// The peer's connection window, once known.
+    remote: Option<RemoteKey>,
+    /// Outgoing stream: bytes promised to sends so far, and bytes written.
+    reserved: u64,
+    written: u64,
+    /// Incoming stream: bytes parsed, and bytes whose credit went back.
+    consumed: u64,
+    returned: u64,
+    partial: Option<Envelope>,
+    partial_len: usize,
+    /// A send failed half-way; the stream can no longer be parsed.
+    broken: bool,
+}
+
+struct Envelope {
+    context: ContextId,
+    message: Message,
+}
+
+impl<W: LocalWindow> Messenger<W> {
+    /// `control` must be `CONTROL_WINDOW_BYTES` long and published to peers
+    /// (the provider's `control_key`).
+    pub fn new(control: W, ring_bytes: usize) -> Messenger<W> {
+        Messenger {
+            control,
+            ring_bytes: ring_bytes.max(FRAME_HEADER_BYTES),
+            connections: RefCell::new(HashMap::new()),
+            inbox: RefCell::new(VecDeque::new()),
+            bell_seen: Cell::new(0),
+            failure: RefCell::new(None),
+        }
+    }
+
+    pub fn control_window(&self) -> &W {
+        &self.control
+    }
+
+    /// Peers this rank holds a connection with.
+    pub fn connection_count(&self) -> usize {
+        self.connections.borrow().len()
+    }
+
+    pub async fn send<R: Rma<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        check_rank(rma, target)?;
+        self.check_failure()?;
+        self.connect(rma, target, deadline).await?;
+        let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + data.len());
+        frame.extend_from_slice(&encode_header(data.len(), context, tag));
+        frame.extend_from_slice(data);
+        let start = {
+            let mut conns = self.connections.borrow_mut();
+            let conn = conns.get_mut(&target).expect("connected above");
+            if conn.broken {
+                return Err(Error::Protocol(format!("the connection to rank {target} broke earlier")));
+            }
+            conn.reserved += frame.len() as u64;
+            conn.reserved - frame.len() as u64
+        };
+        let result = self.write_frame(rma, target, start, &frame, deadline).await;
+        if result.is_err() {
+            if let Some(conn) = self.connections.borrow_mut().get_mut(&target) {
+                conn.broken = true;
+            }
+        }
+        result
+    }
+
+    /// Writes `frame` at stream position `start` as ring credit allows.
+    async fn write_frame<R: Rma<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        start: u64,
+        frame: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        let mut sent = 0usize;
+        while sent < frame.len() {
+            let pos = start + sent as u64;
+            let (remote, room) = wait_until(rma, deadline, "ring credit from a receiver", || {
+                let conns = self.connections.borrow();
+                let conn = &conns[&target];
+                // Earlier sends to this peer go first; then we need free ring bytes.
+                if conn.written != pos {
+                    return Ok(None);
+                }
+                let credit = conn.window.signal(CREDIT_SIGNAL)?;
+                let room = self.ring_bytes as u64 - (conn.written - credit);
+                Ok((room > 0).then(|| (conn.remote.clone().expect("connected"), room as usize)))
+            })
+            .await?;
+            let chunk = room.min(frame.len() - sent);
+            let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, chunk, self.ring_bytes);
+            let signal = Signal { offset: RING_SIGNAL, add: chunk as u64 };
+            if b_len == 0 {
+                rma.put_signal(target, &remote, RING_AT + a_at, &frame[sent..sent + a_len], signal)?;
+            } else {
+                rma.put(target, &remote, RING_AT + a_at, &frame[sent..sent + a_len])?;
+                let b = &frame[sent + a_len..sent + a_len + b_len];
+                rma.put_signal(target, &remote, RING_AT + b_at, b, signal)?;
+            }
+            self.connections.borrow_mut().get_mut(&target).expect("connected").written += chunk as u64;
+            sent += chunk;
+        }
+        Ok(())
+    }
+
+    pub async fn recv<R: Rma<Window = W>>(
+        &self,
+        rma: &R,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        deadline: Time,
+    ) -> Result<Message> {
+        if let Some(source) = source {
+            check_rank(rma, source)?;
+        }
+        wait_until(rma, deadline, "a message", || {
+            self.check_failure()?;
+            let mut inbox = self.inbox.borrow_mut();
+            let found = inbox.iter().position(|e| {
+                e.context == context
+                    && e.message.tag == tag
+                    && source.is_none_or(|s| s == e.message.source)
+            });
+            if let Some(i) = found {
+                return Ok(inbox.remove(i).map(|e| e.message));
+            }
+            if let Some(source) = source {
+                rma.check_peer(source)?;
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    /// Accepts connection requests, takes in replies, drains rings into the
+    /// inbox and returns credits.
+    pub fn progress<R: Rma<Window = W>>(&self, rma: &R) {
+        if let Err(e) = self.try_progress(rma) {
+            self.failure.borrow_mut().get_or_insert_with(|| e.to_string());
+        }
+    }
+
+    fn try_progress<R: Rma<Window = W>>(&self, rma: &R) -> Result<()> {
+        self.accept_requests(rma)?;
+        let mut conns = self.connections.borrow_mut();
+        for (&peer, conn) in conns.iter_mut() {
+            if conn.remote.is_none() && conn.window.signal(REPLY_SIGNAL)? >= 1 {
+                conn.remote = Some(read_key(&conn.window, REPLY_KEY_LEN_AT, REPLY_KEY_AT)?);
+            }
+            self.drain(peer, conn)?;
+            let owed = conn.consumed - conn.returned;
+            if owed >= (self.ring_bytes / 4) as u64 {
+                if let Some(remote) = &conn.remote {
+                    let signal = Signal { offset: CREDIT_SIGNAL, add: owed };
+                    rma.put_signal(peer, remote, CREDIT_SIGNAL, &[], signal)?;
+                    conn.returned = conn.consumed;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn accept_requests<R: Rma<Window = W>>(&self, rma: &R) -> Result<()> {
+        let bell = self.control.signal(REQUEST_BELL)?;
+        if bell == self.bell_seen.get() {
+            return Ok(());
+        }
+        self.bell_seen.set(bell);
+        for slot in 0..SLOT_COUNT {
+            let at = slot_at(slot);
+            if self.control.signal(at)? != SLOT_FILLED {
+                continue;
+            }
+            let mut from = [0u8; 8];
+            self.control.read(at + SLOT_FROM_AT, &mut from)?;
+            let key = read_key(&self.control, at + SLOT_KEY_LEN_AT, at + SLOT_KEY_AT);
+            self.control.set_signal(at, SLOT_FREE)?;
+            let from = u64::from_le_bytes(from);
+            let from = Rank::try_from(from).ok().filter(|&r| r < rma.size());
+            match (from, key) {
+                (Some(from), Ok(key)) => self.accept(rma, from, key)?,
+                _ => return Err(Error::Protocol("a corrupt connection request arrived".into())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `from`'s window and replies with ours (creating it if this
+    /// is first contact; on simultaneous contact both sides keep one window).
+    fn accept<R: Rma<Window = W>>(&self, rma: &R, from: Rank, key: RemoteKey) -> Result<()> {
+        let mut conns = self.connections.borrow_mut();
+        if !conns.contains_key(&from) {
+            conns.insert(from, self.new_connection(rma)?);
+        }
+        let conn = conns.get_mut(&from).expect("inserted above");
+        conn.remote.get_or_insert(key.clone());
+        let mine = conn.window.key();
+        let mut reply = Vec::with_capacity(8 + mine.as_bytes().len());
+        reply.extend_from_slice(&(mine.as_bytes().len() as u64).to_le_bytes());
+        reply.extend_from_slice(mine.as_bytes());
+        rma.put_signal(from, &key, REPLY_KEY_LEN_AT, &reply, Signal { offset: REPLY_SIGNAL, add: 1 })
+    }
+
+    fn new_connection<R: Rma<Window = W>>(&self, rma: &R) -> Result<Connection<W>> {
+        Ok(Connection {
+            window: rma.alloc_window(connection_window_bytes(self.ring_bytes))?,
+            remote: None,
+            reserved: 0,
+            written: 0,
+            consumed: 0,
+            returned: 0,
+            partial: None,
+            partial_len: 0,
+            broken: false,
+        })
+    }
+
+    /// Makes sure a connection to `target` exists, asking for one if needed.
+    async fn connect<R: Rma<Window = W>>(&self, rma: &R, target: Rank, deadline: Time) -> Result<()> {
+        let first_contact = {
+            let mut conns = self.connections.borrow_mut();
+            match conns.get(&target) {
+                Some(conn) if conn.remote.is_some() => return Ok(()),
+                Some(_) => false,
+                None => {
+                    conns.insert(target, self.new_connection(rma)?);
+                    true
+                }
+            }
+        };
+        if first_contact {
+            self.request(rma, target, deadline).await?;
+        }
+        wait_until(rma, deadline, "a connection to a peer", || {
+            Ok(self.connections.borrow()[&target].remote.is_some().then_some(()))
+        })
+        .await
+    }
+
+    /// Claims a slot in `target`'s control window and files our key there.
+    async fn request<R: Rma<Window = W>>(&self, rma: &R, target: Rank, deadline: Time) -> Result<()> {
+        let control = rma.control_key(target)?;
+        let mine = self.connections.borrow()[&target].window.key();
+        let mut body = Vec::with_capacity(16 + mine.as_bytes().len());
+        body.extend_from_slice(&u64::from(rma.rank()).to_le_bytes());
+        body.extend_from_slice(&(mine.as_bytes().len() as u64).to_le_bytes());
+        body.extend_from_slice(mine.as_bytes());
+        let first = rma.rank() as usize % SLOT_COUNT;
+        loop {
+            for i in 0..SLOT_COUNT {
+                if self.connections.borrow()[&target].remote.is_some() {
+                    // The peer contacted us meanwhile and we answered it.
+                    return Ok(());
+                }
+                let at = slot_at((first + i) % SLOT_COUNT);
+                let old = rma.compare_swap(target, &control, at, SLOT_FREE, SLOT_CLAIMED, deadline).await?;
+                if old == SLOT_FREE {
+                    rma.put_signal(target, &control, at + SLOT_FROM_AT, &body, Signal { offset: at, add: 1 })?;
+                    let bell = Signal { offset: REQUEST_BELL, add: 1 };
+                    return rma.put_signal(target, &control, REQUEST_BELL, &[], bell);
+                }
+            }
+            let retry_at = rma.deadline_in(SLOT_RETRY).min(deadline);
+            match wait_until(rma, retry_at, "a free request slot", || Ok(None::<()>)).await {
+                Err(Error::Timeout { .. }) if rma.now() < deadline => continue,
+                Err(e) => return Err(e),
+                Ok(()) => unreachable!("the condition never holds"),
+            }
+        }
+    }
+
+    /// Moves every complete frame that has landed into the inbox.
+    fn drain(&self, peer: Rank, conn: &mut Connection<W>) -> Result<()> {
+        let landed = conn.window.signal(RING_SIGNAL)?;
+        while conn.consumed < landed {
+            let available = (landed - conn.consumed) as usize;
+            match &mut conn.partial {
+                None => {
+                    if available < FRAME_HEADER_BYTES {
+                        break;
+                    }
+                    let mut header = [0u8; FRAME_HEADER_BYTES];
+                    self.read_ring(conn, &mut header)?;
+                    let (len, context, tag) = decode_header(&header);
+                    conn.partial_len = len;
+                    let data = Vec::with_capacity(len.min(1 << 20));
+                    conn.partial = Some(Envelope { context, message: Message { source: peer, tag, data } });
+                }
+                Some(envelope) => {
+                    let mut data = std::mem::take(&mut envelope.message.data);
+                    let old = data.len();
+                    let take = (conn.partial_len - old).min(available);
+                    data.resize(old + take, 0);
+                    self.read_ring(conn, &mut data[old..])?;
+                    conn.partial.as_mut().expect("partial").message.data = data;
+                }
+            }
+            if conn.partial.as_ref().is_some_and(|e| e.message.data.len() == conn.partial_len) {
+                self.inbox.borrow_mut().push_back(conn.partial.take().expect("partial"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the next `buf.len()` stream bytes out of the ring.
+    fn read_ring(&self, conn: &mut Connection<W>, buf: &mut [u8]) -> Result<()> {
+        let [(a_at, a_len), (b_at, b_len)] = ring_pieces(conn.consumed, buf.len(), self.ring_bytes);
+        conn.window.read(RING_AT + a_at, &mut buf[..a_len])?;
+        conn.window.read(RING_AT + b_at, &mut buf[a_len..a_len + b_len])?;
+        conn.consumed += buf.len() as u64;
+        Ok(())
+    }
+
+    fn check_failure(&self) -> Result<()> {
+        match &*self.failure.borrow() {
+            Some(why) => Err(Error::Protocol(why.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+fn check_rank<R: Rma + ?Sized>(rma: &R, rank: Rank) -> Result<()> {
+    if rank >= rma.size() {
+        return Err(Error::InvalidRank { rank, size: rma.size() });
+    }
+    Ok(())
+}
+
+fn read_key<W: LocalWindow>(window: &W, len_at: usize, key_at: usize) -> Result<RemoteKey> {
+    let mut len = [0u8; 8];
+    window.read(len_at, &mut len)?;
+    let len = usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX);
+    if len > crate::key::MAX_KEY_BYTES {
+        return Err(Error::Protocol(format!("a peer sent a key of {len} bytes")));
+    }
+    let mut key = vec![0u8; len];
+    window.read(key_at, &mut key)?;
+    RemoteKey::from_bytes(&key)
+}

@@ -1,0 +1,87 @@
+//! Memory layouts of eager messaging: the control window where first contact
+//! is made, the per-peer connection window, and the frame header in a ring.
+
+use crate::key::MAX_KEY_BYTES;
+
+/// Signal word bumped after a request slot was filled.
+pub const REQUEST_BELL: usize = 0;
+pub const SLOTS_AT: usize = 64;
+pub const SLOT_COUNT: usize = 32;
+pub const SLOT_BYTES: usize = 256;
+pub const CONTROL_WINDOW_BYTES: usize = SLOTS_AT + SLOT_COUNT * SLOT_BYTES;
+
+// Within a slot: the state word (0 free, 1 claimed, 2 filled), then the
+// requester's rank and its connection window key.
+pub const SLOT_FREE: u64 = 0;
+pub const SLOT_CLAIMED: u64 = 1;
+pub const SLOT_FILLED: u64 = 2;
+pub const SLOT_FROM_AT: usize = 8;
+pub const SLOT_KEY_LEN_AT: usize = 16;
+pub const SLOT_KEY_AT: usize = 24;
+const _: () = assert!(SLOT_KEY_AT + MAX_KEY_BYTES <= SLOT_BYTES);
+
+pub fn slot_at(slot: usize) -> usize {
+    SLOTS_AT + slot * SLOT_BYTES
+}
+
+// A connection window, one per peer on each side. The peer writes our reply
+// area and our ring and returns credits for the ring we write into it.
+/// Counts replies to our connection request (the peer's key has landed).
+pub const REPLY_SIGNAL: usize = 0;
+/// Bytes of our outgoing stream the peer has consumed.
+pub const CREDIT_SIGNAL: usize = 8;
+/// Bytes of the peer's stream that have landed in our ring.
+pub const RING_SIGNAL: usize = 16;
+pub const REPLY_KEY_LEN_AT: usize = 64;
+pub const REPLY_KEY_AT: usize = 72;
+pub const RING_AT: usize = 512;
+const _: () = assert!(REPLY_KEY_AT + MAX_KEY_BYTES <= RING_AT);
+
+pub fn connection_window_bytes(ring_bytes: usize) -> usize {
+    RING_AT + ring_bytes
+}
+
+/// A message in the stream: this header, then `len` payload bytes.
+pub const FRAME_HEADER_BYTES: usize = 16;
+
+pub fn encode_header(len: usize, context: u32, tag: u32) -> [u8; FRAME_HEADER_BYTES] {
+    let mut h = [0u8; FRAME_HEADER_BYTES];
+    h[0..8].copy_from_slice(&(len as u64).to_le_bytes());
+    h[8..12].copy_from_slice(&context.to_le_bytes());
+    h[12..16].copy_from_slice(&tag.to_le_bytes());
+    h
+}
+
+/// (payload length, context, tag).
+pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> (usize, u32, u32) {
+    let len = u64::from_le_bytes(h[0..8].try_into().unwrap()) as usize;
+    let context = u32::from_le_bytes(h[8..12].try_into().unwrap());
+    let tag = u32::from_le_bytes(h[12..16].try_into().unwrap());
+    (len, context, tag)
+}
+
+/// Splits `len` bytes at stream position `pos` of a ring into at most two
+/// (ring offset, length) pieces, wrapping at the end.
+pub fn ring_pieces(pos: u64, len: usize, ring_bytes: usize) -> [(usize, usize); 2] {
+    let start = (pos % ring_bytes as u64) as usize;
+    let first = len.min(ring_bytes - start);
+    [(start, first), (0, len - first)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip() {
+        let h = encode_header(123_456_789, 7, u32::MAX);
+        assert_eq!(decode_header(&h), (123_456_789, 7, u32::MAX));
+    }
+
+    #[test]
+    fn ring_pieces_wrap_at_the_end() {
+        assert_eq!(ring_pieces(10, 5, 16), [(10, 5), (0, 0)]);
+        assert_eq!(ring_pieces(14, 5, 16), [(14, 2), (0, 3)]);
+        assert_eq!(ring_pieces(32, 16, 16), [(0, 16), (0, 0)]);
+    }
+}

@@ -1,0 +1,44 @@
+//! Drives one algorithm future on a real provider: poll, re-poll while the
+//! spin budget lasts, then block in the provider's wait object. The simulator
+//! has its own executor; algorithms never see the difference.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use crate::Rma;
+
+/// Runs `future` to completion on `transport`'s calling thread.
+///
+/// Every wait inside carries a deadline, so this returns in bounded time.
+pub fn block_on<T: Rma + ?Sized, F: Future>(transport: &T, future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    let spin = transport.spin_budget();
+    let mut spin_until: Option<Instant> = None;
+    loop {
+        transport.progress();
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        if !spin.is_zero() {
+            let now = Instant::now();
+            let until = *spin_until.get_or_insert(now + spin);
+            if now < until {
+                std::hint::spin_loop();
+                continue;
+            }
+        }
+        // Re-poll after announcing the park, so a signal that lands between
+        // the poll above and the block below is not slept through.
+        let ticket = transport.prepare_park();
+        transport.progress();
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            transport.cancel_park();
+            return out;
+        }
+        transport.park(ticket);
+        spin_until = None;
+    }
+}

@@ -1,0 +1,190 @@
+//! The local launcher: starts N ranks of a program on this machine, gives
+//! them rank/size/job id and a bootstrap segment, pins them when asked,
+//! forwards their output with a rank prefix, and if one fails stops the
+//! others. Whatever happens, the job's segments are removed at the end.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::{JobSegment, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
+use crate::shm::segment;
+use crate::{Error, Rank, Result};
+
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    pub ranks: u32,
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// Pin rank r to core r mod cores.
+    pub pin: bool,
+    /// Extra environment for every rank.
+    pub env: Vec<(OsString, OsString)>,
+    /// After a rank fails, how long the others get to notice and exit
+    /// before they are killed.
+    pub grace: Duration,
+    /// Collect the ranks' output into the report instead of printing it.
+    pub capture_output: bool,
+}
+
+impl LaunchSpec {
+    pub fn new(ranks: u32, program: impl Into<PathBuf>) -> LaunchSpec {
+        LaunchSpec {
+            ranks,
+            program: program.into(),
+            args: Vec::new(),
+            pin: false,
+            env: Vec::new(),
+            grace: Duration::from_secs(3),
+            capture_output: false,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct LaunchReport {
+    pub job_id: String,
+    pub statuses: Vec<ExitStatus>,
+    /// The first rank seen to fail, with its status.
+    pub first_failure: Option<(Rank, ExitStatus)>,
+    /// Segments of the job that were still there at the end and got removed.
+    pub leftover_segments: usize,
+    /// The ranks' prefixed output, if it was captured.
+    pub output: String,
+}
+
+impl LaunchReport {
+    pub fn success(&self) -> bool {
+        self.first_failure.is_none()
+    }
+
+    /// The launcher's own exit code: 0, or the failed rank's code
+    /// (128 + signal number if it was killed).
+    pub fn exit_code(&self) -> i32 {
+        use std::os::unix::process::ExitStatusExt;
+        match self.first_failure {
+            None => 0,
+            Some((_, status)) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        }
+    }
+}
+
+/// Runs the job to completion.
+pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
+    if spec.ranks == 0 {
+        return Err(Error::Bootstrap("a job needs at least one rank".into()));
+    }
+    segment::remove_stale();
+    let job = segment::new_job_id();
+    let job_segment = JobSegment::create(&job, spec.ranks)?;
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let mut children: Vec<Option<Child>> = Vec::new();
+    let mut forwarders = Vec::new();
+    let captured = spec.capture_output.then(|| Arc::new(Mutex::new(Vec::new())));
+    for rank in 0..spec.ranks {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env(ENV_JOB, &job)
+            .env(ENV_RANK, rank.to_string())
+            .env(ENV_SIZE, spec.ranks.to_string())
+            .env(ENV_LOCAL_SIZE, spec.ranks.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if spec.pin && !cores.is_empty() {
+            cmd.env(ENV_PIN_CORE, cores[rank as usize % cores.len()].id.to_string());
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                let sinks = match &captured {
+                    Some(buf) => [Sink::Buffer(buf.clone()), Sink::Buffer(buf.clone())],
+                    None => [Sink::Stdout, Sink::Stderr],
+                };
+                let [out, err] = sinks;
+                forwarders.push(forward(rank, child.stdout.take().expect("piped"), out));
+                forwarders.push(forward(rank, child.stderr.take().expect("piped"), err));
+                children.push(Some(child));
+            }
+            Err(e) => {
+                for child in children.iter_mut().flatten() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                segment::remove_job(&job);
+                return Err(Error::io(format!("starting {}", spec.program.display()), e));
+            }
+        }
+    }
+
+    let mut statuses: Vec<Option<ExitStatus>> = vec![None; children.len()];
+    let mut first_failure = None;
+    let mut kill_at: Option<Instant> = None;
+    while statuses.iter().any(Option::is_none) {
+        for (rank, slot) in children.iter_mut().enumerate() {
+            let Some(child) = slot else { continue };
+            if let Ok(Some(status)) = child.try_wait() {
+                statuses[rank] = Some(status);
+                *slot = None;
+                if !status.success() && first_failure.is_none() {
+                    first_failure = Some((rank as Rank, status));
+                    job_segment.mark_failed(rank as Rank);
+                    kill_at = Some(Instant::now() + spec.grace);
+                }
+            }
+        }
+        if kill_at.is_some_and(|at| Instant::now() >= at) {
+            for child in children.iter_mut().flatten() {
+                let _ = child.kill();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for f in forwarders {
+        let _ = f.join();
+    }
+    drop(job_segment);
+    let leftover_segments = segment::remove_job(&job);
+    Ok(LaunchReport {
+        job_id: job,
+        statuses: statuses.into_iter().map(|s| s.expect("every rank exited")).collect(),
+        first_failure,
+        leftover_segments,
+        output: captured
+            .map(|buf| String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned())
+            .unwrap_or_default(),
+    })
+}
+
+enum Sink {
+    Stdout,
+    Stderr,
+    Buffer(Arc<Mutex<Vec<u8>>>),
+}
+
+/// Copies a rank's output line by line, prefixed with `[rank]`.
+fn forward(rank: Rank, stream: impl Read + Send + 'static, sink: Sink) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+            if !line.ends_with(b"\n") {
+                line.push(b'\n');
+            }
+            let mut prefixed = format!("[{rank}] ").into_bytes();
+            prefixed.append(&mut line);
+            let _ = match &sink {
+                Sink::Stdout => std::io::stdout().lock().write_all(&prefixed),
+                Sink::Stderr => std::io::stderr().lock().write_all(&prefixed),
+                Sink::Buffer(buf) => {
+                    buf.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&prefixed);
+                    Ok(())
+                }
+            };
+        }
+    })
+}

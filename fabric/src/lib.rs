@@ -1,0 +1,33 @@
+//! catena's transport layer: the contract every algorithm is written against
+//! ([`Rma`] for windows and one-sided puts, [`Transport`] for tagged messages),
+//! the providers that implement it, and the bootstraps that start a job.
+//!
+//! Algorithms are `async fn`s generic over `T: Transport`; [`block_on`] drives
+//! one on a real provider. See `docs/architecture.md` for the full contract.
+
+pub mod bootstrap;
+pub mod conformance;
+mod directory;
+pub mod eager;
+mod error;
+mod executor;
+mod key;
+pub mod launch;
+pub mod shm;
+pub mod testing;
+mod time;
+mod transport;
+
+pub use directory::{Directory, FlatDirectory};
+pub use error::{Error, Result};
+pub use executor::block_on;
+pub use key::RemoteKey;
+pub use time::Time;
+pub use transport::{wait_until, ContextId, LocalWindow, Message, Rank, Rma, Signal, Tag, Transport};
+
+/// Starts this process's transport on the default provider (shm), taking its
+/// identity from the environment the launcher sets; a process started without
+/// a launcher becomes a job of one.
+pub fn init() -> Result<shm::ShmTransport> {
+    shm::ShmTransport::from_env()
+}

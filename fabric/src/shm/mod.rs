@@ -1,0 +1,323 @@
+//! The native shared-memory provider, catena's embedded default. Every window
+//! is a /dev/shm segment; a put is a copy into the peer's mapping followed by
+//! a release-ordered signal; a waiting rank sleeps on a futex doorbell in its
+//! control window, which a signalling peer rings only if the rank sleeps.
+
+pub mod futex;
+pub mod segment;
+mod window;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+pub use window::ShmWindow;
+use window::{check_bounds, check_word, decode_key, MappedWindow, DOORBELL_AT, SLEEPERS_AT};
+
+use crate::bootstrap::{Bootstrap, LaunchEnv, LocalBootstrap};
+use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
+use crate::{
+    ContextId, Directory, Error, FlatDirectory, LocalWindow, Message, Rank, RemoteKey, Result, Rma,
+    Signal, Tag, Time, Transport,
+};
+
+/// Re-polling budget of a waiting rank when it has a core to itself.
+const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// Longest sleep before a parked rank re-checks job health.
+const PARK_SLICE: Duration = Duration::from_millis(50);
+/// How often a receive looks whether its sender's process still exists.
+const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
+pub const ENV_SPIN_US: &str = "CATENA_SPIN_US";
+pub const ENV_RING_BYTES: &str = "CATENA_EAGER_RING_BYTES";
+
+pub struct ShmTransport {
+    rank: Rank,
+    size: u32,
+    job: String,
+    epoch: Instant,
+    bootstrap: Box<dyn Bootstrap>,
+    directory: FlatDirectory,
+    messenger: Messenger<ShmWindow>,
+    next_window: Cell<u32>,
+    /// Mappings of peers' windows, made on first put: O(partners).
+    mapped: RefCell<HashMap<(Rank, u32), Rc<MappedWindow>>>,
+    wake_at: Cell<Time>,
+    spin: Duration,
+    last_peer_check: Cell<Instant>,
+}
+
+/// A peer's directory entry: its pid (for liveness) and its control key.
+fn encode_address(pid: u32, control: &RemoteKey) -> Vec<u8> {
+    let mut a = pid.to_le_bytes().to_vec();
+    a.extend_from_slice(control.as_bytes());
+    a
+}
+
+impl ShmTransport {
+    /// Joins the job the launcher described in the environment, or starts a
+    /// job of one. Pins to a core if the launcher was asked to.
+    pub fn from_env() -> Result<ShmTransport> {
+        match LaunchEnv::from_env()? {
+            Some(env) => {
+                if let Some(core) = env.pin_core {
+                    core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                }
+                ShmTransport::new(Box::new(LocalBootstrap::from_launch_env(&env)?))
+            }
+            None => ShmTransport::new(Box::new(LocalBootstrap::singleton()?)),
+        }
+    }
+
+    pub fn new(bootstrap: Box<dyn Bootstrap>) -> Result<ShmTransport> {
+        let (rank, size, job) = (bootstrap.rank(), bootstrap.size(), bootstrap.job_id().to_string());
+        let control = ShmWindow::create(&job, rank, 0, CONTROL_WINDOW_BYTES)?;
+        let address = encode_address(std::process::id(), &control.key());
+        let directory = FlatDirectory::new(bootstrap.allgather(&address, BOOTSTRAP_TIMEOUT)?);
+        let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spin = match env_number(ENV_SPIN_US)? {
+            Some(us) => Duration::from_micros(us as u64),
+            // More ranks than cores: a spinning rank only delays the one it waits for.
+            None if bootstrap.local_size() as usize > cores => Duration::ZERO,
+            None => DEFAULT_SPIN,
+        };
+        Ok(ShmTransport {
+            rank,
+            size,
+            job,
+            epoch: Instant::now(),
+            bootstrap,
+            directory,
+            messenger: Messenger::new(control, ring_bytes),
+            next_window: Cell::new(1),
+            mapped: RefCell::new(HashMap::new()),
+            wake_at: Cell::new(Time::MAX),
+            spin,
+            last_peer_check: Cell::new(Instant::now()),
+        })
+    }
+
+    /// Waits until every rank called `finalize`, so no peer still puts into
+    /// windows this rank is about to remove.
+    pub fn finalize(self, timeout: Duration) -> Result<()> {
+        self.bootstrap.barrier(timeout)
+    }
+
+    /// Peers this rank holds a messaging connection with.
+    pub fn connection_count(&self) -> usize {
+        self.messenger.connection_count()
+    }
+
+    fn control(&self) -> &crate::shm::segment::Segment {
+        self.messenger.control_window().segment()
+    }
+
+    fn check_target(&self, rank: Rank) -> Result<()> {
+        if rank >= self.size {
+            return Err(Error::InvalidRank { rank, size: self.size });
+        }
+        Ok(())
+    }
+
+    /// The mapping of `target`'s window named by `key` (mapped on first use).
+    fn peer_window(&self, target: Rank, key: &RemoteKey) -> Result<Rc<MappedWindow>> {
+        self.check_target(target)?;
+        let (id, len) = decode_key(key)?;
+        if let Some(w) = self.mapped.borrow().get(&(target, id)) {
+            if w.len != len {
+                return Err(Error::InvalidKey(format!("window {id} of rank {target} has {} bytes", w.len)));
+            }
+            return if w.is_live() { Ok(w.clone()) } else { Err(Error::WindowFreed { rank: target }) };
+        }
+        let w = Rc::new(MappedWindow::open(&self.job, target, id, len)?);
+        if !w.is_live() {
+            return Err(Error::WindowFreed { rank: target });
+        }
+        self.mapped.borrow_mut().insert((target, id), w.clone());
+        Ok(w)
+    }
+
+    /// Rings `target`'s doorbell if it is (about to be) asleep.
+    fn wake(&self, target: Rank) -> Result<()> {
+        let cached = self.mapped.borrow().get(&(target, 0)).cloned();
+        let control = match cached {
+            Some(control) => control,
+            None => self.peer_window(target, &self.control_key(target)?)?,
+        };
+        let control = &control.segment;
+        fence(Ordering::SeqCst);
+        if control.u32_at(SLEEPERS_AT).load(Ordering::SeqCst) != 0 {
+            control.u32_at(DOORBELL_AT).fetch_add(1, Ordering::SeqCst);
+            futex::wake(control.u32_at(DOORBELL_AT), 1);
+        }
+        Ok(())
+    }
+
+    fn word<'a>(&self, w: &'a MappedWindow, offset: usize) -> Result<&'a std::sync::atomic::AtomicU64> {
+        check_word(offset, w.len)?;
+        Ok(w.word(offset))
+    }
+}
+
+fn env_number(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a number"))),
+    }
+}
+
+impl Rma for ShmTransport {
+    type Window = ShmWindow;
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn job_id(&self) -> &str {
+        &self.job
+    }
+
+    fn now(&self) -> Time {
+        Time::from_duration(self.epoch.elapsed())
+    }
+
+    fn alloc_window(&self, len: usize) -> Result<ShmWindow> {
+        let id = self.next_window.get();
+        self.next_window.set(id.checked_add(1).ok_or(Error::Protocol("window ids exhausted".into()))?);
+        ShmWindow::create(&self.job, self.rank, id, len)
+    }
+
+    fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
+        let w = self.peer_window(target, window)?;
+        check_bounds(offset, data.len(), w.len)?;
+        // SAFETY: the destination range lies inside the peer's data area
+        // (checked against the length its owner published); `data` is ours.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), w.data().add(offset), data.len()) };
+        Ok(())
+    }
+
+    fn put_signal(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8], signal: Signal) -> Result<()> {
+        let w = self.peer_window(target, window)?;
+        check_bounds(offset, data.len(), w.len)?;
+        let word = self.word(&w, signal.offset)?;
+        // SAFETY: as in `put`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), w.data().add(offset), data.len()) };
+        word.fetch_add(signal.add, Ordering::SeqCst);
+        self.wake(target)
+    }
+
+    async fn fetch_add(&self, target: Rank, window: &RemoteKey, offset: usize, value: u64, _: Time) -> Result<u64> {
+        let w = self.peer_window(target, window)?;
+        let old = self.word(&w, offset)?.fetch_add(value, Ordering::SeqCst);
+        self.wake(target)?;
+        Ok(old)
+    }
+
+    async fn compare_swap(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        expected: u64,
+        new: u64,
+        _: Time,
+    ) -> Result<u64> {
+        let w = self.peer_window(target, window)?;
+        let old = match self.word(&w, offset)?.compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(old) | Err(old) => old,
+        };
+        self.wake(target)?;
+        Ok(old)
+    }
+
+    async fn flush(&self, target: Rank, _: Time) -> Result<()> {
+        // Puts are copies that completed before they returned.
+        self.check_target(target)
+    }
+
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
+        let address = self.directory.address(rank)?;
+        RemoteKey::from_bytes(&address[4..])
+    }
+
+    fn check_health(&self) -> Result<()> {
+        match self.bootstrap.failed_rank() {
+            Some(rank) => Err(Error::PeerGone { rank }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_peer(&self, rank: Rank) -> Result<()> {
+        let now = Instant::now();
+        if now.duration_since(self.last_peer_check.get()) < PEER_CHECK_INTERVAL {
+            return Ok(());
+        }
+        self.last_peer_check.set(now);
+        let address = self.directory.address(rank)?;
+        let pid = u32::from_le_bytes(address[..4].try_into().expect("addresses start with a pid"));
+        if segment::process_alive(pid as i32) {
+            Ok(())
+        } else {
+            Err(Error::PeerGone { rank })
+        }
+    }
+
+    fn progress(&self) {
+        self.messenger.progress(self);
+    }
+
+    fn spin_budget(&self) -> Duration {
+        self.spin
+    }
+
+    fn wake_at(&self, at: Time) {
+        self.wake_at.set(self.wake_at.get().min(at));
+    }
+
+    fn prepare_park(&self) -> u64 {
+        self.control().u32_at(SLEEPERS_AT).store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        u64::from(self.control().u32_at(DOORBELL_AT).load(Ordering::SeqCst))
+    }
+
+    fn park(&self, ticket: u64) {
+        let until = self.wake_at.replace(Time::MAX);
+        let timeout = until.saturating_sub(self.now()).min(PARK_SLICE);
+        if !timeout.is_zero() {
+            futex::wait(self.control().u32_at(DOORBELL_AT), ticket as u32, timeout);
+        }
+        self.cancel_park();
+    }
+
+    fn cancel_park(&self) {
+        self.control().u32_at(SLEEPERS_AT).store(0, Ordering::Relaxed);
+    }
+}
+
+impl Transport for ShmTransport {
+    async fn send(&self, target: Rank, context: ContextId, tag: Tag, data: &[u8], deadline: Time) -> Result<()> {
+        self.messenger.send(self, target, context, tag, data, deadline).await
+    }
+
+    async fn recv(&self, source: Option<Rank>, context: ContextId, tag: Tag, deadline: Time) -> Result<Message> {
+        self.messenger.recv(self, source, context, tag, deadline).await
+    }
+}
+
+impl Drop for ShmTransport {
+    fn drop(&mut self) {
+        // Windows unlink their own segments; drop peers' mappings first.
+        self.mapped.borrow_mut().clear();
+    }
+}

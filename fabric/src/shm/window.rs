@@ -1,0 +1,174 @@
+//! Windows of the shm provider: one segment each, a page of header (owner,
+//! length, live/freed state; in window 0 also the process's doorbell) then
+//! the exposed bytes. Keys are `S | id | len`.
+
+use std::sync::atomic::Ordering;
+
+use super::segment::Segment;
+use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
+
+pub const HEADER_BYTES: usize = 4096;
+const MAGIC: u64 = u64::from_le_bytes(*b"CATENAW1");
+const MAGIC_AT: usize = 0;
+const ID_AT: usize = 8;
+const LEN_AT: usize = 16;
+const STATE_AT: usize = 24;
+/// Bumped by whoever must wake this process (window 0 only).
+pub const DOORBELL_AT: usize = 64;
+/// Non-zero while this process is about to sleep on its doorbell.
+pub const SLEEPERS_AT: usize = 68;
+const LIVE: u64 = 1;
+const FREED: u64 = 2;
+const KEY_TAG: u8 = b'S';
+const KEY_LEN: usize = 13;
+
+pub fn segment_name(job: &str, rank: Rank, id: u32) -> String {
+    format!("{}{job}-r{rank}-w{id}", super::segment::PREFIX)
+}
+
+pub fn encode_key(id: u32, len: usize) -> RemoteKey {
+    let mut bytes = [0u8; KEY_LEN];
+    bytes[0] = KEY_TAG;
+    bytes[1..5].copy_from_slice(&id.to_le_bytes());
+    bytes[5..13].copy_from_slice(&(len as u64).to_le_bytes());
+    RemoteKey::from_bytes(&bytes).expect("shm keys are short")
+}
+
+/// (window id, length) of a shm key.
+pub fn decode_key(key: &RemoteKey) -> Result<(u32, usize)> {
+    let b = key.as_bytes();
+    if b.len() != KEY_LEN || b[0] != KEY_TAG {
+        return Err(Error::InvalidKey(format!("not a shm window key: {key:?}")));
+    }
+    let id = u32::from_le_bytes(b[1..5].try_into().unwrap());
+    let len = u64::from_le_bytes(b[5..13].try_into().unwrap()) as usize;
+    Ok((id, len))
+}
+
+/// A window as the origin of a put sees it: a mapping of the owner's segment.
+pub struct MappedWindow {
+    pub segment: Segment,
+    pub len: usize,
+}
+
+impl MappedWindow {
+    /// Maps `rank`'s window `id` and checks it is the live window the key named.
+    pub fn open(job: &str, rank: Rank, id: u32, key_len: usize) -> Result<MappedWindow> {
+        let segment = Segment::open(&segment_name(job, rank, id)).map_err(|e| match e {
+            Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::WindowFreed { rank }
+            }
+            e => e,
+        })?;
+        if segment.len() < HEADER_BYTES
+            || segment.u64_at(MAGIC_AT).load(Ordering::Acquire) != MAGIC
+            || segment.u64_at(ID_AT).load(Ordering::Relaxed) != u64::from(id)
+        {
+            return Err(Error::InvalidKey(format!("rank {rank} has no window {id}")));
+        }
+        let len = segment.u64_at(LEN_AT).load(Ordering::Relaxed) as usize;
+        if len != key_len || segment.len() < HEADER_BYTES + len {
+            return Err(Error::InvalidKey(format!(
+                "key says {key_len} bytes but rank {rank}'s window {id} has {len}"
+            )));
+        }
+        Ok(MappedWindow { segment, len })
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.segment.u64_at(STATE_AT).load(Ordering::Acquire) == LIVE
+    }
+
+    pub fn data(&self) -> *mut u8 {
+        // SAFETY: the segment is at least HEADER_BYTES long (checked in open).
+        unsafe { self.segment.base().add(HEADER_BYTES) }
+    }
+
+    pub fn word(&self, offset: usize) -> &std::sync::atomic::AtomicU64 {
+        self.segment.u64_at(HEADER_BYTES + offset)
+    }
+}
+
+/// A window this process exposes.
+pub struct ShmWindow {
+    id: u32,
+    len: usize,
+    segment: Segment,
+}
+
+impl ShmWindow {
+    pub fn create(job: &str, rank: Rank, id: u32, len: usize) -> Result<ShmWindow> {
+        let segment = Segment::create(&segment_name(job, rank, id), HEADER_BYTES + len)?;
+        segment.u64_at(ID_AT).store(u64::from(id), Ordering::Relaxed);
+        segment.u64_at(LEN_AT).store(len as u64, Ordering::Relaxed);
+        segment.u64_at(STATE_AT).store(LIVE, Ordering::Relaxed);
+        segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
+        Ok(ShmWindow { id, len, segment })
+    }
+
+    pub fn segment(&self) -> &Segment {
+        &self.segment
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        check_bounds(offset, len, self.len)?;
+        // SAFETY: in bounds of the data area, checked above.
+        Ok(unsafe { self.segment.base().add(HEADER_BYTES + offset) })
+    }
+}
+
+pub fn check_bounds(offset: usize, len: usize, window_len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= window_len => Ok(()),
+        _ => Err(Error::OutOfBounds { offset, len, window_len }),
+    }
+}
+
+pub fn check_word(offset: usize, window_len: usize) -> Result<()> {
+    if offset % 8 != 0 {
+        return Err(Error::Misaligned { offset });
+    }
+    check_bounds(offset, 8, window_len)
+}
+
+impl LocalWindow for ShmWindow {
+    fn key(&self) -> RemoteKey {
+        encode_key(self.id, self.len)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        let src = self.check(offset, buf.len())?;
+        // SAFETY: `src..src+len` is inside the mapping; `buf` is private memory.
+        unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let dst = self.check(offset, data.len())?;
+        // SAFETY: as in `read`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        Ok(())
+    }
+
+    fn signal(&self, offset: usize) -> Result<u64> {
+        check_word(offset, self.len)?;
+        Ok(self.segment.u64_at(HEADER_BYTES + offset).load(Ordering::Acquire))
+    }
+
+    fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
+        check_word(offset, self.len)?;
+        self.segment.u64_at(HEADER_BYTES + offset).store(value, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Drop for ShmWindow {
+    fn drop(&mut self) {
+        // Peers that still map the segment see the state and refuse to put.
+        self.segment.u64_at(STATE_AT).store(FREED, Ordering::Release);
+    }
+}

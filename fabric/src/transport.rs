@@ -1,0 +1,196 @@
+//! The transport contract. [`Rma`] is what a provider implements: identity,
+//! a clock, windows, one-sided puts with remote signals, atomics, and the hooks
+//! an executor uses to wait well. [`Transport`] adds tagged messages, which
+//! real providers get from [`crate::eager`] (rings built on puts).
+
+use std::future::Future;
+use std::task::Poll;
+use std::time::Duration;
+
+use crate::{Error, RemoteKey, Result, Time};
+
+/// A world rank: the only address algorithms ever use.
+pub type Rank = u32;
+/// Keeps the messages of different groups (communicators) apart.
+pub type ContextId = u32;
+/// Matches a message to a receive within one context.
+pub type Tag = u32;
+
+/// After a put's data has landed, add `add` to the u64 at `offset` of the same
+/// target window (OpenSHMEM's `put_signal` with `SIGNAL_ADD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signal {
+    pub offset: usize,
+    pub add: u64,
+}
+
+/// A received tagged message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub source: Rank,
+    pub tag: Tag,
+    pub data: Vec<u8>,
+}
+
+/// A window this process exposes. Its memory belongs to the provider, so
+/// local access goes through copies, and reads of remotely written bytes
+/// are meaningful only after a signal covering them was observed.
+pub trait LocalWindow {
+    /// The key peers pass to `put`; ship it to them in a message.
+    fn key(&self) -> RemoteKey;
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()>;
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
+    /// The current value of the signal word at `offset` (acquire ordered: the
+    /// data of every put whose signal is counted in it is visible).
+    fn signal(&self, offset: usize) -> Result<u64>;
+    /// Resets a signal word (release ordered), e.g. before reusing a window.
+    fn set_signal(&self, offset: usize, value: u64) -> Result<()>;
+}
+
+/// One-sided communication, as every provider offers it.
+///
+/// Ordering: a `put_signal` from one origin to one target makes the data of
+/// all earlier puts from that origin to that target visible no later than its
+/// signal, and the signals of one origin reach one target in issue order.
+/// Puts return once `data` may be reused; `flush` waits for remote completion.
+/// Bounds are checked at the origin against the window the owner published.
+pub trait Rma {
+    type Window: LocalWindow;
+
+    fn rank(&self) -> Rank;
+    fn size(&self) -> u32;
+    /// Unique per job; names shared resources and keeps jobs apart.
+    fn job_id(&self) -> &str;
+    fn now(&self) -> Time;
+    fn deadline_in(&self, timeout: Duration) -> Time {
+        self.now().saturating_add(timeout)
+    }
+
+    /// Exposes `len` fresh zeroed bytes to one-sided access by every rank.
+    fn alloc_window(&self, len: usize) -> Result<Self::Window>;
+
+    fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()>;
+    fn put_signal(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        data: &[u8],
+        signal: Signal,
+    ) -> Result<()>;
+
+    /// Atomically adds `value` to the u64 at `offset`; yields the old value.
+    fn fetch_add(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        value: u64,
+        deadline: Time,
+    ) -> impl Future<Output = Result<u64>>;
+    /// Atomically replaces the u64 at `offset` by `new` if it equals
+    /// `expected`; yields the old value either way.
+    fn compare_swap(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        expected: u64,
+        new: u64,
+        deadline: Time,
+    ) -> impl Future<Output = Result<u64>>;
+    /// Waits until every put issued so far to `target` has landed there.
+    fn flush(&self, target: Rank, deadline: Time) -> impl Future<Output = Result<()>>;
+
+    /// Waits until the signal word at `offset` of a local window reaches `at_least`.
+    fn wait_signal<'a>(
+        &'a self,
+        window: &'a Self::Window,
+        offset: usize,
+        at_least: u64,
+        deadline: Time,
+    ) -> impl Future<Output = Result<u64>> + 'a {
+        wait_until(self, deadline, "a window signal", move || {
+            let value = window.signal(offset)?;
+            Ok((value >= at_least).then_some(value))
+        })
+    }
+
+    /// The key of `rank`'s control window, where first contact for messaging
+    /// is made (published through the directory at start-up).
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey>;
+
+    /// `Err(PeerGone)` once the job is known to have lost a rank.
+    fn check_health(&self) -> Result<()>;
+    /// `Err(PeerGone)` if `rank` itself is known to be gone.
+    fn check_peer(&self, rank: Rank) -> Result<()>;
+
+    // Executor hooks (see `block_on`).
+    /// Handles incoming work that no future polls for (connection requests,
+    /// draining message rings, returning credits).
+    fn progress(&self);
+    /// How long a waiting executor re-polls before it blocks.
+    fn spin_budget(&self) -> Duration;
+    /// A pending future asks to be polled again no later than `at`.
+    fn wake_at(&self, at: Time);
+    /// Announces that the executor is about to block; returns a ticket. Any
+    /// signal or message that lands after this call wakes `park(ticket)`.
+    fn prepare_park(&self) -> u64;
+    /// Blocks until something lands, the earliest `wake_at` passes, or a
+    /// short slice ends (so that job failure is noticed).
+    fn park(&self, ticket: u64);
+    /// Withdraws a `prepare_park` after which the executor did not block.
+    fn cancel_park(&self);
+}
+
+/// Tagged messages: matched by (source, context, tag), in order per sender.
+pub trait Transport: Rma {
+    fn send(
+        &self,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+        deadline: Time,
+    ) -> impl Future<Output = Result<()>>;
+    /// Receives the first message from `source` (any rank if `None`) with this
+    /// context and tag.
+    fn recv(
+        &self,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        deadline: Time,
+    ) -> impl Future<Output = Result<Message>>;
+}
+
+/// The one waiting primitive: resolves when `ready` yields a value, fails with
+/// `Timeout` at `deadline` and with `PeerGone` when the job loses a rank.
+pub fn wait_until<'a, T, R>(
+    transport: &'a T,
+    deadline: Time,
+    what: &'static str,
+    mut ready: impl FnMut() -> Result<Option<R>> + 'a,
+) -> impl Future<Output = Result<R>> + 'a
+where
+    T: Rma + ?Sized,
+{
+    std::future::poll_fn(move |_| match ready() {
+        Err(e) => Poll::Ready(Err(e)),
+        Ok(Some(value)) => Poll::Ready(Ok(value)),
+        Ok(None) => {
+            if let Err(e) = transport.check_health() {
+                return Poll::Ready(Err(e));
+            }
+            if transport.now() >= deadline {
+                return Poll::Ready(Err(Error::Timeout { what }));
+            }
+            transport.wake_at(deadline);
+            Poll::Pending
+        }
+    })
+}

@@ -1,0 +1,72 @@
+//! The provider conformance suite on the shm provider, with 2, 3 and 8
+//! processes started by the launcher.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Instant;
+
+use catena_fabric::testing::{launch_case, run_case};
+use catena_fabric::{block_on, conformance};
+
+macro_rules! conformance_cases {
+    ($($name:ident: $check:ident on $ranks:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            run_case(stringify!($name), $ranks, |t| block_on(t, conformance::$check(t)));
+        }
+    )*};
+}
+
+conformance_cases! {
+    put_sizes_2: put_sizes on 2;
+    put_sizes_3: put_sizes on 3;
+    put_sizes_8: put_sizes on 8;
+    many_puts_in_flight_2: many_puts_in_flight on 2;
+    many_puts_in_flight_3: many_puts_in_flight on 3;
+    many_puts_in_flight_8: many_puts_in_flight on 8;
+    signals_and_atomics_2: signals_and_atomics on 2;
+    signals_and_atomics_3: signals_and_atomics on 3;
+    signals_and_atomics_8: signals_and_atomics on 8;
+    tagged_messages_2: tagged_messages on 2;
+    tagged_messages_3: tagged_messages on 3;
+    tagged_messages_8: tagged_messages on 8;
+    all_pairs_2: all_pairs on 2;
+    all_pairs_3: all_pairs on 3;
+    all_pairs_8: all_pairs on 8;
+    bad_input_2: bad_input on 2;
+    bad_input_3: bad_input on 3;
+    bad_input_8: bad_input on 8;
+}
+
+fn killed_peer_case(case: &str, ranks: u32) {
+    let victim = ranks - 1;
+    let started = Instant::now();
+    let die = || unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    };
+    let Some(report) = launch_case(case, ranks, |t| block_on(t, conformance::peer_killed(t, victim, die))) else {
+        return;
+    };
+    assert!(started.elapsed().as_secs() < 10, "the launcher took {:?}", started.elapsed());
+    assert_eq!(report.first_failure.map(|(r, s)| (r, s.signal())), Some((victim, Some(libc::SIGKILL))));
+    for (rank, status) in report.statuses.iter().enumerate() {
+        if rank as u32 != victim {
+            assert!(status.success(), "survivor {rank} failed: {status:?}\n{}", report.output);
+        }
+    }
+    assert_ne!(report.exit_code(), 0);
+}
+
+#[test]
+fn peer_killed_2() {
+    killed_peer_case("peer_killed_2", 2);
+}
+
+#[test]
+fn peer_killed_3() {
+    killed_peer_case("peer_killed_3", 3);
+}
+
+#[test]
+fn peer_killed_8() {
+    killed_peer_case("peer_killed_8", 8);
+}
