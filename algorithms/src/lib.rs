@@ -2,4 +2,6 @@
 //! `catena_fabric::Transport` contract so it runs unchanged on every provider
 //! and in the simulator.
 
-pub mod ring;
+pub mod shift;
+
+pub use shift::shift;

@@ -1,1 +1,101 @@
-fn main() {}
+//! `catena-bench`: the local launcher (`run`) and catena's benchmarks. A
+//! benchmark started from a shell relaunches itself under the launcher with
+//! the ranks it needs, so `catena-bench ring -n 8` is one command.
+
+mod physical;
+mod put;
+mod report;
+mod ring;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use catena_fabric::bootstrap::LaunchEnv;
+use catena_fabric::launch::{launch, LaunchSpec};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "catena-bench",
+    version,
+    about = "catena's launcher and benchmarks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start N ranks of PROGRAM on this machine.
+    Run {
+        /// Number of ranks.
+        #[arg(short = 'n', long = "ranks", default_value_t = 2)]
+        ranks: u32,
+        /// Pin rank r to core r mod cores.
+        #[arg(long)]
+        pin: bool,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+    /// Put latency and bandwidth between two pinned ranks, next to the
+    /// machine's memcpy bandwidth and core-to-core cache-line round trip.
+    Put(put::Args),
+    /// Ring exchange: each rank sends to its right neighbour and waits for its
+    /// left one; reports the round time (hand-off cost, also oversubscribed).
+    Ring(ring::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run {
+            ranks,
+            pin,
+            command,
+        } => run(ranks, pin, command),
+        Command::Put(args) => as_job(2, true).unwrap_or_else(|| put::main(&args)),
+        Command::Ring(args) => as_job(args.ranks, args.pin).unwrap_or_else(|| ring::main(&args)),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("catena-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Outcome = Result<u8, Box<dyn std::error::Error>>;
+
+fn run(ranks: u32, pin: bool, command: Vec<OsString>) -> Outcome {
+    let mut spec = LaunchSpec::new(ranks, PathBuf::from(&command[0]));
+    spec.args = command[1..].to_vec();
+    spec.pin = pin;
+    let report = launch(&spec)?;
+    if let Some((rank, status)) = report.first_failure {
+        eprintln!("catena-bench run: rank {rank} failed ({status}); the job was stopped");
+    }
+    Ok(report.exit_code().clamp(0, 255) as u8)
+}
+
+/// Outside a job, relaunches this very command as a job of `ranks` and
+/// returns its outcome; inside one, returns `None` so the rank does the work.
+fn as_job(ranks: u32, pin: bool) -> Option<Outcome> {
+    match LaunchEnv::from_env() {
+        Ok(Some(_)) => None,
+        Err(e) => Some(Err(e.into())),
+        Ok(None) => Some((|| {
+            let mut spec = LaunchSpec::new(ranks, std::env::current_exe()?);
+            spec.args = std::env::args_os().skip(1).collect();
+            spec.pin = pin;
+            let report = launch(&spec)?;
+            if let Some((rank, status)) = report.first_failure {
+                eprintln!("catena-bench: rank {rank} failed ({status})");
+            }
+            Ok(report.exit_code().clamp(0, 255) as u8)
+        })()),
+    }
+}

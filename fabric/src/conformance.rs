@@ -52,8 +52,15 @@ pub async fn barrier<T: Transport>(t: &T) -> Result<()> {
     let (rank, size) = (t.rank(), t.size());
     let mut dist = 1;
     while dist < size {
-        t.send((rank + dist) % size, CTX, TAG_BARRIER, &[], deadline(t)).await?;
-        t.recv(Some((rank + size - dist) % size), CTX, TAG_BARRIER, deadline(t)).await?;
+        t.send((rank + dist) % size, CTX, TAG_BARRIER, &[], deadline(t))
+            .await?;
+        t.recv(
+            Some((rank + size - dist) % size),
+            CTX,
+            TAG_BARRIER,
+            deadline(t),
+        )
+        .await?;
         dist *= 2;
     }
     Ok(())
@@ -61,8 +68,13 @@ pub async fn barrier<T: Transport>(t: &T) -> Result<()> {
 
 /// Gives `window`'s key to the left neighbour and returns the right one's.
 async fn swap_keys_with_neighbours<T: Transport>(t: &T, window: &T::Window) -> Result<RemoteKey> {
-    t.send(left(t), CTX, TAG_KEY, window.key().as_bytes(), deadline(t)).await?;
-    RemoteKey::from_bytes(&t.recv(Some(right(t)), CTX, TAG_KEY, deadline(t)).await?.data)
+    t.send(left(t), CTX, TAG_KEY, window.key().as_bytes(), deadline(t))
+        .await?;
+    RemoteKey::from_bytes(
+        &t.recv(Some(right(t)), CTX, TAG_KEY, deadline(t))
+            .await?
+            .data,
+    )
 }
 
 /// Each rank puts every size of `PUT_SIZES` into its right neighbour's window
@@ -75,10 +87,14 @@ pub async fn put_sizes<T: Transport>(t: &T) -> Result<()> {
     for (round, &size) in PUT_SIZES.iter().enumerate() {
         let data = pattern(t.rank(), round, size);
         t.put_signal(right(t), &target, 8, &data, Signal { offset: 0, add: 1 })?;
-        t.wait_signal(&window, 0, round as u64 + 1, deadline(t)).await?;
+        t.wait_signal(&window, 0, round as u64 + 1, deadline(t))
+            .await?;
         window.read(8, &mut got[..size])?;
         if got[..size] != pattern(left(t), round, size)[..] {
-            return Err(fail(format!("a put of {size} bytes from rank {} landed corrupted", left(t))));
+            return Err(fail(format!(
+                "a put of {size} bytes from rank {} landed corrupted",
+                left(t)
+            )));
         }
         // The next round may overwrite only what was checked.
         t.send(left(t), CTX, TAG_ACK, &[], deadline(t)).await?;
@@ -98,7 +114,12 @@ pub async fn many_puts_in_flight<T: Transport>(t: &T) -> Result<()> {
     // Issue in a scrambled order so that no provider gets away with in-order luck.
     for i in 0..PUTS {
         let slot = (i * 389) % PUTS;
-        t.put(right(t), &target, 8 + slot * BYTES, &data[slot * BYTES..(slot + 1) * BYTES])?;
+        t.put(
+            right(t),
+            &target,
+            8 + slot * BYTES,
+            &data[slot * BYTES..(slot + 1) * BYTES],
+        )?;
     }
     t.flush(right(t), deadline(t)).await?;
     t.put_signal(right(t), &target, 0, &[], Signal { offset: 0, add: 1 })?;
@@ -106,7 +127,9 @@ pub async fn many_puts_in_flight<T: Transport>(t: &T) -> Result<()> {
     let mut got = vec![0u8; PUTS * BYTES];
     window.read(8, &mut got)?;
     if got != pattern(left(t), 7, PUTS * BYTES) {
-        return Err(fail("puts issued before a flush and a signal were not all visible"));
+        return Err(fail(
+            "puts issued before a flush and a signal were not all visible",
+        ));
     }
     Ok(())
 }
@@ -119,14 +142,24 @@ pub async fn signals_and_atomics<T: Transport>(t: &T) -> Result<()> {
     let window = t.alloc_window(64)?;
     let root_key = if rank == 0 {
         for peer in 1..size {
-            t.send(peer, CTX, TAG_KEY, window.key().as_bytes(), deadline(t)).await?;
+            t.send(peer, CTX, TAG_KEY, window.key().as_bytes(), deadline(t))
+                .await?;
         }
         window.key()
     } else {
         RemoteKey::from_bytes(&t.recv(Some(0), CTX, TAG_KEY, deadline(t)).await?.data)?
     };
     for _ in 0..ROUNDS {
-        t.put_signal(0, &root_key, 0, &[], Signal { offset: 0, add: u64::from(rank) + 1 })?;
+        t.put_signal(
+            0,
+            &root_key,
+            0,
+            &[],
+            Signal {
+                offset: 0,
+                add: u64::from(rank) + 1,
+            },
+        )?;
     }
     let mut last = None;
     for _ in 0..100 {
@@ -136,16 +169,21 @@ pub async fn signals_and_atomics<T: Transport>(t: &T) -> Result<()> {
         }
         last = Some(ticket);
     }
-    let old = t.compare_swap(0, &root_key, 16, 0, u64::from(rank) + 1, deadline(t)).await?;
+    let old = t
+        .compare_swap(0, &root_key, 16, 0, u64::from(rank) + 1, deadline(t))
+        .await?;
     let won = u8::from(old == 0);
     t.send(0, CTX, TAG_ACK, &[won], deadline(t)).await?;
     if rank == 0 {
         let sum = ROUNDS * u64::from(size) * (u64::from(size) + 1) / 2;
         t.wait_signal(&window, 0, sum, deadline(t)).await?;
-        t.wait_signal(&window, 8, 100 * u64::from(size), deadline(t)).await?;
+        t.wait_signal(&window, 8, 100 * u64::from(size), deadline(t))
+            .await?;
         let (signals, tickets) = (window.signal(0)?, window.signal(8)?);
         if signals != sum || tickets != 100 * u64::from(size) {
-            return Err(fail(format!("signals {signals} (want {sum}), tickets {tickets}")));
+            return Err(fail(format!(
+                "signals {signals} (want {sum}), tickets {tickets}"
+            )));
         }
         let mut winners = 0;
         for peer in 0..size {
@@ -153,7 +191,9 @@ pub async fn signals_and_atomics<T: Transport>(t: &T) -> Result<()> {
         }
         let winner = window.signal(16)?;
         if winners != 1 || winner == 0 || winner > u64::from(size) {
-            return Err(fail(format!("{winners} compare-and-swaps won, word holds {winner}")));
+            return Err(fail(format!(
+                "{winners} compare-and-swaps won, word holds {winner}"
+            )));
         }
     }
     barrier(t).await
@@ -161,7 +201,11 @@ pub async fn signals_and_atomics<T: Transport>(t: &T) -> Result<()> {
 
 fn message_body(source: Rank, context: ContextId, tag: u32, seq: usize) -> Vec<u8> {
     let mut body = format!("{source}/{context}/{tag}/{seq}/").into_bytes();
-    body.extend(pattern(source, seq * 31 + tag as usize, (seq * 97 + tag as usize * 13) % 300));
+    body.extend(pattern(
+        source,
+        seq * 31 + tag as usize,
+        (seq * 97 + tag as usize * 13) % 300,
+    ));
     body
 }
 
@@ -177,11 +221,19 @@ pub async fn tagged_messages<T: Transport>(t: &T) -> Result<()> {
         for context in contexts {
             for tag in [13, 11, 12] {
                 for seq in 0..SEQ {
-                    t.send(0, context, tag, &message_body(rank, context, tag, seq), deadline(t)).await?;
+                    t.send(
+                        0,
+                        context,
+                        tag,
+                        &message_body(rank, context, tag, seq),
+                        deadline(t),
+                    )
+                    .await?;
                 }
             }
         }
-        t.send(0, CTX, 20, &pattern(rank, 99, BIG), deadline(t)).await?;
+        t.send(0, CTX, 20, &pattern(rank, 99, BIG), deadline(t))
+            .await?;
         t.send(0, CTX, 21, &rank.to_le_bytes(), deadline(t)).await?;
     } else {
         for source in (1..size).rev() {
@@ -189,7 +241,10 @@ pub async fn tagged_messages<T: Transport>(t: &T) -> Result<()> {
                 for tag in [11, 12, 13] {
                     for seq in 0..SEQ {
                         let m = t.recv(Some(source), *context, tag, deadline(t)).await?;
-                        if m.source != source || m.tag != tag || m.data != message_body(source, *context, tag, seq) {
+                        if m.source != source
+                            || m.tag != tag
+                            || m.data != message_body(source, *context, tag, seq)
+                        {
                             return Err(fail(format!(
                                 "message {seq} of tag {tag} in context {context} from rank {source} is wrong"
                             )));
@@ -198,15 +253,21 @@ pub async fn tagged_messages<T: Transport>(t: &T) -> Result<()> {
                 }
             }
             if t.recv(Some(source), CTX, 20, deadline(t)).await?.data != pattern(source, 99, BIG) {
-                return Err(fail(format!("the {BIG}-byte message from rank {source} is corrupted")));
+                return Err(fail(format!(
+                    "the {BIG}-byte message from rank {source} is corrupted"
+                )));
             }
         }
         let mut seen = vec![false; size as usize];
         for _ in 1..size {
             let m = t.recv(None, CTX, 21, deadline(t)).await?;
-            let claimed = u32::from_le_bytes(m.data[..4].try_into().map_err(|_| fail("short message"))?);
+            let claimed =
+                u32::from_le_bytes(m.data[..4].try_into().map_err(|_| fail("short message"))?);
             if claimed != m.source || std::mem::replace(&mut seen[m.source as usize], true) {
-                return Err(fail(format!("any-source receive got rank {claimed} as rank {}", m.source)));
+                return Err(fail(format!(
+                    "any-source receive got rank {claimed} as rank {}",
+                    m.source
+                )));
             }
         }
     }
@@ -219,18 +280,33 @@ pub async fn all_pairs<T: Transport>(t: &T) -> Result<()> {
     let (rank, size) = (t.rank(), t.size());
     for round in 0..2 {
         for peer in (0..size).filter(|&p| p != rank) {
-            t.send(peer, CTX, 30 + round, &pattern(rank, peer as usize, 40), deadline(t)).await?;
+            t.send(
+                peer,
+                CTX,
+                30 + round,
+                &pattern(rank, peer as usize, 40),
+                deadline(t),
+            )
+            .await?;
         }
         for peer in (0..size).filter(|&p| p != rank) {
-            if t.recv(Some(peer), CTX, 30 + round, deadline(t)).await?.data != pattern(peer, rank as usize, 40) {
-                return Err(fail(format!("message from rank {peer} in round {round} is wrong")));
+            if t.recv(Some(peer), CTX, 30 + round, deadline(t)).await?.data
+                != pattern(peer, rank as usize, 40)
+            {
+                return Err(fail(format!(
+                    "message from rank {peer} in round {round} is wrong"
+                )));
             }
         }
     }
     barrier(t).await
 }
 
-fn expect_err<V: std::fmt::Debug>(what: &str, got: Result<V>, want: impl Fn(&Error) -> bool) -> Result<()> {
+fn expect_err<V: std::fmt::Debug>(
+    what: &str,
+    got: Result<V>,
+    want: impl Fn(&Error) -> bool,
+) -> Result<()> {
     match got {
         Err(e) if want(&e) => Ok(()),
         other => Err(fail(format!("{what}: got {other:?}"))),
@@ -245,25 +321,70 @@ pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
     let r = right(t);
     let oob = |e: &Error| matches!(e, Error::OutOfBounds { .. });
     expect_err("put past the end", t.put(r, &target, 60, &[1; 8]), oob)?;
-    expect_err("put at a huge offset", t.put(r, &target, usize::MAX - 2, &[1; 4]), oob)?;
+    expect_err(
+        "put at a huge offset",
+        t.put(r, &target, usize::MAX - 2, &[1; 4]),
+        oob,
+    )?;
     let past = Signal { offset: 64, add: 1 };
-    expect_err("signal word past the end", t.put_signal(r, &target, 0, &[1; 8], past), oob)?;
+    expect_err(
+        "signal word past the end",
+        t.put_signal(r, &target, 0, &[1; 8], past),
+        oob,
+    )?;
     let crooked = Signal { offset: 3, add: 1 };
     let misaligned = |e: &Error| matches!(e, Error::Misaligned { .. });
-    expect_err("misaligned signal word", t.put_signal(r, &target, 0, &[1; 8], crooked), misaligned)?;
-    expect_err("misaligned atomic", t.fetch_add(r, &target, 4, 1, deadline(t)).await, misaligned)?;
+    expect_err(
+        "misaligned signal word",
+        t.put_signal(r, &target, 0, &[1; 8], crooked),
+        misaligned,
+    )?;
+    expect_err(
+        "misaligned atomic",
+        t.fetch_add(r, &target, 4, 1, deadline(t)).await,
+        misaligned,
+    )?;
     let invalid = |e: &Error| matches!(e, Error::InvalidRank { .. });
-    expect_err("put to a rank past the end", t.put(size, &target, 0, &[1]), invalid)?;
-    expect_err("send to a rank past the end", t.send(size + 7, CTX, 1, &[1], deadline(t)).await, invalid)?;
-    expect_err("recv from a rank past the end", t.recv(Some(size), CTX, 1, deadline(t)).await, invalid)?;
+    expect_err(
+        "put to a rank past the end",
+        t.put(size, &target, 0, &[1]),
+        invalid,
+    )?;
+    expect_err(
+        "send to a rank past the end",
+        t.send(size + 7, CTX, 1, &[1], deadline(t)).await,
+        invalid,
+    )?;
+    expect_err(
+        "recv from a rank past the end",
+        t.recv(Some(size), CTX, 1, deadline(t)).await,
+        invalid,
+    )?;
     let garbage = RemoteKey::from_bytes(b"not a key")?;
     let bad_key = |e: &Error| matches!(e, Error::InvalidKey(_));
-    expect_err("put with a garbage key", t.put(r, &garbage, 0, &[1]), bad_key)?;
-    expect_err("a key longer than allowed", RemoteKey::from_bytes(&[0; 1000]), bad_key)?;
+    expect_err(
+        "put with a garbage key",
+        t.put(r, &garbage, 0, &[1]),
+        bad_key,
+    )?;
+    expect_err(
+        "a key longer than allowed",
+        RemoteKey::from_bytes(&[0; 1000]),
+        bad_key,
+    )?;
 
     let started = t.now();
-    let timeout = t.recv(Some(r), CTX + 9, 1, t.deadline_in(Duration::from_millis(50))).await;
-    expect_err("recv of a message never sent", timeout, |e| matches!(e, Error::Timeout { .. }))?;
+    let timeout = t
+        .recv(
+            Some(r),
+            CTX + 9,
+            1,
+            t.deadline_in(Duration::from_millis(50)),
+        )
+        .await;
+    expect_err("recv of a message never sent", timeout, |e| {
+        matches!(e, Error::Timeout { .. })
+    })?;
     let waited = t.now().saturating_sub(started);
     if waited < Duration::from_millis(50) || waited > Duration::from_secs(10) {
         return Err(fail(format!("a 50 ms deadline returned after {waited:?}")));
@@ -291,7 +412,11 @@ pub async fn peer_killed<T: Transport>(t: &T, victim: Rank, die: impl FnOnce()) 
     let gone = |e: &Error| matches!(e, Error::PeerGone { .. });
     let from_victim = t.recv(Some(victim), CTX, 40, deadline(t)).await;
     expect_err("recv from a killed rank", from_victim, gone)?;
-    expect_err("wait on a signal once a rank died", t.wait_signal(&window, 0, 1, deadline(t)).await, gone)?;
+    expect_err(
+        "wait on a signal once a rank died",
+        t.wait_signal(&window, 0, 1, deadline(t)).await,
+        gone,
+    )?;
     let waited = t.now().saturating_sub(started);
     if waited > Duration::from_secs(10) {
         return Err(fail(format!("noticing a killed rank took {waited:?}")));

@@ -17,7 +17,9 @@ pub struct FlatDirectory {
 
 impl FlatDirectory {
     pub fn new(addresses: Vec<Vec<u8>>) -> FlatDirectory {
-        FlatDirectory { addresses: addresses.into_iter().map(Vec::into_boxed_slice).collect() }
+        FlatDirectory {
+            addresses: addresses.into_iter().map(Vec::into_boxed_slice).collect(),
+        }
     }
 }
 
@@ -30,6 +32,9 @@ impl Directory for FlatDirectory {
         self.addresses
             .get(rank as usize)
             .map(|a| &a[..])
-            .ok_or(Error::InvalidRank { rank, size: self.size() })
+            .ok_or(Error::InvalidRank {
+                rank,
+                size: self.size(),
+            })
     }
 }

@@ -12,7 +12,11 @@ pub enum Error {
     #[error("peer rank {rank} is gone (the process exited or was killed)")]
     PeerGone { rank: Rank },
     #[error("access of {len} bytes at offset {offset} is outside a window of {window_len} bytes")]
-    OutOfBounds { offset: usize, len: usize, window_len: usize },
+    OutOfBounds {
+        offset: usize,
+        len: usize,
+        window_len: usize,
+    },
     #[error("offset {offset} of a signal or atomic word is not 8-byte aligned")]
     Misaligned { offset: usize },
     #[error("rank {rank} does not exist in a job of {size} ranks")]
@@ -35,6 +39,9 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 }

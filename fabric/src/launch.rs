@@ -68,7 +68,9 @@ impl LaunchReport {
         use std::os::unix::process::ExitStatusExt;
         match self.first_failure {
             None => 0,
-            Some((_, status)) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+            Some((_, status)) => status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
         }
     }
 }
@@ -84,7 +86,9 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut children: Vec<Option<Child>> = Vec::new();
     let mut forwarders = Vec::new();
-    let captured = spec.capture_output.then(|| Arc::new(Mutex::new(Vec::new())));
+    let captured = spec
+        .capture_output
+        .then(|| Arc::new(Mutex::new(Vec::new())));
     for rank in 0..spec.ranks {
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
@@ -97,7 +101,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if spec.pin && !cores.is_empty() {
-            cmd.env(ENV_PIN_CORE, cores[rank as usize % cores.len()].id.to_string());
+            cmd.env(
+                ENV_PIN_CORE,
+                cores[rank as usize % cores.len()].id.to_string(),
+            );
         }
         match cmd.spawn() {
             Ok(mut child) => {
@@ -151,11 +158,16 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
     let leftover_segments = segment::remove_job(&job);
     Ok(LaunchReport {
         job_id: job,
-        statuses: statuses.into_iter().map(|s| s.expect("every rank exited")).collect(),
+        statuses: statuses
+            .into_iter()
+            .map(|s| s.expect("every rank exited"))
+            .collect(),
         first_failure,
         leftover_segments,
         output: captured
-            .map(|buf| String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned())
+            .map(|buf| {
+                String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+            })
             .unwrap_or_default(),
     })
 }
@@ -181,7 +193,9 @@ fn forward(rank: Rank, stream: impl Read + Send + 'static, sink: Sink) -> JoinHa
                 Sink::Stdout => std::io::stdout().lock().write_all(&prefixed),
                 Sink::Stderr => std::io::stderr().lock().write_all(&prefixed),
                 Sink::Buffer(buf) => {
-                    buf.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&prefixed);
+                    buf.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend_from_slice(&prefixed);
                     Ok(())
                 }
             };

@@ -23,7 +23,9 @@ pub use error::{Error, Result};
 pub use executor::block_on;
 pub use key::RemoteKey;
 pub use time::Time;
-pub use transport::{wait_until, ContextId, LocalWindow, Message, Rank, Rma, Signal, Tag, Transport};
+pub use transport::{
+    wait_until, ContextId, LocalWindow, Message, Rank, Rma, Signal, Tag, Transport,
+};
 
 /// Starts this process's transport on the default provider (shm), taking its
 /// identity from the environment the launcher sets; a process started without

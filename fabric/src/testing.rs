@@ -20,7 +20,11 @@ pub fn is_rank_of(case: &str) -> bool {
 /// on `ranks` processes and returns the launcher's report. In a rank: runs
 /// `body` on the shm transport, finalizes, and returns `None`. A failing body
 /// panics, so its rank exits non-zero.
-pub fn launch_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Result<()>) -> Option<LaunchReport> {
+pub fn launch_case(
+    case: &str,
+    ranks: u32,
+    body: impl FnOnce(&ShmTransport) -> Result<()>,
+) -> Option<LaunchReport> {
     if is_rank_of(case) {
         let transport = crate::init().unwrap_or_else(|e| panic!("rank failed to start: {e}"));
         if let Err(e) = body(&transport) {
@@ -33,13 +37,21 @@ pub fn launch_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> R
         }
         return None;
     }
-    let mut spec = LaunchSpec::new(ranks, std::env::current_exe().expect("the test binary's path"));
-    spec.args = [case, "--exact", "--nocapture", "--test-threads=1"].map(Into::into).to_vec();
+    let mut spec = LaunchSpec::new(
+        ranks,
+        std::env::current_exe().expect("the test binary's path"),
+    );
+    spec.args = [case, "--exact", "--nocapture", "--test-threads=1"]
+        .map(Into::into)
+        .to_vec();
     spec.env.push((ENV_CASE.into(), case.into()));
     spec.capture_output = true;
     let report = launch(&spec).unwrap_or_else(|e| panic!("launching {case}: {e}"));
     let left = segment::job_segments(&report.job_id);
-    assert!(left.is_empty(), "{case}: segments left in /dev/shm: {left:?}");
+    assert!(
+        left.is_empty(),
+        "{case}: segments left in /dev/shm: {left:?}"
+    );
     Some(report)
 }
 
@@ -47,7 +59,16 @@ pub fn launch_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> R
 /// that the ranks removed all their segments themselves.
 pub fn run_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Result<()>) {
     if let Some(report) = launch_case(case, ranks, body) {
-        assert!(report.success(), "{case} failed: {:?}\n{}", report.first_failure, report.output);
-        assert_eq!(report.leftover_segments, 0, "{case}: ranks did not remove their segments\n{}", report.output);
+        assert!(
+            report.success(),
+            "{case} failed: {:?}\n{}",
+            report.first_failure,
+            report.output
+        );
+        assert_eq!(
+            report.leftover_segments, 0,
+            "{case}: ranks did not remove their segments\n{}",
+            report.output
+        );
     }
 }

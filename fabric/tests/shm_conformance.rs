@@ -43,14 +43,27 @@ fn killed_peer_case(case: &str, ranks: u32) {
     let die = || unsafe {
         libc::kill(libc::getpid(), libc::SIGKILL);
     };
-    let Some(report) = launch_case(case, ranks, |t| block_on(t, conformance::peer_killed(t, victim, die))) else {
+    let Some(report) = launch_case(case, ranks, |t| {
+        block_on(t, conformance::peer_killed(t, victim, die))
+    }) else {
         return;
     };
-    assert!(started.elapsed().as_secs() < 10, "the launcher took {:?}", started.elapsed());
-    assert_eq!(report.first_failure.map(|(r, s)| (r, s.signal())), Some((victim, Some(libc::SIGKILL))));
+    assert!(
+        started.elapsed().as_secs() < 10,
+        "the launcher took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        report.first_failure.map(|(r, s)| (r, s.signal())),
+        Some((victim, Some(libc::SIGKILL)))
+    );
     for (rank, status) in report.statuses.iter().enumerate() {
         if rank as u32 != victim {
-            assert!(status.success(), "survivor {rank} failed: {status:?}\n{}", report.output);
+            assert!(
+                status.success(),
+                "survivor {rank} failed: {status:?}\n{}",
+                report.output
+            );
         }
     }
     assert_ne!(report.exit_code(), 0);

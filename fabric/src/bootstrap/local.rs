@@ -35,20 +35,27 @@ pub struct JobSegment {
 impl JobSegment {
     pub fn create(job: &str, size: u32) -> Result<JobSegment> {
         let segment = Segment::create(&segment_name(job), SLOTS_AT + size as usize * SLOT_BYTES)?;
-        segment.u64_at(SIZE_AT).store(u64::from(size), Ordering::Relaxed);
+        segment
+            .u64_at(SIZE_AT)
+            .store(u64::from(size), Ordering::Relaxed);
         segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
         Ok(JobSegment { segment, size })
     }
 
     pub fn open(job: &str, size: u32) -> Result<JobSegment> {
-        let segment = Segment::open(&segment_name(job))
-            .map_err(|e| Error::Bootstrap(format!("job {job} has no job segment ({e}); was it started by the launcher?")))?;
-        if segment.len() < SLOTS_AT
+        let segment = Segment::open(&segment_name(job)).map_err(|e| {
+            Error::Bootstrap(format!(
+                "job {job} has no job segment ({e}); was it started by the launcher?"
+            ))
+        })?;
+        if segment.mapped_len() < SLOTS_AT
             || segment.u64_at(MAGIC_AT).load(Ordering::Acquire) != MAGIC
             || segment.u64_at(SIZE_AT).load(Ordering::Relaxed) != u64::from(size)
-            || segment.len() < SLOTS_AT + size as usize * SLOT_BYTES
+            || segment.mapped_len() < SLOTS_AT + size as usize * SLOT_BYTES
         {
-            return Err(Error::Bootstrap(format!("job segment of {job} does not describe {size} ranks")));
+            return Err(Error::Bootstrap(format!(
+                "job segment of {job} does not describe {size} ranks"
+            )));
         }
         Ok(JobSegment { segment, size })
     }
@@ -92,16 +99,26 @@ impl JobSegment {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Timeout { what: "the bootstrap barrier" });
+                return Err(Error::Timeout {
+                    what: "the bootstrap barrier",
+                });
             }
             futex::wait(arrivals, seen, (deadline - now).min(SLICE));
         }
     }
 
     fn slot(&self, rank: Rank) -> *mut u8 {
-        assert!(rank < self.size, "slot of rank {rank} in a job of {}", self.size);
+        assert!(
+            rank < self.size,
+            "slot of rank {rank} in a job of {}",
+            self.size
+        );
         // SAFETY: rank < size, and the segment holds `size` slots (checked).
-        unsafe { self.segment.base().add(SLOTS_AT + rank as usize * SLOT_BYTES) }
+        unsafe {
+            self.segment
+                .base()
+                .add(SLOTS_AT + rank as usize * SLOT_BYTES)
+        }
     }
 }
 
@@ -167,10 +184,15 @@ impl Bootstrap for LocalBootstrap {
 
     fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
         if self.rounds.get() != 0 {
-            return Err(Error::Bootstrap("the address allgather runs once, before any barrier".into()));
+            return Err(Error::Bootstrap(
+                "the address allgather runs once, before any barrier".into(),
+            ));
         }
         if mine.len() > SLOT_DATA {
-            return Err(Error::Bootstrap(format!("address of {} bytes exceeds {SLOT_DATA}", mine.len())));
+            return Err(Error::Bootstrap(format!(
+                "address of {} bytes exceeds {SLOT_DATA}",
+                mine.len()
+            )));
         }
         let slot = self.segment.slot(self.rank);
         // SAFETY: our own slot, in bounds; peers read it only after the barrier.
@@ -187,7 +209,9 @@ impl Bootstrap for LocalBootstrap {
                 unsafe { std::ptr::copy_nonoverlapping(slot, len.as_mut_ptr(), 8) };
                 let len = u64::from_le_bytes(len) as usize;
                 if len > SLOT_DATA {
-                    return Err(Error::Bootstrap(format!("rank {rank} published a corrupt address")));
+                    return Err(Error::Bootstrap(format!(
+                        "rank {rank} published a corrupt address"
+                    )));
                 }
                 let mut data = vec![0u8; len];
                 // SAFETY: as above, and len is within the slot.

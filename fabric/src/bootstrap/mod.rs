@@ -45,19 +45,34 @@ pub struct LaunchEnv {
 impl LaunchEnv {
     /// `None` when this process was not started by the launcher.
     pub fn from_env() -> Result<Option<LaunchEnv>> {
-        let Ok(job) = std::env::var(ENV_JOB) else { return Ok(None) };
+        let Ok(job) = std::env::var(ENV_JOB) else {
+            return Ok(None);
+        };
         let rank: Rank = parse_var(ENV_RANK)?;
         let size: u32 = parse_var(ENV_SIZE)?;
         if size == 0 || rank >= size {
-            return Err(Error::Bootstrap(format!("{ENV_RANK}={rank} is not below {ENV_SIZE}={size}")));
+            return Err(Error::Bootstrap(format!(
+                "{ENV_RANK}={rank} is not below {ENV_SIZE}={size}"
+            )));
         }
         let local_size = parse_var(ENV_LOCAL_SIZE).unwrap_or(size);
-        let pin_core = std::env::var(ENV_PIN_CORE).ok().map(|_| parse_var(ENV_PIN_CORE)).transpose()?;
-        Ok(Some(LaunchEnv { job, rank, size, local_size, pin_core }))
+        let pin_core = std::env::var(ENV_PIN_CORE)
+            .ok()
+            .map(|_| parse_var(ENV_PIN_CORE))
+            .transpose()?;
+        Ok(Some(LaunchEnv {
+            job,
+            rank,
+            size,
+            local_size,
+            pin_core,
+        }))
     }
 }
 
 fn parse_var<T: std::str::FromStr>(name: &str) -> Result<T> {
     let raw = std::env::var(name).map_err(|_| Error::Bootstrap(format!("{name} is not set")))?;
-    raw.trim().parse().map_err(|_| Error::Bootstrap(format!("{name}={raw:?} is not a number")))
+    raw.trim()
+        .parse()
+        .map_err(|_| Error::Bootstrap(format!("{name}={raw:?} is not a number")))
 }

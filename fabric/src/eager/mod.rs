@@ -11,12 +11,18 @@
 pub mod wire;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 use wire::*;
 
-use crate::{wait_until, ContextId, Error, LocalWindow, Message, Rank, RemoteKey, Result, Rma, Signal, Tag, Time};
+use crate::{
+    wait_until, ContextId, Error, LocalWindow, Message, Rank, RemoteKey, Result, Rma, Signal, Tag,
+    Time,
+};
 
 pub use wire::CONTROL_WINDOW_BYTES;
 
@@ -29,7 +35,7 @@ const SLOT_RETRY: Duration = Duration::from_micros(100);
 pub struct Messenger<W> {
     control: W,
     ring_bytes: usize,
-    connections: RefCell<HashMap<Rank, Connection<W>>>,
+    connections: RefCell<FxHashMap<Rank, Connection<W>>>,
     inbox: RefCell<VecDeque<Envelope>>,
     bell_seen: Cell<u64>,
     /// First failure met while making progress, reported by later calls.
@@ -64,7 +70,7 @@ impl<W: LocalWindow> Messenger<W> {
         Messenger {
             control,
             ring_bytes: ring_bytes.max(FRAME_HEADER_BYTES),
-            connections: RefCell::new(HashMap::new()),
+            connections: RefCell::new(FxHashMap::default()),
             inbox: RefCell::new(VecDeque::new()),
             bell_seen: Cell::new(0),
             failure: RefCell::new(None),
@@ -99,7 +105,9 @@ impl<W: LocalWindow> Messenger<W> {
             let mut conns = self.connections.borrow_mut();
             let conn = conns.get_mut(&target).expect("connected above");
             if conn.broken {
-                return Err(Error::Protocol(format!("the connection to rank {target} broke earlier")));
+                return Err(Error::Protocol(format!(
+                    "the connection to rank {target} broke earlier"
+                )));
             }
             conn.reserved += frame.len() as u64;
             conn.reserved - frame.len() as u64
@@ -139,15 +147,28 @@ impl<W: LocalWindow> Messenger<W> {
             .await?;
             let chunk = room.min(frame.len() - sent);
             let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, chunk, self.ring_bytes);
-            let signal = Signal { offset: RING_SIGNAL, add: chunk as u64 };
+            let signal = Signal {
+                offset: RING_SIGNAL,
+                add: chunk as u64,
+            };
             if b_len == 0 {
-                rma.put_signal(target, &remote, RING_AT + a_at, &frame[sent..sent + a_len], signal)?;
+                rma.put_signal(
+                    target,
+                    &remote,
+                    RING_AT + a_at,
+                    &frame[sent..sent + a_len],
+                    signal,
+                )?;
             } else {
                 rma.put(target, &remote, RING_AT + a_at, &frame[sent..sent + a_len])?;
                 let b = &frame[sent + a_len..sent + a_len + b_len];
                 rma.put_signal(target, &remote, RING_AT + b_at, b, signal)?;
             }
-            self.connections.borrow_mut().get_mut(&target).expect("connected").written += chunk as u64;
+            self.connections
+                .borrow_mut()
+                .get_mut(&target)
+                .expect("connected")
+                .written += chunk as u64;
             sent += chunk;
         }
         Ok(())
@@ -187,7 +208,9 @@ impl<W: LocalWindow> Messenger<W> {
     /// inbox and returns credits.
     pub fn progress<R: Rma<Window = W>>(&self, rma: &R) {
         if let Err(e) = self.try_progress(rma) {
-            self.failure.borrow_mut().get_or_insert_with(|| e.to_string());
+            self.failure
+                .borrow_mut()
+                .get_or_insert_with(|| e.to_string());
         }
     }
 
@@ -202,7 +225,10 @@ impl<W: LocalWindow> Messenger<W> {
             let owed = conn.consumed - conn.returned;
             if owed >= (self.ring_bytes / 4) as u64 {
                 if let Some(remote) = &conn.remote {
-                    let signal = Signal { offset: CREDIT_SIGNAL, add: owed };
+                    let signal = Signal {
+                        offset: CREDIT_SIGNAL,
+                        add: owed,
+                    };
                     rma.put_signal(peer, remote, CREDIT_SIGNAL, &[], signal)?;
                     conn.returned = conn.consumed;
                 }
@@ -230,7 +256,11 @@ impl<W: LocalWindow> Messenger<W> {
             let from = Rank::try_from(from).ok().filter(|&r| r < rma.size());
             match (from, key) {
                 (Some(from), Ok(key)) => self.accept(rma, from, key)?,
-                _ => return Err(Error::Protocol("a corrupt connection request arrived".into())),
+                _ => {
+                    return Err(Error::Protocol(
+                        "a corrupt connection request arrived".into(),
+                    ))
+                }
             }
         }
         Ok(())
@@ -240,16 +270,25 @@ impl<W: LocalWindow> Messenger<W> {
     /// is first contact; on simultaneous contact both sides keep one window).
     fn accept<R: Rma<Window = W>>(&self, rma: &R, from: Rank, key: RemoteKey) -> Result<()> {
         let mut conns = self.connections.borrow_mut();
-        if !conns.contains_key(&from) {
-            conns.insert(from, self.new_connection(rma)?);
-        }
-        let conn = conns.get_mut(&from).expect("inserted above");
+        let conn = match conns.entry(from) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(self.new_connection(rma)?),
+        };
         conn.remote.get_or_insert(key.clone());
         let mine = conn.window.key();
         let mut reply = Vec::with_capacity(8 + mine.as_bytes().len());
         reply.extend_from_slice(&(mine.as_bytes().len() as u64).to_le_bytes());
         reply.extend_from_slice(mine.as_bytes());
-        rma.put_signal(from, &key, REPLY_KEY_LEN_AT, &reply, Signal { offset: REPLY_SIGNAL, add: 1 })
+        rma.put_signal(
+            from,
+            &key,
+            REPLY_KEY_LEN_AT,
+            &reply,
+            Signal {
+                offset: REPLY_SIGNAL,
+                add: 1,
+            },
+        )
     }
 
     fn new_connection<R: Rma<Window = W>>(&self, rma: &R) -> Result<Connection<W>> {
@@ -267,7 +306,12 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Makes sure a connection to `target` exists, asking for one if needed.
-    async fn connect<R: Rma<Window = W>>(&self, rma: &R, target: Rank, deadline: Time) -> Result<()> {
+    async fn connect<R: Rma<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        deadline: Time,
+    ) -> Result<()> {
         let first_contact = {
             let mut conns = self.connections.borrow_mut();
             match conns.get(&target) {
@@ -283,13 +327,21 @@ impl<W: LocalWindow> Messenger<W> {
             self.request(rma, target, deadline).await?;
         }
         wait_until(rma, deadline, "a connection to a peer", || {
-            Ok(self.connections.borrow()[&target].remote.is_some().then_some(()))
+            Ok(self.connections.borrow()[&target]
+                .remote
+                .is_some()
+                .then_some(()))
         })
         .await
     }
 
     /// Claims a slot in `target`'s control window and files our key there.
-    async fn request<R: Rma<Window = W>>(&self, rma: &R, target: Rank, deadline: Time) -> Result<()> {
+    async fn request<R: Rma<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        deadline: Time,
+    ) -> Result<()> {
         let control = rma.control_key(target)?;
         let mine = self.connections.borrow()[&target].window.key();
         let mut body = Vec::with_capacity(16 + mine.as_bytes().len());
@@ -304,10 +356,21 @@ impl<W: LocalWindow> Messenger<W> {
                     return Ok(());
                 }
                 let at = slot_at((first + i) % SLOT_COUNT);
-                let old = rma.compare_swap(target, &control, at, SLOT_FREE, SLOT_CLAIMED, deadline).await?;
+                let old = rma
+                    .compare_swap(target, &control, at, SLOT_FREE, SLOT_CLAIMED, deadline)
+                    .await?;
                 if old == SLOT_FREE {
-                    rma.put_signal(target, &control, at + SLOT_FROM_AT, &body, Signal { offset: at, add: 1 })?;
-                    let bell = Signal { offset: REQUEST_BELL, add: 1 };
+                    rma.put_signal(
+                        target,
+                        &control,
+                        at + SLOT_FROM_AT,
+                        &body,
+                        Signal { offset: at, add: 1 },
+                    )?;
+                    let bell = Signal {
+                        offset: REQUEST_BELL,
+                        add: 1,
+                    };
                     return rma.put_signal(target, &control, REQUEST_BELL, &[], bell);
                 }
             }
@@ -335,7 +398,14 @@ impl<W: LocalWindow> Messenger<W> {
                     let (len, context, tag) = decode_header(&header);
                     conn.partial_len = len;
                     let data = Vec::with_capacity(len.min(1 << 20));
-                    conn.partial = Some(Envelope { context, message: Message { source: peer, tag, data } });
+                    conn.partial = Some(Envelope {
+                        context,
+                        message: Message {
+                            source: peer,
+                            tag,
+                            data,
+                        },
+                    });
                 }
                 Some(envelope) => {
                     let mut data = std::mem::take(&mut envelope.message.data);
@@ -346,8 +416,14 @@ impl<W: LocalWindow> Messenger<W> {
                     conn.partial.as_mut().expect("partial").message.data = data;
                 }
             }
-            if conn.partial.as_ref().is_some_and(|e| e.message.data.len() == conn.partial_len) {
-                self.inbox.borrow_mut().push_back(conn.partial.take().expect("partial"));
+            if conn
+                .partial
+                .as_ref()
+                .is_some_and(|e| e.message.data.len() == conn.partial_len)
+            {
+                self.inbox
+                    .borrow_mut()
+                    .push_back(conn.partial.take().expect("partial"));
             }
         }
         Ok(())
@@ -357,7 +433,8 @@ impl<W: LocalWindow> Messenger<W> {
     fn read_ring(&self, conn: &mut Connection<W>, buf: &mut [u8]) -> Result<()> {
         let [(a_at, a_len), (b_at, b_len)] = ring_pieces(conn.consumed, buf.len(), self.ring_bytes);
         conn.window.read(RING_AT + a_at, &mut buf[..a_len])?;
-        conn.window.read(RING_AT + b_at, &mut buf[a_len..a_len + b_len])?;
+        conn.window
+            .read(RING_AT + b_at, &mut buf[a_len..a_len + b_len])?;
         conn.consumed += buf.len() as u64;
         Ok(())
     }
@@ -372,7 +449,10 @@ impl<W: LocalWindow> Messenger<W> {
 
 fn check_rank<R: Rma + ?Sized>(rma: &R, rank: Rank) -> Result<()> {
     if rank >= rma.size() {
-        return Err(Error::InvalidRank { rank, size: rma.size() });
+        return Err(Error::InvalidRank {
+            rank,
+            size: rma.size(),
+        });
     }
     Ok(())
 }

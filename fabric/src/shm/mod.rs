@@ -8,13 +8,14 @@ pub mod segment;
 mod window;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 pub use window::ShmWindow;
-use window::{check_bounds, check_word, decode_key, MappedWindow, DOORBELL_AT, SLEEPERS_AT};
+use window::{decode_key, MappedWindow, DOORBELL_AT, SLEEPERS_AT};
 
 use crate::bootstrap::{Bootstrap, LaunchEnv, LocalBootstrap};
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
@@ -43,7 +44,7 @@ pub struct ShmTransport {
     messenger: Messenger<ShmWindow>,
     next_window: Cell<u32>,
     /// Mappings of peers' windows, made on first put: O(partners).
-    mapped: RefCell<HashMap<(Rank, u32), Rc<MappedWindow>>>,
+    mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
     wake_at: Cell<Time>,
     spin: Duration,
     last_peer_check: Cell<Instant>,
@@ -60,24 +61,31 @@ impl ShmTransport {
     /// Joins the job the launcher described in the environment, or starts a
     /// job of one. Pins to a core if the launcher was asked to.
     pub fn from_env() -> Result<ShmTransport> {
+        // Counted before pinning: afterwards the affinity mask shows one core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         match LaunchEnv::from_env()? {
             Some(env) => {
                 if let Some(core) = env.pin_core {
                     core_affinity::set_for_current(core_affinity::CoreId { id: core });
                 }
-                ShmTransport::new(Box::new(LocalBootstrap::from_launch_env(&env)?))
+                ShmTransport::new(Box::new(LocalBootstrap::from_launch_env(&env)?), cores)
             }
-            None => ShmTransport::new(Box::new(LocalBootstrap::singleton()?)),
+            None => ShmTransport::new(Box::new(LocalBootstrap::singleton()?), cores),
         }
     }
 
-    pub fn new(bootstrap: Box<dyn Bootstrap>) -> Result<ShmTransport> {
-        let (rank, size, job) = (bootstrap.rank(), bootstrap.size(), bootstrap.job_id().to_string());
+    /// A transport for the job `bootstrap` describes, whose ranks on this
+    /// machine share `cores` cores.
+    pub fn new(bootstrap: Box<dyn Bootstrap>, cores: usize) -> Result<ShmTransport> {
+        let (rank, size, job) = (
+            bootstrap.rank(),
+            bootstrap.size(),
+            bootstrap.job_id().to_string(),
+        );
         let control = ShmWindow::create(&job, rank, 0, CONTROL_WINDOW_BYTES)?;
         let address = encode_address(std::process::id(), &control.key());
         let directory = FlatDirectory::new(bootstrap.allgather(&address, BOOTSTRAP_TIMEOUT)?);
         let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let spin = match env_number(ENV_SPIN_US)? {
             Some(us) => Duration::from_micros(us as u64),
             // More ranks than cores: a spinning rank only delays the one it waits for.
@@ -93,7 +101,7 @@ impl ShmTransport {
             directory,
             messenger: Messenger::new(control, ring_bytes),
             next_window: Cell::new(1),
-            mapped: RefCell::new(HashMap::new()),
+            mapped: RefCell::new(FxHashMap::default()),
             wake_at: Cell::new(Time::MAX),
             spin,
             last_peer_check: Cell::new(Instant::now()),
@@ -117,48 +125,70 @@ impl ShmTransport {
 
     fn check_target(&self, rank: Rank) -> Result<()> {
         if rank >= self.size {
-            return Err(Error::InvalidRank { rank, size: self.size });
+            return Err(Error::InvalidRank {
+                rank,
+                size: self.size,
+            });
         }
         Ok(())
     }
 
-    /// The mapping of `target`'s window named by `key` (mapped on first use).
-    fn peer_window(&self, target: Rank, key: &RemoteKey) -> Result<Rc<MappedWindow>> {
+    /// Runs `f` on the mapping of `target`'s window named by `key`, mapping
+    /// it (and its owner's control window) on first use.
+    fn with_peer_window<R>(
+        &self,
+        target: Rank,
+        key: &RemoteKey,
+        f: impl FnOnce(&MappedWindow) -> Result<R>,
+    ) -> Result<R> {
         self.check_target(target)?;
         let (id, len) = decode_key(key)?;
         if let Some(w) = self.mapped.borrow().get(&(target, id)) {
             if w.len != len {
-                return Err(Error::InvalidKey(format!("window {id} of rank {target} has {} bytes", w.len)));
+                return Err(Error::InvalidKey(format!(
+                    "window {id} of rank {target} has {} bytes",
+                    w.len
+                )));
             }
-            return if w.is_live() { Ok(w.clone()) } else { Err(Error::WindowFreed { rank: target }) };
+            return if w.is_live() {
+                f(w)
+            } else {
+                Err(Error::WindowFreed { rank: target })
+            };
         }
-        let w = Rc::new(MappedWindow::open(&self.job, target, id, len)?);
+        let w = self.map_peer_window(target, id, len)?;
+        f(&w)
+    }
+
+    /// Maps `target`'s window `id` (and first its control window).
+    fn map_peer_window(&self, target: Rank, id: u32, len: usize) -> Result<Rc<MappedWindow>> {
+        if let Some(w) = self.mapped.borrow().get(&(target, id)) {
+            return Ok(w.clone());
+        }
+        let control = match id {
+            0 => None,
+            _ => {
+                let (control_id, control_len) = decode_key(&self.control_key(target)?)?;
+                Some(self.map_peer_window(target, control_id, control_len)?)
+            }
+        };
+        let w = Rc::new(MappedWindow::open(&self.job, target, id, len, control)?);
         if !w.is_live() {
             return Err(Error::WindowFreed { rank: target });
         }
         self.mapped.borrow_mut().insert((target, id), w.clone());
         Ok(w)
     }
+}
 
-    /// Rings `target`'s doorbell if it is (about to be) asleep.
-    fn wake(&self, target: Rank) -> Result<()> {
-        let cached = self.mapped.borrow().get(&(target, 0)).cloned();
-        let control = match cached {
-            Some(control) => control,
-            None => self.peer_window(target, &self.control_key(target)?)?,
-        };
-        let control = &control.segment;
-        fence(Ordering::SeqCst);
-        if control.u32_at(SLEEPERS_AT).load(Ordering::SeqCst) != 0 {
-            control.u32_at(DOORBELL_AT).fetch_add(1, Ordering::SeqCst);
-            futex::wake(control.u32_at(DOORBELL_AT), 1);
-        }
-        Ok(())
-    }
-
-    fn word<'a>(&self, w: &'a MappedWindow, offset: usize) -> Result<&'a std::sync::atomic::AtomicU64> {
-        check_word(offset, w.len)?;
-        Ok(w.word(offset))
+/// Rings the doorbell of `w`'s owner if it is (about to be) asleep.
+fn wake(w: &MappedWindow) {
+    let (doorbell, sleepers) = w.doorbell();
+    // The caller's signal RMW and this load are both SeqCst; with the fence
+    // in `prepare_park`, either we see the sleeper or it sees the signal.
+    if sleepers.load(Ordering::SeqCst) != 0 {
+        doorbell.fetch_add(1, Ordering::SeqCst);
+        futex::wake(doorbell, 1);
     }
 }
 
@@ -194,34 +224,47 @@ impl Rma for ShmTransport {
 
     fn alloc_window(&self, len: usize) -> Result<ShmWindow> {
         let id = self.next_window.get();
-        self.next_window.set(id.checked_add(1).ok_or(Error::Protocol("window ids exhausted".into()))?);
+        self.next_window.set(
+            id.checked_add(1)
+                .ok_or(Error::Protocol("window ids exhausted".into()))?,
+        );
         ShmWindow::create(&self.job, self.rank, id, len)
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
-        let w = self.peer_window(target, window)?;
-        check_bounds(offset, data.len(), w.len)?;
-        // SAFETY: the destination range lies inside the peer's data area
-        // (checked against the length its owner published); `data` is ours.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), w.data().add(offset), data.len()) };
-        Ok(())
+        self.with_peer_window(target, window, |w| w.write(offset, data))
     }
 
-    fn put_signal(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8], signal: Signal) -> Result<()> {
-        let w = self.peer_window(target, window)?;
-        check_bounds(offset, data.len(), w.len)?;
-        let word = self.word(&w, signal.offset)?;
-        // SAFETY: as in `put`.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), w.data().add(offset), data.len()) };
-        word.fetch_add(signal.add, Ordering::SeqCst);
-        self.wake(target)
+    fn put_signal(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        data: &[u8],
+        signal: Signal,
+    ) -> Result<()> {
+        self.with_peer_window(target, window, |w| {
+            let word = w.word(signal.offset)?;
+            w.write(offset, data)?;
+            word.fetch_add(signal.add, Ordering::SeqCst);
+            wake(w);
+            Ok(())
+        })
     }
 
-    async fn fetch_add(&self, target: Rank, window: &RemoteKey, offset: usize, value: u64, _: Time) -> Result<u64> {
-        let w = self.peer_window(target, window)?;
-        let old = self.word(&w, offset)?.fetch_add(value, Ordering::SeqCst);
-        self.wake(target)?;
-        Ok(old)
+    async fn fetch_add(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        value: u64,
+        _: Time,
+    ) -> Result<u64> {
+        self.with_peer_window(target, window, |w| {
+            let old = w.word(offset)?.fetch_add(value, Ordering::SeqCst);
+            wake(w);
+            Ok(old)
+        })
     }
 
     async fn compare_swap(
@@ -233,12 +276,18 @@ impl Rma for ShmTransport {
         new: u64,
         _: Time,
     ) -> Result<u64> {
-        let w = self.peer_window(target, window)?;
-        let old = match self.word(&w, offset)?.compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(old) | Err(old) => old,
-        };
-        self.wake(target)?;
-        Ok(old)
+        self.with_peer_window(target, window, |w| {
+            let old = match w.word(offset)?.compare_exchange(
+                expected,
+                new,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(old) | Err(old) => old,
+            };
+            wake(w);
+            Ok(old)
+        })
     }
 
     async fn flush(&self, target: Rank, _: Time) -> Result<()> {
@@ -286,7 +335,9 @@ impl Rma for ShmTransport {
     }
 
     fn prepare_park(&self) -> u64 {
-        self.control().u32_at(SLEEPERS_AT).store(1, Ordering::SeqCst);
+        self.control()
+            .u32_at(SLEEPERS_AT)
+            .store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         u64::from(self.control().u32_at(DOORBELL_AT).load(Ordering::SeqCst))
     }
@@ -301,17 +352,36 @@ impl Rma for ShmTransport {
     }
 
     fn cancel_park(&self) {
-        self.control().u32_at(SLEEPERS_AT).store(0, Ordering::Relaxed);
+        self.control()
+            .u32_at(SLEEPERS_AT)
+            .store(0, Ordering::Relaxed);
     }
 }
 
 impl Transport for ShmTransport {
-    async fn send(&self, target: Rank, context: ContextId, tag: Tag, data: &[u8], deadline: Time) -> Result<()> {
-        self.messenger.send(self, target, context, tag, data, deadline).await
+    async fn send(
+        &self,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        self.messenger
+            .send(self, target, context, tag, data, deadline)
+            .await
     }
 
-    async fn recv(&self, source: Option<Rank>, context: ContextId, tag: Tag, deadline: Time) -> Result<Message> {
-        self.messenger.recv(self, source, context, tag, deadline).await
+    async fn recv(
+        &self,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        deadline: Time,
+    ) -> Result<Message> {
+        self.messenger
+            .recv(self, source, context, tag, deadline)
+            .await
     }
 }
 

@@ -34,7 +34,11 @@ impl Segment {
         let map = Self::map(&file, len as u64, &path).inspect_err(|_| {
             let _ = fs::remove_file(&path);
         })?;
-        Ok(Segment { map, path, owner: true })
+        Ok(Segment {
+            map,
+            path,
+            owner: true,
+        })
     }
 
     pub fn open(name: &str) -> Result<Segment> {
@@ -49,20 +53,30 @@ impl Segment {
             .map_err(|e| Error::io(format!("reading size of {}", path.display()), e))?
             .len();
         let map = Self::map(&file, len, &path)?;
-        Ok(Segment { map, path, owner: false })
+        Ok(Segment {
+            map,
+            path,
+            owner: false,
+        })
     }
 
     fn map(file: &File, len: u64, path: &std::path::Path) -> Result<MmapMut> {
         if file.metadata().map(|m| m.len()).unwrap_or(0) != len {
-            file.set_len(len).map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
+            file.set_len(len)
+                .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
         }
         // SAFETY: the file is a shared-memory object of catena's own job, and all
         // access to the mapping goes through raw pointers and atomics.
-        unsafe { MmapOptions::new().len(len as usize).populate().map_mut(file) }
-            .map_err(|e| Error::io(format!("mapping {}", path.display()), e))
+        unsafe {
+            MmapOptions::new()
+                .len(len as usize)
+                .populate()
+                .map_mut(file)
+        }
+        .map_err(|e| Error::io(format!("mapping {}", path.display()), e))
     }
 
-    pub fn len(&self) -> usize {
+    pub fn mapped_len(&self) -> usize {
         self.map.len()
     }
 
@@ -72,14 +86,14 @@ impl Segment {
 
     /// The u64 at byte `offset`, which must be 8-aligned and in bounds.
     pub fn u64_at(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset % 8 == 0 && offset + 8 <= self.len());
+        assert!(offset % 8 == 0 && offset + 8 <= self.mapped_len());
         // SAFETY: aligned, in bounds, and the mapping outlives the borrow.
         unsafe { AtomicU64::from_ptr(self.base().add(offset) as *mut u64) }
     }
 
     /// The u32 at byte `offset`, which must be 4-aligned and in bounds.
     pub fn u32_at(&self, offset: usize) -> &AtomicU32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.len());
+        assert!(offset % 4 == 0 && offset + 4 <= self.mapped_len());
         // SAFETY: as in `u64_at`.
         unsafe { AtomicU32::from_ptr(self.base().add(offset) as *mut u32) }
     }
@@ -126,11 +140,16 @@ pub fn remove_stale() -> usize {
 /// Names of the segments of `job` still in /dev/shm.
 pub fn job_segments(job: &str) -> Vec<String> {
     let prefix = format!("{PREFIX}{job}-");
-    segment_names().into_iter().filter(|n| n.starts_with(&prefix)).collect()
+    segment_names()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
 }
 
 fn segment_names() -> Vec<String> {
-    let Ok(dir) = fs::read_dir(SHM_DIR) else { return Vec::new() };
+    let Ok(dir) = fs::read_dir(SHM_DIR) else {
+        return Vec::new();
+    };
     dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.starts_with(PREFIX))
         .collect()
@@ -162,13 +181,39 @@ mod tests {
         let job = new_job_id();
         let name = format!("{PREFIX}{job}-test");
         let seg = Segment::create(&name, 4096).unwrap();
-        let mode = fs::metadata(PathBuf::from(SHM_DIR).join(&name)).unwrap().permissions().mode();
+        let mode = fs::metadata(PathBuf::from(SHM_DIR).join(&name))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
-        seg.u64_at(8).store(42, std::sync::atomic::Ordering::Relaxed);
+        seg.u64_at(8)
+            .store(42, std::sync::atomic::Ordering::Relaxed);
         let peer = Segment::open(&name).unwrap();
-        assert_eq!(peer.u64_at(8).load(std::sync::atomic::Ordering::Relaxed), 42);
-        assert!(Segment::create(&name, 4096).is_err(), "names are never reused");
+        assert_eq!(
+            peer.u64_at(8).load(std::sync::atomic::Ordering::Relaxed),
+            42
+        );
+        assert!(
+            Segment::create(&name, 4096).is_err(),
+            "names are never reused"
+        );
         drop(seg);
         assert!(job_segments(&job).is_empty());
+    }
+
+    #[test]
+    fn segments_of_dead_jobs_are_stale_and_live_ones_are_not() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = format!("{PREFIX}p{dead}n1-r0-w0");
+        let live_job = new_job_id();
+        let live = format!("{PREFIX}{live_job}-r0-w0");
+        let stale_seg = Segment::create(&stale, 64).unwrap();
+        std::mem::forget(stale_seg); // as a crashed owner would
+        let _live_seg = Segment::create(&live, 64).unwrap();
+        remove_stale();
+        assert!(!PathBuf::from(SHM_DIR).join(&stale).exists());
+        assert_eq!(job_segments(&live_job), vec![live]);
     }
 }

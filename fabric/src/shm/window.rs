@@ -49,30 +49,42 @@ pub fn decode_key(key: &RemoteKey) -> Result<(u32, usize)> {
 pub struct MappedWindow {
     pub segment: Segment,
     pub len: usize,
+    /// The owner's control window (with its doorbell); `None` for window 0.
+    pub control: Option<std::rc::Rc<MappedWindow>>,
 }
 
 impl MappedWindow {
     /// Maps `rank`'s window `id` and checks it is the live window the key named.
-    pub fn open(job: &str, rank: Rank, id: u32, key_len: usize) -> Result<MappedWindow> {
+    pub fn open(
+        job: &str,
+        rank: Rank,
+        id: u32,
+        key_len: usize,
+        control: Option<std::rc::Rc<MappedWindow>>,
+    ) -> Result<MappedWindow> {
         let segment = Segment::open(&segment_name(job, rank, id)).map_err(|e| match e {
             Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 Error::WindowFreed { rank }
             }
             e => e,
         })?;
-        if segment.len() < HEADER_BYTES
+        if segment.mapped_len() < HEADER_BYTES
             || segment.u64_at(MAGIC_AT).load(Ordering::Acquire) != MAGIC
             || segment.u64_at(ID_AT).load(Ordering::Relaxed) != u64::from(id)
         {
             return Err(Error::InvalidKey(format!("rank {rank} has no window {id}")));
         }
         let len = segment.u64_at(LEN_AT).load(Ordering::Relaxed) as usize;
-        if len != key_len || segment.len() < HEADER_BYTES + len {
+        if len != key_len || segment.mapped_len() < HEADER_BYTES + len {
             return Err(Error::InvalidKey(format!(
                 "key says {key_len} bytes but rank {rank}'s window {id} has {len}"
             )));
         }
-        Ok(MappedWindow { segment, len })
+        Ok(MappedWindow {
+            segment,
+            len,
+            control,
+        })
     }
 
     pub fn is_live(&self) -> bool {
@@ -84,8 +96,30 @@ impl MappedWindow {
         unsafe { self.segment.base().add(HEADER_BYTES) }
     }
 
-    pub fn word(&self, offset: usize) -> &std::sync::atomic::AtomicU64 {
-        self.segment.u64_at(HEADER_BYTES + offset)
+    /// The signal or atomic word at `offset` of the data area, checked.
+    pub fn word(&self, offset: usize) -> Result<&std::sync::atomic::AtomicU64> {
+        check_word(offset, self.len)?;
+        Ok(self.segment.u64_at(HEADER_BYTES + offset))
+    }
+
+    /// Copies `data` to `offset` of the data area, checked against the length
+    /// the owner published.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        check_bounds(offset, data.len(), self.len)?;
+        // SAFETY: the range lies inside the owner's data area; `data` is ours.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.data().add(offset), data.len())
+        };
+        Ok(())
+    }
+
+    /// The doorbell and sleeper flag of the owner.
+    pub fn doorbell(&self) -> (&std::sync::atomic::AtomicU32, &std::sync::atomic::AtomicU32) {
+        let control = self.control.as_deref().unwrap_or(self);
+        (
+            control.segment.u32_at(DOORBELL_AT),
+            control.segment.u32_at(SLEEPERS_AT),
+        )
     }
 }
 
@@ -99,7 +133,9 @@ pub struct ShmWindow {
 impl ShmWindow {
     pub fn create(job: &str, rank: Rank, id: u32, len: usize) -> Result<ShmWindow> {
         let segment = Segment::create(&segment_name(job, rank, id), HEADER_BYTES + len)?;
-        segment.u64_at(ID_AT).store(u64::from(id), Ordering::Relaxed);
+        segment
+            .u64_at(ID_AT)
+            .store(u64::from(id), Ordering::Relaxed);
         segment.u64_at(LEN_AT).store(len as u64, Ordering::Relaxed);
         segment.u64_at(STATE_AT).store(LIVE, Ordering::Relaxed);
         segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
@@ -120,7 +156,11 @@ impl ShmWindow {
 pub fn check_bounds(offset: usize, len: usize, window_len: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= window_len => Ok(()),
-        _ => Err(Error::OutOfBounds { offset, len, window_len }),
+        _ => Err(Error::OutOfBounds {
+            offset,
+            len,
+            window_len,
+        }),
     }
 }
 
@@ -156,12 +196,17 @@ impl LocalWindow for ShmWindow {
 
     fn signal(&self, offset: usize) -> Result<u64> {
         check_word(offset, self.len)?;
-        Ok(self.segment.u64_at(HEADER_BYTES + offset).load(Ordering::Acquire))
+        Ok(self
+            .segment
+            .u64_at(HEADER_BYTES + offset)
+            .load(Ordering::Acquire))
     }
 
     fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
         check_word(offset, self.len)?;
-        self.segment.u64_at(HEADER_BYTES + offset).store(value, Ordering::Release);
+        self.segment
+            .u64_at(HEADER_BYTES + offset)
+            .store(value, Ordering::Release);
         Ok(())
     }
 }
@@ -169,6 +214,8 @@ impl LocalWindow for ShmWindow {
 impl Drop for ShmWindow {
     fn drop(&mut self) {
         // Peers that still map the segment see the state and refuse to put.
-        self.segment.u64_at(STATE_AT).store(FREED, Ordering::Release);
+        self.segment
+            .u64_at(STATE_AT)
+            .store(FREED, Ordering::Release);
     }
 }

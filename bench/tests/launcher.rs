@@ -1,0 +1,134 @@
+//! The `catena-bench run` launcher as a user meets it: rank-prefixed output,
+//! exit status of a failed rank, a rank killed mid-run, and /dev/shm left clean.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BENCH: &str = env!("CARGO_BIN_EXE_catena-bench");
+
+/// Segments of jobs started by the launcher with this pid.
+fn segments_of_launcher(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!("catena-p{pid}n")))
+        .collect()
+}
+
+#[test]
+fn output_is_prefixed_with_the_rank() {
+    let out = Command::new(BENCH)
+        .args([
+            "run",
+            "-n",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "echo hello from $CATENA_RANK of $CATENA_SIZE",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut lines: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "[0] hello from 0 of 3",
+            "[1] hello from 1 of 3",
+            "[2] hello from 2 of 3"
+        ]
+    );
+}
+
+#[test]
+fn a_failing_rank_stops_the_job_with_its_status() {
+    let started = Instant::now();
+    let status = Command::new(BENCH)
+        .args([
+            "run",
+            "-n",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "if [ $CATENA_RANK = 2 ]; then exit 7; fi; exec sleep 60",
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(7));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
+    let launcher = Command::new(BENCH)
+        .args([
+            "run",
+            "-n",
+            "4",
+            "--",
+            BENCH,
+            "ring",
+            "--rounds",
+            "100000000",
+            "--csv",
+            "/dev/null",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = launcher.id();
+    // Wait until the ranks run (their segments exist), then kill one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while segments_of_launcher(pid).len() < 5 {
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let victim: i32 = children
+        .split_whitespace()
+        .nth(2)
+        .expect("four ranks")
+        .parse()
+        .unwrap();
+    let killed_at = Instant::now();
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let out = launcher.wait_with_output().unwrap();
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(10),
+        "the launcher took {:?}",
+        killed_at.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(128 + libc::SIGKILL));
+    assert_eq!(segments_of_launcher(pid), Vec::<String>::new());
+}
+
+#[test]
+fn the_ring_benchmark_checks_and_reports_every_rank() {
+    let csv = std::env::temp_dir().join(format!("catena-ring-test-{}.csv", std::process::id()));
+    let out = Command::new(BENCH)
+        .args(["ring", "-n", "3", "--rounds", "200", "--csv"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    let _ = std::fs::remove_file(&csv);
+    assert_eq!(
+        rows.lines().next(),
+        Some("rank,mean_us,median_us,p90_us,p99_us,max_us")
+    );
+    assert_eq!(rows.lines().count(), 4, "{rows}");
+}
