@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs the Debian packages it needs
+# when they are missing, then formatting, clippy and every test with all
+# features, and finally checks that no catena segment was left in /dev/shm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# A C toolchain and libc headers, for linking and for -sys crates.
+packages=(gcc libc6-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "ci/test.sh: these Debian packages are missing and installing them needs root: ${missing[*]}" >&2
+    exit 1
+  fi
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+fi
+
+before=$(ls /dev/shm | grep -c '^catena-' || true)
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo test --workspace --all-features
+after=$(ls /dev/shm | grep -c '^catena-' || true)
+if [ "$after" -gt "$before" ]; then
+  echo "ci/test.sh: the tests left catena segments in /dev/shm:" >&2
+  ls /dev/shm | grep '^catena-' >&2
+  exit 1
+fi
