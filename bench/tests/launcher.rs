@@ -132,3 +132,27 @@ fn the_ring_benchmark_checks_and_reports_every_rank() {
     );
     assert_eq!(rows.lines().count(), 4, "{rows}");
 }
+
+#[test]
+fn an_orphan_holding_the_output_open_does_not_hang_the_launcher() {
+    let started = Instant::now();
+    let status = Command::new(BENCH)
+        .args([
+            "run",
+            "-n",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30 & echo started",
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}

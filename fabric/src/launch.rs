@@ -15,6 +15,9 @@ use crate::bootstrap::{JobSegment, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RA
 use crate::shm::segment;
 use crate::{Error, Rank, Result};
 
+/// How long output forwarding may lag behind the ranks' exit.
+const FORWARD_FLUSH: Duration = Duration::from_secs(2);
+
 #[derive(Clone, Debug)]
 pub struct LaunchSpec {
     pub ranks: u32,
@@ -151,8 +154,11 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    for f in forwarders {
-        let _ = f.join();
+    // A rank's orphaned child may hold its pipes open forever: give the
+    // forwarders a moment to flush, then leave them behind.
+    let flush_until = Instant::now() + FORWARD_FLUSH;
+    while forwarders.iter().any(|f| !f.is_finished()) && Instant::now() < flush_until {
+        std::thread::sleep(Duration::from_millis(2));
     }
     drop(job_segment);
     let leftover_segments = segment::remove_job(&job);

@@ -68,7 +68,6 @@ impl JobSegment {
             Ordering::SeqCst,
             Ordering::SeqCst,
         );
-        self.arrivals().fetch_add(0, Ordering::SeqCst);
         futex::wake(self.arrivals(), i32::MAX);
     }
 
