@@ -15,18 +15,16 @@ fn segments_of_launcher(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// `catena-bench run -n RANKS -- sh -c SCRIPT`.
+fn run_shell(ranks: u32, script: &str) -> Command {
+    let mut cmd = Command::new(BENCH);
+    cmd.args(["run", "-n", &ranks.to_string(), "--", "sh", "-c", script]);
+    cmd
+}
+
 #[test]
 fn output_is_prefixed_with_the_rank() {
-    let out = Command::new(BENCH)
-        .args([
-            "run",
-            "-n",
-            "3",
-            "--",
-            "sh",
-            "-c",
-            "echo hello from $CATENA_RANK of $CATENA_SIZE",
-        ])
+    let out = run_shell(3, "echo hello from $CATENA_RANK of $CATENA_SIZE")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -49,16 +47,7 @@ fn output_is_prefixed_with_the_rank() {
 #[test]
 fn a_failing_rank_stops_the_job_with_its_status() {
     let started = Instant::now();
-    let status = Command::new(BENCH)
-        .args([
-            "run",
-            "-n",
-            "3",
-            "--",
-            "sh",
-            "-c",
-            "if [ $CATENA_RANK = 2 ]; then exit 7; fi; exec sleep 60",
-        ])
+    let status = run_shell(3, "if [ $CATENA_RANK = 2 ]; then exit 7; fi; exec sleep 60")
         .stdout(Stdio::null())
         .status()
         .unwrap();
@@ -136,16 +125,7 @@ fn the_ring_benchmark_checks_and_reports_every_rank() {
 #[test]
 fn an_orphan_holding_the_output_open_does_not_hang_the_launcher() {
     let started = Instant::now();
-    let status = Command::new(BENCH)
-        .args([
-            "run",
-            "-n",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "sleep 30 & echo started",
-        ])
+    let status = run_shell(2, "sleep 30 & echo started")
         .stdout(Stdio::null())
         .status()
         .unwrap();
