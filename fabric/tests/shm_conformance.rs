@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Instant;
 
 use catena_fabric::testing::{launch_case, run_case};
-use catena_fabric::{block_on, conformance};
+use catena_fabric::{block_on, conformance, Rma, Transport};
 
 macro_rules! conformance_cases {
     ($($name:ident: $check:ident on $ranks:expr;)*) => {$(
@@ -82,4 +82,24 @@ fn peer_killed_3() {
 #[test]
 fn peer_killed_8() {
     killed_peer_case("peer_killed_8", 8);
+}
+
+/// A rank that talks to two partners holds two connections, whatever the
+/// job size: transport state is O(partners), never O(N).
+#[test]
+fn transport_state_grows_with_partners_only() {
+    run_case("transport_state_grows_with_partners_only", 8, |t| {
+        block_on(t, async {
+            let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+            let (right, left) = (
+                (t.rank() + 1) % t.size(),
+                (t.rank() + t.size() - 1) % t.size(),
+            );
+            t.send(right, 9, 1, b"hello", deadline).await?;
+            let got = t.recv(Some(left), 9, 1, deadline).await?;
+            assert_eq!((got.source, &got.data[..]), (left, &b"hello"[..]));
+            assert_eq!(t.connection_count(), 2);
+            Ok(())
+        })
+    });
 }

@@ -296,8 +296,7 @@ impl Rma for ShmTransport {
     }
 
     fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        let address = self.directory.address(rank)?;
-        RemoteKey::from_bytes(&address[4..])
+        RemoteKey::from_bytes(self.directory.address(rank)?.get(4..).unwrap_or_default())
     }
 
     fn check_health(&self) -> Result<()> {
@@ -313,9 +312,12 @@ impl Rma for ShmTransport {
             return Ok(());
         }
         self.last_peer_check.set(now);
-        let address = self.directory.address(rank)?;
-        let pid = u32::from_le_bytes(address[..4].try_into().expect("addresses start with a pid"));
-        if segment::process_alive(pid as i32) {
+        let pid = self
+            .directory
+            .address(rank)?
+            .first_chunk::<4>()
+            .map(|p| u32::from_le_bytes(*p));
+        if pid.is_some_and(|pid| segment::process_alive(pid as i32)) {
             Ok(())
         } else {
             Err(Error::PeerGone { rank })
