@@ -28,9 +28,10 @@ pub fn block_on<T: Rma + ?Sized, F: Future>(transport: &T, future: F) -> F::Outp
             return out;
         }
         if !spin.is_zero() {
-            // Reading the clock costs as much as a poll: look every 64 spins.
+            // Reading the clock costs more than a poll: look every 64th spin (not
+            // the first, which would delay a wait that is about to end).
             spins = spins.wrapping_add(1);
-            if spins % 64 != 1 {
+            if spins % 64 != 0 {
                 std::hint::spin_loop();
                 continue;
             }

@@ -187,11 +187,12 @@ where
             if let Err(e) = transport.check_health() {
                 return Poll::Ready(Err(e));
             }
-            // A clock read costs more than a poll, so a spinning wait reads it
-            // every 16th time; once the deadline passes the executor stops
-            // sleeping, so the timeout is at most 16 quick polls late.
+            // A clock read costs more than a poll, so a wait reads it every
+            // 16th time (on the critical path of a short wait it would add
+            // latency); past the deadline the executor no longer sleeps, so
+            // the timeout is at most 16 quick polls late.
             pending_polls = pending_polls.wrapping_add(1);
-            if pending_polls % 16 == 1 && transport.now() >= deadline {
+            if pending_polls % 16 == 0 && transport.now() >= deadline {
                 return Poll::Ready(Err(Error::Timeout { what }));
             }
             transport.wake_at(deadline);
