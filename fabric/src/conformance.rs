@@ -187,7 +187,11 @@ pub async fn signals_and_atomics<T: Transport>(t: &T) -> Result<()> {
         }
         let mut winners = 0;
         for peer in 0..size {
-            winners += t.recv(Some(peer), CTX, TAG_ACK, deadline(t)).await?.data[0];
+            let m = t.recv(Some(peer), CTX, TAG_ACK, deadline(t)).await?;
+            winners += m
+                .data
+                .first()
+                .ok_or_else(|| fail(format!("empty verdict from rank {peer}")))?;
         }
         let winner = window.signal(16)?;
         if winners != 1 || winner == 0 || winner > u64::from(size) {
@@ -262,7 +266,7 @@ pub async fn tagged_messages<T: Transport>(t: &T) -> Result<()> {
         for _ in 1..size {
             let m = t.recv(None, CTX, 21, deadline(t)).await?;
             let claimed =
-                u32::from_le_bytes(m.data[..4].try_into().map_err(|_| fail("short message"))?);
+                u32::from_le_bytes(*m.data.first_chunk().ok_or_else(|| fail("short message"))?);
             if claimed != m.source || std::mem::replace(&mut seen[m.source as usize], true) {
                 return Err(fail(format!(
                     "any-source receive got rank {claimed} as rank {}",
