@@ -103,3 +103,18 @@ fn transport_state_grows_with_partners_only() {
         })
     });
 }
+
+/// A rank that went straight to `finalize` still serves its peers: they make
+/// first contact with it and need ring credit from it (a send of 4 rings).
+#[test]
+fn finalize_keeps_serving_peers() {
+    run_case("finalize_keeps_serving_peers", 3, |t| {
+        if t.rank() != 0 {
+            let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+            let big =
+                conformance::pattern(t.rank(), 0, 4 * catena_fabric::eager::DEFAULT_RING_BYTES);
+            block_on(t, t.send(0, 9, 2, &big, deadline))?;
+        }
+        Ok(())
+    });
+}

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{Bootstrap, LaunchEnv};
+use super::{BarrierTicket, Bootstrap, LaunchEnv};
 use crate::shm::futex;
 use crate::shm::segment::{self, Segment};
 use crate::{Error, Rank, Result};
@@ -82,19 +82,30 @@ impl JobSegment {
         self.segment.u32_at(ARRIVALS_AT)
     }
 
-    /// Arrives once and waits until `target` arrivals were counted.
+    fn arrive(&self) {
+        self.arrivals().fetch_add(1, Ordering::SeqCst);
+        futex::wake(self.arrivals(), i32::MAX);
+    }
+
+    /// Whether `target` arrivals were counted.
+    fn arrived(&self, target: u32) -> Result<bool> {
+        if self.arrivals().load(Ordering::SeqCst) >= target {
+            return Ok(true);
+        }
+        match self.failed_rank() {
+            Some(rank) => Err(Error::PeerGone { rank }),
+            None => Ok(false),
+        }
+    }
+
+    /// Arrives once and sleeps until `target` arrivals were counted.
     fn arrive_and_wait(&self, target: u32, timeout: Duration) -> Result<()> {
-        let arrivals = self.arrivals();
-        arrivals.fetch_add(1, Ordering::SeqCst);
-        futex::wake(arrivals, i32::MAX);
+        self.arrive();
         let deadline = Instant::now() + timeout;
         loop {
-            let seen = arrivals.load(Ordering::SeqCst);
-            if seen >= target {
+            let seen = self.arrivals().load(Ordering::SeqCst);
+            if self.arrived(target)? {
                 return Ok(());
-            }
-            if let Some(rank) = self.failed_rank() {
-                return Err(Error::PeerGone { rank });
             }
             let now = Instant::now();
             if now >= deadline {
@@ -102,7 +113,7 @@ impl JobSegment {
                     what: "the bootstrap barrier",
                 });
             }
-            futex::wait(arrivals, seen, (deadline - now).min(SLICE));
+            futex::wait(self.arrivals(), seen, (deadline - now).min(SLICE));
         }
     }
 
@@ -220,8 +231,19 @@ impl Bootstrap for LocalBootstrap {
             .collect()
     }
 
-    fn barrier(&self, timeout: Duration) -> Result<()> {
-        self.segment.arrive_and_wait(self.next_round(), timeout)
+    fn start_barrier(&self) -> Result<BarrierTicket> {
+        if self.rounds.get() == 0 {
+            return Err(Error::Bootstrap(
+                "a barrier before the address allgather".into(),
+            ));
+        }
+        let target = self.next_round();
+        self.segment.arrive();
+        Ok(BarrierTicket(u64::from(target)))
+    }
+
+    fn barrier_done(&self, ticket: BarrierTicket) -> Result<bool> {
+        self.segment.arrived(ticket.0 as u32)
     }
 
     fn failed_rank(&self) -> Option<Rank> {

@@ -27,10 +27,19 @@ pub trait Bootstrap {
     fn local_size(&self) -> u32;
     /// Every rank's `mine`, in rank order. Called once, at start-up.
     fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>>;
-    fn barrier(&self, timeout: Duration) -> Result<()>;
+    /// Arrives at the next barrier without waiting (like `MPI_Ibarrier`);
+    /// returns the ticket `barrier_done` tests.
+    fn start_barrier(&self) -> Result<BarrierTicket>;
+    /// Whether every rank has arrived at the barrier of `ticket`;
+    /// `PeerGone` once the job lost a rank.
+    fn barrier_done(&self, ticket: BarrierTicket) -> Result<bool>;
     /// The first rank the job lost, if it lost one.
     fn failed_rank(&self) -> Option<Rank>;
 }
+
+/// Names one barrier started with `Bootstrap::start_barrier`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BarrierTicket(pub u64);
 
 /// What the launcher put in the environment of one rank.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,8 +20,8 @@ use window::{decode_key, MappedWindow, DOORBELL_AT, SLEEPERS_AT};
 use crate::bootstrap::{Bootstrap, LaunchEnv, LocalBootstrap};
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
 use crate::{
-    ContextId, Directory, Error, FlatDirectory, LocalWindow, Message, Rank, RemoteKey, Result, Rma,
-    Signal, Tag, Time, Transport,
+    block_on, wait_until, ContextId, Directory, Error, FlatDirectory, LocalWindow, Message, Rank,
+    RemoteKey, Result, Rma, Signal, Tag, Time, Transport,
 };
 
 /// Re-polling budget of a waiting rank when it has a core to itself.
@@ -109,9 +109,17 @@ impl ShmTransport {
     }
 
     /// Waits until every rank called `finalize`, so no peer still puts into
-    /// windows this rank is about to remove.
+    /// windows this rank is about to remove. Meanwhile this rank keeps
+    /// serving peers (connection requests, credit), as `MPI_Finalize` does.
     pub fn finalize(self, timeout: Duration) -> Result<()> {
-        self.bootstrap.barrier(timeout)
+        let ticket = self.bootstrap.start_barrier()?;
+        let deadline = self.deadline_in(timeout);
+        block_on(
+            &self,
+            wait_until(&self, deadline, "the finalize barrier", || {
+                Ok(self.bootstrap.barrier_done(ticket)?.then_some(()))
+            }),
+        )
     }
 
     /// Peers this rank holds a messaging connection with.
