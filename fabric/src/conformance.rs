@@ -3,6 +3,8 @@
 //! fn over `T: Transport`, run by every rank of a job; it returns an error
 //! naming the first thing that went wrong.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::{ContextId, Error, LocalWindow, Rank, RemoteKey, Result, Signal, Time, Transport};
@@ -304,6 +306,96 @@ pub async fn all_pairs<T: Transport>(t: &T) -> Result<()> {
         }
     }
     barrier(t).await
+}
+
+/// First contact that times out (rank 1's request slots are all held) must
+/// leave no trace: once the slots are free, the next send connects.
+pub async fn first_contact_retry<T: Transport>(t: &T) -> Result<()> {
+    use crate::eager::wire::{slot_at, SLOT_CLAIMED, SLOT_COUNT, SLOT_FREE};
+    const TAG_DONE: u32 = 50;
+    let message = pattern(0, 50, 100);
+    match t.rank() {
+        0 => {
+            let control = t.control_key(1)?;
+            for slot in 0..SLOT_COUNT {
+                let at = slot_at(slot);
+                if t.compare_swap(1, &control, at, SLOT_FREE, SLOT_CLAIMED, deadline(t))
+                    .await?
+                    != SLOT_FREE
+                {
+                    return Err(fail(format!("request slot {slot} of rank 1 was taken")));
+                }
+            }
+            let short = t.deadline_in(Duration::from_millis(20));
+            expect_err(
+                "send while every request slot is held",
+                t.send(1, CTX, TAG_DONE, &message, short).await,
+                |e| matches!(e, Error::Timeout { .. }),
+            )?;
+            for slot in 0..SLOT_COUNT {
+                t.compare_swap(
+                    1,
+                    &control,
+                    slot_at(slot),
+                    SLOT_CLAIMED,
+                    SLOT_FREE,
+                    deadline(t),
+                )
+                .await?;
+            }
+            t.send(1, CTX, TAG_DONE, &message, deadline(t)).await?;
+            for rank in 2..t.size() {
+                t.send(rank, CTX, TAG_DONE, &[], deadline(t)).await?;
+            }
+        }
+        1 => {
+            if t.recv(Some(0), CTX, TAG_DONE, deadline(t)).await?.data != message {
+                return Err(fail("the message after a failed first contact is wrong"));
+            }
+        }
+        _ => {
+            // Keep out of rank 1's slots until rank 0 is done with them.
+            t.recv(Some(0), CTX, TAG_DONE, deadline(t)).await?;
+        }
+    }
+    barrier(t).await
+}
+
+/// A send dropped half-way leaves a hole in the stream to its target: later
+/// sends there must fail at once with `Protocol`, not wait for their deadline.
+pub async fn dropped_send_breaks_the_stream<T: Transport>(t: &T) -> Result<()> {
+    const TAG: u32 = 60;
+    match t.rank() {
+        0 => {
+            t.send(1, CTX, TAG, b"hello", deadline(t)).await?;
+            t.recv(Some(1), CTX, TAG, deadline(t)).await?;
+            // Rank 1 now sleeps without making progress, so no credit comes back.
+            let big = pattern(0, 60, 16 << 20);
+            {
+                let mut send = std::pin::pin!(t.send(1, CTX, TAG, &big, deadline(t)));
+                let first_poll =
+                    std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+                if first_poll.is_ready() {
+                    return Err(fail("16 MiB went into a sleeping rank's ring in one poll"));
+                }
+            }
+            let started = t.now();
+            let next = t.send(1, CTX, TAG, b"after", deadline(t)).await;
+            expect_err("send after a dropped send", next, |e| {
+                matches!(e, Error::Protocol(_))
+            })?;
+            if t.now().saturating_sub(started) > Duration::from_secs(1) {
+                return Err(fail("the send after a dropped send waited"));
+            }
+        }
+        1 => {
+            t.recv(Some(0), CTX, TAG, deadline(t)).await?;
+            t.send(0, CTX, TAG, b"hello", deadline(t)).await?;
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn expect_err<V: std::fmt::Debug>(

@@ -35,6 +35,9 @@ conformance_cases! {
     bad_input_2: bad_input on 2;
     bad_input_3: bad_input on 3;
     bad_input_8: bad_input on 8;
+    first_contact_retry_2: first_contact_retry on 2;
+    first_contact_retry_3: first_contact_retry on 3;
+    dropped_send_breaks_the_stream_2: dropped_send_breaks_the_stream on 2;
 }
 
 fn killed_peer_case(case: &str, ranks: u32) {

@@ -58,6 +58,34 @@ struct Connection<W> {
     broken: bool,
 }
 
+impl<W> Connection<W> {
+    fn check_intact(&self, peer: Rank) -> Result<()> {
+        if self.broken {
+            return Err(Error::Protocol(format!(
+                "the message stream to rank {peer} broke: an earlier send failed half-way"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Marks a connection broken unless disarmed (a send that did not finish).
+struct BreakOnDrop<'a, W> {
+    connections: &'a RefCell<FxHashMap<Rank, Connection<W>>>,
+    target: Rank,
+    armed: bool,
+}
+
+impl<W> Drop for BreakOnDrop<'_, W> {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Some(conn) = self.connections.borrow_mut().get_mut(&self.target) {
+                conn.broken = true;
+            }
+        }
+    }
+}
+
 struct Envelope {
     context: ContextId,
     message: Message,
@@ -104,21 +132,21 @@ impl<W: LocalWindow> Messenger<W> {
         let start = {
             let mut conns = self.connections.borrow_mut();
             let conn = conns.get_mut(&target).expect("connected above");
-            if conn.broken {
-                return Err(Error::Protocol(format!(
-                    "the connection to rank {target} broke earlier"
-                )));
-            }
+            conn.check_intact(target)?;
             conn.reserved += frame.len() as u64;
             conn.reserved - frame.len() as u64
         };
-        let result = self.write_frame(rma, target, start, &frame, deadline).await;
-        if result.is_err() {
-            if let Some(conn) = self.connections.borrow_mut().get_mut(&target) {
-                conn.broken = true;
-            }
-        }
-        result
+        // From here on the stream has a hole until the frame is written: if
+        // this send fails or is dropped, the connection is broken for good.
+        let mut guard = BreakOnDrop {
+            connections: &self.connections,
+            target,
+            armed: true,
+        };
+        self.write_frame(rma, target, start, &frame, deadline)
+            .await?;
+        guard.armed = false;
+        Ok(())
     }
 
     /// Writes `frame` at stream position `start` as ring credit allows.
@@ -136,12 +164,20 @@ impl<W: LocalWindow> Messenger<W> {
             let (remote, room) = wait_until(rma, deadline, "ring credit from a receiver", || {
                 let conns = self.connections.borrow();
                 let conn = &conns[&target];
+                conn.check_intact(target)?;
                 // Earlier sends to this peer go first; then we need free ring bytes.
                 if conn.written != pos {
                     return Ok(None);
                 }
                 let credit = conn.window.signal(CREDIT_SIGNAL)?;
-                let room = self.ring_bytes as u64 - (conn.written - credit);
+                let in_flight = conn
+                    .written
+                    .checked_sub(credit)
+                    .filter(|&f| f <= self.ring_bytes as u64)
+                    .ok_or_else(|| {
+                        Error::Protocol(format!("rank {target} returned credit never sent"))
+                    })?;
+                let room = self.ring_bytes as u64 - in_flight;
                 Ok((room > 0).then(|| (conn.remote.clone().expect("connected"), room as usize)))
             })
             .await?;
@@ -324,7 +360,15 @@ impl<W: LocalWindow> Messenger<W> {
             }
         };
         if first_contact {
-            self.request(rma, target, deadline).await?;
+            if let Err(e) = self.request(rma, target, deadline).await {
+                // Unless the peer contacted us meanwhile, nobody knows our
+                // window: forget it, so that the next send asks again.
+                let mut conns = self.connections.borrow_mut();
+                if conns.get(&target).is_some_and(|c| c.remote.is_none()) {
+                    conns.remove(&target);
+                }
+                return Err(e);
+            }
         }
         wait_until(rma, deadline, "a connection to a peer", || {
             Ok(self.connections.borrow()[&target]
