@@ -121,3 +121,46 @@ fn finalize_keeps_serving_peers() {
         Ok(())
     });
 }
+
+/// Putting into 50 short-lived windows of a peer leaves no pile of mappings:
+/// the origin keeps only mappings of live windows.
+#[test]
+fn mappings_of_freed_windows_are_dropped() {
+    use catena_fabric::{LocalWindow, RemoteKey, Signal};
+    run_case("mappings_of_freed_windows_are_dropped", 2, |t| {
+        block_on(t, async {
+            let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+            for round in 0..50u64 {
+                if t.rank() == 1 {
+                    let window = t.alloc_window(64)?;
+                    t.send(0, 9, 3, window.key().as_bytes(), deadline).await?;
+                    t.wait_signal(&window, 0, round + 1, deadline).await?;
+                    drop(window);
+                    t.send(0, 9, 4, &[], deadline).await?;
+                } else {
+                    let key = RemoteKey::from_bytes(&t.recv(Some(1), 9, 3, deadline).await?.data)?;
+                    t.put_signal(
+                        1,
+                        &key,
+                        8,
+                        b"x",
+                        Signal {
+                            offset: 0,
+                            add: round + 1,
+                        },
+                    )?;
+                    t.recv(Some(1), 9, 4, deadline).await?;
+                }
+            }
+            if t.rank() == 0 {
+                // Rank 1's control and connection windows, and the last one.
+                assert!(
+                    t.peer_mapping_count() <= 3,
+                    "{} mappings",
+                    t.peer_mapping_count()
+                );
+            }
+            Ok(())
+        })
+    });
+}

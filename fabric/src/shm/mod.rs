@@ -43,7 +43,7 @@ pub struct ShmTransport {
     directory: FlatDirectory,
     messenger: Messenger<ShmWindow>,
     next_window: Cell<u32>,
-    /// Mappings of peers' windows, made on first put: O(partners).
+    /// Mappings of peers' live windows, made on first put: O(partners).
     mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
     wake_at: Cell<Time>,
     spin: Duration,
@@ -127,6 +127,11 @@ impl ShmTransport {
         self.messenger.connection_count()
     }
 
+    /// Peers' windows this rank holds mapped.
+    pub fn peer_mapping_count(&self) -> usize {
+        self.mapped.borrow().len()
+    }
+
     fn control(&self) -> &crate::shm::segment::Segment {
         self.messenger.control_window().segment()
     }
@@ -184,7 +189,11 @@ impl ShmTransport {
         if !w.is_live() {
             return Err(Error::WindowFreed { rank: target });
         }
-        self.mapped.borrow_mut().insert((target, id), w.clone());
+        let mut mapped = self.mapped.borrow_mut();
+        // Mapping is rare, so it is where mappings of freed windows are
+        // dropped: the cache stays O(live windows this rank puts into).
+        mapped.retain(|_, w| w.is_live());
+        mapped.insert((target, id), w.clone());
         Ok(w)
     }
 }
