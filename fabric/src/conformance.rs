@@ -463,6 +463,10 @@ pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
         t.put(r, &garbage, 0, &[1]),
         bad_key,
     )?;
+    // Every rank's window has the same shape; only the owner in the key tells
+    // them apart, and a key sent to the wrong rank must not write anywhere.
+    let misdirected = t.put(r, &window.key(), 0, &[1; 8]);
+    expect_err("put with another rank's key", misdirected, bad_key)?;
     expect_err(
         "a key longer than allowed",
         RemoteKey::from_bytes(&[0; 1000]),

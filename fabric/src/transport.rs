@@ -36,7 +36,8 @@ pub struct Message {
 /// local access goes through copies, and reads of remotely written bytes
 /// are meaningful only after a signal covering them was observed.
 pub trait LocalWindow {
-    /// The key peers pass to `put`; ship it to them in a message.
+    /// The key peers pass to `put`; ship it to them in a message. It names
+    /// its owner: used with another target rank, a put fails with `InvalidKey`.
     fn key(&self) -> RemoteKey;
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {

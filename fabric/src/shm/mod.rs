@@ -15,7 +15,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 pub use window::ShmWindow;
-use window::{decode_key, MappedWindow, DOORBELL_AT, SLEEPERS_AT};
+use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
 
 use crate::bootstrap::{Bootstrap, LaunchEnv, LocalBootstrap};
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
@@ -155,7 +155,7 @@ impl ShmTransport {
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
         self.check_target(target)?;
-        let (id, len) = decode_key(key)?;
+        let ShmKey { id, len, .. } = ShmKey::decode(key, target)?;
         if let Some(w) = self.mapped.borrow().get(&(target, id)) {
             if w.len != len {
                 return Err(Error::InvalidKey(format!(
@@ -181,8 +181,8 @@ impl ShmTransport {
         let control = match id {
             0 => None,
             _ => {
-                let (control_id, control_len) = decode_key(&self.control_key(target)?)?;
-                Some(self.map_peer_window(target, control_id, control_len)?)
+                let control = ShmKey::decode(&self.control_key(target)?, target)?;
+                Some(self.map_peer_window(target, control.id, control.len)?)
             }
         };
         let w = Rc::new(MappedWindow::open(&self.job, target, id, len, control)?);

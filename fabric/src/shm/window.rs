@@ -20,29 +20,52 @@ pub const SLEEPERS_AT: usize = 68;
 const LIVE: u64 = 1;
 const FREED: u64 = 2;
 const KEY_TAG: u8 = b'S';
-const KEY_LEN: usize = 13;
+const KEY_LEN: usize = 17;
 
 pub fn segment_name(job: &str, rank: Rank, id: u32) -> String {
     format!("{}{job}-r{rank}-w{id}", super::segment::PREFIX)
 }
 
-pub fn encode_key(id: u32, len: usize) -> RemoteKey {
-    let mut bytes = [0u8; KEY_LEN];
-    bytes[0] = KEY_TAG;
-    bytes[1..5].copy_from_slice(&id.to_le_bytes());
-    bytes[5..13].copy_from_slice(&(len as u64).to_le_bytes());
-    RemoteKey::from_bytes(&bytes).expect("shm keys are short")
+/// A decoded shm key: whose window, which one, how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShmKey {
+    pub owner: Rank,
+    pub id: u32,
+    pub len: usize,
 }
 
-/// (window id, length) of a shm key.
-pub fn decode_key(key: &RemoteKey) -> Result<(u32, usize)> {
-    let b = key.as_bytes();
-    if b.len() != KEY_LEN || b[0] != KEY_TAG {
-        return Err(Error::InvalidKey(format!("not a shm window key: {key:?}")));
+impl ShmKey {
+    pub fn encode(self) -> RemoteKey {
+        let mut bytes = [0u8; KEY_LEN];
+        bytes[0] = KEY_TAG;
+        bytes[1..5].copy_from_slice(&self.owner.to_le_bytes());
+        bytes[5..9].copy_from_slice(&self.id.to_le_bytes());
+        bytes[9..17].copy_from_slice(&(self.len as u64).to_le_bytes());
+        RemoteKey::from_bytes(&bytes).expect("shm keys are short")
     }
-    let id = u32::from_le_bytes(b[1..5].try_into().unwrap());
-    let len = u64::from_le_bytes(b[5..13].try_into().unwrap()) as usize;
-    Ok((id, len))
+
+    /// Decodes a key meant for a window of `target`: a key of another
+    /// rank's window is refused, so a misdirected put writes nothing.
+    pub fn decode(key: &RemoteKey, target: Rank) -> Result<ShmKey> {
+        let b = key.as_bytes();
+        if b.len() != KEY_LEN || b[0] != KEY_TAG {
+            return Err(Error::InvalidKey(format!("not a shm window key: {key:?}")));
+        }
+        let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+        let len = u64::from_le_bytes(b[9..17].try_into().expect("8 bytes"));
+        let decoded = ShmKey {
+            owner: word(1),
+            id: word(5),
+            len: usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?,
+        };
+        if decoded.owner != target {
+            return Err(Error::InvalidKey(format!(
+                "a key of rank {}'s window used for rank {target}",
+                decoded.owner
+            )));
+        }
+        Ok(decoded)
+    }
 }
 
 /// A window as the origin of a put sees it: a mapping of the owner's segment.
@@ -125,6 +148,7 @@ impl MappedWindow {
 
 /// A window this process exposes.
 pub struct ShmWindow {
+    owner: Rank,
     id: u32,
     len: usize,
     segment: Segment,
@@ -139,7 +163,12 @@ impl ShmWindow {
         segment.u64_at(LEN_AT).store(len as u64, Ordering::Relaxed);
         segment.u64_at(STATE_AT).store(LIVE, Ordering::Relaxed);
         segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
-        Ok(ShmWindow { id, len, segment })
+        Ok(ShmWindow {
+            owner: rank,
+            id,
+            len,
+            segment,
+        })
     }
 
     pub fn segment(&self) -> &Segment {
@@ -173,7 +202,12 @@ pub fn check_word(offset: usize, window_len: usize) -> Result<()> {
 
 impl LocalWindow for ShmWindow {
     fn key(&self) -> RemoteKey {
-        encode_key(self.id, self.len)
+        ShmKey {
+            owner: self.owner,
+            id: self.id,
+            len: self.len,
+        }
+        .encode()
     }
 
     fn len(&self) -> usize {
