@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,8 @@ use crate::bootstrap::{JobSegment, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RA
 use crate::shm::segment;
 use crate::{Error, Rank, Result};
 
+/// Wait status reported for a rank that could not be waited for (exit 255).
+const LOST_CHILD_STATUS: i32 = 255 << 8;
 /// How long output forwarding may lag behind the ranks' exit.
 const FORWARD_FLUSH: Duration = Duration::from_secs(2);
 
@@ -68,7 +71,6 @@ impl LaunchReport {
     /// The launcher's own exit code: 0, or the failed rank's code
     /// (128 + signal number if it was killed).
     pub fn exit_code(&self) -> i32 {
-        use std::os::unix::process::ExitStatusExt;
         match self.first_failure {
             None => 0,
             Some((_, status)) => status
@@ -137,14 +139,19 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
     while statuses.iter().any(Option::is_none) {
         for (rank, slot) in children.iter_mut().enumerate() {
             let Some(child) = slot else { continue };
-            if let Ok(Some(status)) = child.try_wait() {
-                statuses[rank] = Some(status);
-                *slot = None;
-                if !status.success() && first_failure.is_none() {
-                    first_failure = Some((rank as Rank, status));
-                    job_segment.mark_failed(rank as Rank);
-                    kill_at = Some(Instant::now() + spec.grace);
-                }
+            let status = match child.try_wait() {
+                Ok(None) => continue,
+                Ok(Some(status)) => status,
+                // The child cannot be waited for (it was reaped elsewhere):
+                // count it as failed rather than watch it forever.
+                Err(_) => ExitStatus::from_raw(LOST_CHILD_STATUS),
+            };
+            statuses[rank] = Some(status);
+            *slot = None;
+            if !status.success() && first_failure.is_none() {
+                first_failure = Some((rank as Rank, status));
+                job_segment.mark_failed(rank as Rank);
+                kill_at = Some(Instant::now() + spec.grace);
             }
         }
         if kill_at.is_some_and(|at| Instant::now() >= at) {
