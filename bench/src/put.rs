@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use catena_fabric::{block_on, LocalWindow, RemoteKey, Result, Rma, Signal, Transport};
+use catena_fabric::{block_on, LocalWindow, Provider, RemoteKey, Result, Rma, Signal, Transport};
 
 use crate::physical::{cache_line_round_trip, memcpy_bandwidth};
 use crate::report::{human_bytes, quantile, Table};

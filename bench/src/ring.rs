@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use catena_algorithms::shift;
-use catena_fabric::{block_on, Error, Rma, Transport};
+use catena_fabric::{block_on, Error, Provider, Rma, Transport};
 
 use crate::report::{quantile, Table};
 

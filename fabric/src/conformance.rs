@@ -523,3 +523,53 @@ pub async fn peer_killed<T: Transport>(t: &T, victim: Rank, die: impl FnOnce()) 
     }
     Ok(())
 }
+
+/// The checks that run on every provider, by name, so a test file can list
+/// them per provider and starter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    PutSizes,
+    ManyPutsInFlight,
+    SignalsAndAtomics,
+    TaggedMessages,
+    AllPairs,
+    BadInput,
+    FirstContactRetry,
+    DroppedSendBreaksTheStream,
+    /// Every check above that leaves the job usable, one after another (for
+    /// starters where a job per check costs too much, like `mpiexec`).
+    Suite,
+}
+
+/// The checks `Check::Suite` runs, in order.
+pub const SUITE: [Check; 7] = [
+    Check::PutSizes,
+    Check::ManyPutsInFlight,
+    Check::SignalsAndAtomics,
+    Check::TaggedMessages,
+    Check::AllPairs,
+    Check::BadInput,
+    Check::FirstContactRetry,
+];
+
+/// Runs `check` on this rank.
+pub async fn run<T: Transport>(t: &T, check: Check) -> Result<()> {
+    match check {
+        Check::PutSizes => put_sizes(t).await,
+        Check::ManyPutsInFlight => many_puts_in_flight(t).await,
+        Check::SignalsAndAtomics => signals_and_atomics(t).await,
+        Check::TaggedMessages => tagged_messages(t).await,
+        Check::AllPairs => all_pairs(t).await,
+        Check::BadInput => bad_input(t).await,
+        Check::FirstContactRetry => first_contact_retry(t).await,
+        Check::DroppedSendBreaksTheStream => dropped_send_breaks_the_stream(t).await,
+        Check::Suite => {
+            for check in SUITE {
+                Box::pin(run(t, check))
+                    .await
+                    .map_err(|e| fail(format!("{check:?}: {e}")))?;
+            }
+            Ok(())
+        }
+    }
+}

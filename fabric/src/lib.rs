@@ -11,17 +11,24 @@ mod directory;
 pub mod eager;
 mod error;
 mod executor;
+pub mod job;
 mod key;
 pub mod launch;
+#[cfg(feature = "ofi")]
+pub mod ofi;
+mod provider;
 pub mod shm;
 pub mod testing;
 mod time;
 mod transport;
+#[cfg(feature = "ucx")]
+pub mod ucx;
 
 pub use directory::{Directory, FlatDirectory};
 pub use error::{Error, Result};
 pub use executor::block_on;
 pub use key::RemoteKey;
+pub use provider::{finalize_barrier, Provider};
 pub use time::Time;
 pub use transport::{
     wait_until, ContextId, LocalWindow, Message, Rank, Rma, Signal, Tag, Transport,

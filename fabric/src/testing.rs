@@ -1,50 +1,78 @@
-//! Multi-process tests: a test binary re-executes itself once per rank under
-//! the launcher, and each copy runs only the named test, in "rank mode".
+//! Multi-process tests: a test binary re-executes itself once per rank, under
+//! catena's launcher or under `mpiexec`, and each copy runs only the named
+//! test, in "rank mode", on the provider the test names.
 
-use std::time::Duration;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::launch::{launch, LaunchReport, LaunchSpec};
 use crate::shm::{segment, ShmTransport};
-use crate::{Error, Result};
+use crate::{Error, Provider, Result};
 
 /// Tells a re-executed test binary which test it runs as a rank.
 pub const ENV_CASE: &str = "CATENA_TEST_CASE";
 const FINALIZE_TIMEOUT: Duration = Duration::from_secs(120);
+/// An `mpiexec` run that takes longer than this is killed.
+const MPIEXEC_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Whether this process is a rank of `case`.
 pub fn is_rank_of(case: &str) -> bool {
     std::env::var(ENV_CASE).is_ok_and(|c| c == case)
 }
 
+/// Who starts the ranks of a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Starter {
+    /// catena's own launcher (the default way to run a job).
+    Launcher,
+    /// MPICH's `mpiexec -n` (the `mpi` feature bootstraps from MPI).
+    Mpiexec,
+}
+
+/// In a rank of `case`: starts provider `P`, runs `body`, finalizes, and
+/// returns true (a failing body panics, so the rank exits non-zero).
+/// Elsewhere returns false.
+pub fn run_as_rank<P: Provider>(case: &str, body: impl FnOnce(&P) -> Result<()>) -> bool {
+    if !is_rank_of(case) {
+        return false;
+    }
+    let transport = P::from_env().unwrap_or_else(|e| panic!("rank of {case} failed to start: {e}"));
+    if let Err(e) = body(&transport) {
+        panic!("rank {} of {case}: {e}", crate::Rma::rank(&transport));
+    }
+    match transport.finalize(FINALIZE_TIMEOUT) {
+        // A test that lost a rank on purpose cannot meet at the barrier.
+        Ok(()) | Err(Error::PeerGone { .. }) => {}
+        Err(e) => panic!("finalize of {case}: {e}"),
+    }
+    true
+}
+
+fn rank_args(case: &str) -> [&str; 4] {
+    [case, "--exact", "--nocapture", "--test-threads=1"]
+}
+
 /// In the test process: runs `case` (a top-level `#[test]` fn of this binary)
-/// on `ranks` processes and returns the launcher's report. In a rank: runs
-/// `body` on the shm transport, finalizes, and returns `None`. A failing body
-/// panics, so its rank exits non-zero.
-pub fn launch_case(
+/// on `ranks` processes of provider `P` started by the launcher, with `env`
+/// added, and returns the launcher's report. In a rank: see [`run_as_rank`].
+pub fn launch_case_on<P: Provider>(
     case: &str,
     ranks: u32,
-    body: impl FnOnce(&ShmTransport) -> Result<()>,
+    env: &[(&str, &str)],
+    body: impl FnOnce(&P) -> Result<()>,
 ) -> Option<LaunchReport> {
-    if is_rank_of(case) {
-        let transport = crate::init().unwrap_or_else(|e| panic!("rank failed to start: {e}"));
-        if let Err(e) = body(&transport) {
-            panic!("rank {} of {case}: {e}", crate::Rma::rank(&transport));
-        }
-        match transport.finalize(FINALIZE_TIMEOUT) {
-            // A test that lost a rank on purpose cannot meet at the barrier.
-            Ok(()) | Err(Error::PeerGone { .. }) => {}
-            Err(e) => panic!("finalize of {case}: {e}"),
-        }
+    if run_as_rank(case, body) {
         return None;
     }
     let mut spec = LaunchSpec::new(
         ranks,
         std::env::current_exe().expect("the test binary's path"),
     );
-    spec.args = [case, "--exact", "--nocapture", "--test-threads=1"]
-        .map(Into::into)
-        .to_vec();
+    spec.args = rank_args(case).map(Into::into).to_vec();
     spec.env.push((ENV_CASE.into(), case.into()));
+    spec.env
+        .extend(env.iter().map(|(k, v)| ((*k).into(), (*v).into())));
     spec.capture_output = true;
     let report = launch(&spec).unwrap_or_else(|e| panic!("launching {case}: {e}"));
     let left = segment::job_segments(&report.job_id);
@@ -55,20 +83,153 @@ pub fn launch_case(
     Some(report)
 }
 
-/// Runs `case` on `ranks` processes and asserts that every rank succeeded and
-/// that the ranks removed all their segments themselves.
-pub fn run_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Result<()>) {
-    if let Some(report) = launch_case(case, ranks, body) {
-        assert!(
-            report.success(),
-            "{case} failed: {:?}\n{}",
-            report.first_failure,
-            report.output
-        );
-        assert_eq!(
-            report.leftover_segments, 0,
-            "{case}: ranks did not remove their segments\n{}",
-            report.output
-        );
+/// [`launch_case_on`] for the default shm provider.
+pub fn launch_case(
+    case: &str,
+    ranks: u32,
+    body: impl FnOnce(&ShmTransport) -> Result<()>,
+) -> Option<LaunchReport> {
+    launch_case_on(case, ranks, &[], body)
+}
+
+/// Runs `case` on `ranks` processes of provider `P` started by `starter`, and
+/// asserts that every rank succeeded and left no shared-memory segments.
+pub fn run_case_on<P: Provider>(
+    case: &str,
+    ranks: u32,
+    starter: Starter,
+    env: &[(&str, &str)],
+    body: impl FnOnce(&P) -> Result<()>,
+) {
+    match starter {
+        Starter::Launcher => {
+            if let Some(report) = launch_case_on(case, ranks, env, body) {
+                assert!(
+                    report.success(),
+                    "{case} failed: {:?}\n{}",
+                    report.first_failure,
+                    report.output
+                );
+                assert_eq!(
+                    report.leftover_segments, 0,
+                    "{case}: ranks did not remove their segments\n{}",
+                    report.output
+                );
+            }
+        }
+        Starter::Mpiexec => {
+            if !run_as_rank(case, body) {
+                run_under_mpiexec(case, ranks, env);
+            }
+        }
     }
+}
+
+/// [`run_case_on`] for the default shm provider under the launcher.
+pub fn run_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Result<()>) {
+    run_case_on(case, ranks, Starter::Launcher, &[], body)
+}
+
+/// Runs this test binary's `case` under `mpiexec -n ranks` and asserts that
+/// it succeeded within `MPIEXEC_TIMEOUT`.
+fn run_under_mpiexec(case: &str, ranks: u32, env: &[(&str, &str)]) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // Names the job, so that its leftover segments can be found afterwards.
+    let job = segment::new_job_id();
+    let mut child = Command::new("mpiexec")
+        .arg("-n")
+        .arg(ranks.to_string())
+        .arg(&exe)
+        .args(rank_args(case))
+        .env(ENV_CASE, case)
+        .env(crate::bootstrap::ENV_MPI_JOB, &job)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting mpiexec (is MPICH installed?): {e}"));
+    let readers = [
+        drain(child.stdout.take().expect("piped")),
+        drain(child.stderr.take().expect("piped")),
+    ];
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for mpiexec") {
+            break Some(status);
+        }
+        if started.elapsed() > MPIEXEC_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output: String = readers.map(|r| r.join().unwrap_or_default()).concat();
+    match status {
+        Some(s) if s.success() => {}
+        Some(s) => panic!("{case} under mpiexec failed: {s}\n{output}"),
+        None => panic!("{case} under mpiexec ran past {MPIEXEC_TIMEOUT:?}\n{output}"),
+    }
+    let left = segment::job_segments(&job);
+    assert!(left.is_empty(), "{case}: segments left in /dev/shm: {left:?}");
+}
+
+fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = from.read_to_string(&mut text);
+        text
+    })
+}
+
+/// Runs conformance `check` as test `case` on `ranks` processes of `P`.
+pub fn conformance_case<P: Provider>(
+    case: &str,
+    ranks: u32,
+    starter: Starter,
+    env: &[(&str, &str)],
+    check: crate::conformance::Check,
+) {
+    run_case_on::<P>(case, ranks, starter, env, |t| {
+        crate::block_on(t, crate::conformance::run(t, check))
+    });
+}
+
+/// Runs `conformance::peer_killed` as test `case` on `ranks` processes of `P`
+/// started by the launcher: the last rank SIGKILLs itself, and every other
+/// rank must notice, fail its waits with `PeerGone` and exit cleanly.
+pub fn killed_peer_case<P: Provider>(case: &str, ranks: u32, env: &[(&str, &str)]) {
+    use std::os::unix::process::ExitStatusExt;
+    let victim = ranks - 1;
+    let started = Instant::now();
+    let die = || unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    };
+    let Some(report) = launch_case_on::<P>(case, ranks, env, |t| {
+        crate::block_on(t, crate::conformance::peer_killed(t, victim, die))
+    }) else {
+        return;
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the launcher took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        report.first_failure.map(|(r, s)| (r, s.signal())),
+        Some((victim, Some(libc::SIGKILL))),
+        "{}",
+        report.output
+    );
+    for (rank, status) in report.statuses.iter().enumerate() {
+        if rank as u32 != victim {
+            assert!(
+                status.success(),
+                "survivor {rank} failed: {status:?}\n{}",
+                report.output
+            );
+        }
+    }
+    assert_ne!(report.exit_code(), 0);
 }

@@ -1,10 +1,8 @@
 //! The provider conformance suite on the shm provider, with 2, 3 and 8
 //! processes started by the launcher.
 
-use std::os::unix::process::ExitStatusExt;
-use std::time::Instant;
-
-use catena_fabric::testing::{launch_case, run_case};
+use catena_fabric::shm::ShmTransport;
+use catena_fabric::testing::{killed_peer_case, run_case};
 use catena_fabric::{block_on, conformance, Rma, Transport};
 
 macro_rules! conformance_cases {
@@ -40,51 +38,19 @@ conformance_cases! {
     dropped_send_breaks_the_stream_2: dropped_send_breaks_the_stream on 2;
 }
 
-fn killed_peer_case(case: &str, ranks: u32) {
-    let victim = ranks - 1;
-    let started = Instant::now();
-    let die = || unsafe {
-        libc::kill(libc::getpid(), libc::SIGKILL);
-    };
-    let Some(report) = launch_case(case, ranks, |t| {
-        block_on(t, conformance::peer_killed(t, victim, die))
-    }) else {
-        return;
-    };
-    assert!(
-        started.elapsed().as_secs() < 10,
-        "the launcher took {:?}",
-        started.elapsed()
-    );
-    assert_eq!(
-        report.first_failure.map(|(r, s)| (r, s.signal())),
-        Some((victim, Some(libc::SIGKILL)))
-    );
-    for (rank, status) in report.statuses.iter().enumerate() {
-        if rank as u32 != victim {
-            assert!(
-                status.success(),
-                "survivor {rank} failed: {status:?}\n{}",
-                report.output
-            );
-        }
-    }
-    assert_ne!(report.exit_code(), 0);
-}
-
 #[test]
 fn peer_killed_2() {
-    killed_peer_case("peer_killed_2", 2);
+    killed_peer_case::<ShmTransport>("peer_killed_2", 2, &[]);
 }
 
 #[test]
 fn peer_killed_3() {
-    killed_peer_case("peer_killed_3", 3);
+    killed_peer_case::<ShmTransport>("peer_killed_3", 3, &[]);
 }
 
 #[test]
 fn peer_killed_8() {
-    killed_peer_case("peer_killed_8", 8);
+    killed_peer_case::<ShmTransport>("peer_killed_8", 8, &[]);
 }
 
 /// A rank that talks to two partners holds two connections, whatever the

@@ -18,7 +18,8 @@ const SIZE_AT: usize = 8;
 const FAILED_AT: usize = 64;
 const ARRIVALS_AT: usize = 128;
 const SLOTS_AT: usize = 4096;
-const SLOT_BYTES: usize = 1024;
+// UCX worker addresses with several transports run to hundreds of bytes.
+const SLOT_BYTES: usize = 4096;
 const SLOT_DATA: usize = SLOT_BYTES - 8;
 /// Longest sleep between checks of the failure flag.
 const SLICE: Duration = Duration::from_millis(50);

@@ -4,10 +4,14 @@
 //! behind the same trait.
 
 mod local;
+#[cfg(feature = "mpi")]
+mod mpi;
 
 use std::time::Duration;
 
 pub use local::{JobSegment, LocalBootstrap};
+#[cfg(feature = "mpi")]
+pub use mpi::MpiBootstrap;
 
 use crate::{Error, Rank, Result};
 
@@ -16,6 +20,8 @@ pub const ENV_RANK: &str = "CATENA_RANK";
 pub const ENV_SIZE: &str = "CATENA_SIZE";
 /// Ranks the launcher started on this machine (decides spinning vs sleeping).
 pub const ENV_LOCAL_SIZE: &str = "CATENA_LOCAL_SIZE";
+/// Job id of a job started by `mpiexec` (rank 0 makes one up if unset).
+pub const ENV_MPI_JOB: &str = "CATENA_MPI_JOB";
 /// Core this rank pins itself to (`--pin`).
 pub const ENV_PIN_CORE: &str = "CATENA_PIN_CORE";
 
@@ -40,6 +46,38 @@ pub trait Bootstrap {
 /// Names one barrier started with `Bootstrap::start_barrier`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BarrierTicket(pub u64);
+
+/// Variables by which MPI process managers (MPICH's Hydra, PMIx, Open MPI)
+/// tell a process that `mpiexec` started it.
+const MPIEXEC_VARS: [&str; 4] = ["PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "PMI_SIZE"];
+
+/// Whether `mpiexec` (rather than catena's launcher) started this process.
+pub fn started_by_mpiexec() -> bool {
+    std::env::var_os(ENV_JOB).is_none() && MPIEXEC_VARS.iter().any(|v| std::env::var_os(v).is_some())
+}
+
+/// The bootstrap this process was started with: catena's launcher, `mpiexec`
+/// (needs the `mpi` feature), or none (a job of one). Pins this process to
+/// the core the launcher chose, if any.
+pub fn from_env() -> Result<Box<dyn Bootstrap>> {
+    if started_by_mpiexec() {
+        #[cfg(feature = "mpi")]
+        return Ok(Box::new(MpiBootstrap::init()?));
+        #[cfg(not(feature = "mpi"))]
+        return Err(Error::Bootstrap(
+            "started by mpiexec, but catena was built without the `mpi` feature".into(),
+        ));
+    }
+    match LaunchEnv::from_env()? {
+        Some(env) => {
+            if let Some(core) = env.pin_core {
+                core_affinity::set_for_current(core_affinity::CoreId { id: core });
+            }
+            Ok(Box::new(LocalBootstrap::from_launch_env(&env)?))
+        }
+        None => Ok(Box::new(LocalBootstrap::singleton()?)),
+    }
+}
 
 /// What the launcher put in the environment of one rank.
 #[derive(Clone, Debug, PartialEq, Eq)]

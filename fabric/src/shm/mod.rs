@@ -12,114 +12,63 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{fence, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use window::ShmWindow;
 use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
 
-use crate::bootstrap::{Bootstrap, LaunchEnv, LocalBootstrap};
+use crate::bootstrap::Bootstrap;
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
+use crate::job::Job;
 use crate::{
-    block_on, wait_until, ContextId, Directory, Error, FlatDirectory, LocalWindow, Message, Rank,
-    RemoteKey, Result, Rma, Signal, Tag, Time, Transport,
+    finalize_barrier, ContextId, Error, LocalWindow, Message, Provider, Rank, RemoteKey, Result,
+    Rma, Signal, Tag, Time, Transport,
 };
 
 /// Re-polling budget of a waiting rank when it has a core to itself.
 const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// Longest sleep before a parked rank re-checks job health.
 const PARK_SLICE: Duration = Duration::from_millis(50);
-/// How often a receive looks whether its sender's process still exists.
-const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
-const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
 pub const ENV_SPIN_US: &str = "CATENA_SPIN_US";
 pub const ENV_RING_BYTES: &str = "CATENA_EAGER_RING_BYTES";
 
 pub struct ShmTransport {
-    rank: Rank,
-    size: u32,
-    job: String,
-    epoch: Instant,
-    bootstrap: Box<dyn Bootstrap>,
-    directory: FlatDirectory,
+    job: Job,
     messenger: Messenger<ShmWindow>,
     next_window: Cell<u32>,
     /// Mappings of peers' live windows, made on first put: O(partners).
     mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
-    wake_at: Cell<Time>,
     spin: Duration,
-    last_peer_check: Cell<Instant>,
-}
-
-/// A peer's directory entry: its pid (for liveness) and its control key.
-fn encode_address(pid: u32, control: &RemoteKey) -> Vec<u8> {
-    let mut a = pid.to_le_bytes().to_vec();
-    a.extend_from_slice(control.as_bytes());
-    a
 }
 
 impl ShmTransport {
-    /// Joins the job the launcher described in the environment, or starts a
-    /// job of one. Pins to a core if the launcher was asked to.
+    /// Joins the job this process was started into (see [`Job::from_env`]).
     pub fn from_env() -> Result<ShmTransport> {
-        // Counted before pinning: afterwards the affinity mask shows one core.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        match LaunchEnv::from_env()? {
-            Some(env) => {
-                if let Some(core) = env.pin_core {
-                    core_affinity::set_for_current(core_affinity::CoreId { id: core });
-                }
-                ShmTransport::new(Box::new(LocalBootstrap::from_launch_env(&env)?), cores)
-            }
-            None => ShmTransport::new(Box::new(LocalBootstrap::singleton()?), cores),
-        }
+        ShmTransport::new(Job::from_env()?)
     }
 
     /// A transport for the job `bootstrap` describes, whose ranks on this
     /// machine share `cores` cores.
-    pub fn new(bootstrap: Box<dyn Bootstrap>, cores: usize) -> Result<ShmTransport> {
-        let (rank, size, job) = (
-            bootstrap.rank(),
-            bootstrap.size(),
-            bootstrap.job_id().to_string(),
-        );
-        let control = ShmWindow::create(&job, rank, 0, CONTROL_WINDOW_BYTES)?;
-        let address = encode_address(std::process::id(), &control.key());
-        let directory = FlatDirectory::new(bootstrap.allgather(&address, BOOTSTRAP_TIMEOUT)?);
+    pub fn with_bootstrap(bootstrap: Box<dyn Bootstrap>, cores: usize) -> Result<ShmTransport> {
+        ShmTransport::new(Job::new(bootstrap, cores))
+    }
+
+    fn new(mut job: Job) -> Result<ShmTransport> {
+        let control = ShmWindow::create(job.id(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
+        job.exchange_addresses(control.key().as_bytes())?;
         let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
         let spin = match env_number(ENV_SPIN_US)? {
             Some(us) => Duration::from_micros(us as u64),
-            // More ranks than cores: a spinning rank only delays the one it waits for.
-            None if bootstrap.local_size() as usize > cores => Duration::ZERO,
+            None if job.oversubscribed() => Duration::ZERO,
             None => DEFAULT_SPIN,
         };
         Ok(ShmTransport {
-            rank,
-            size,
             job,
-            epoch: Instant::now(),
-            bootstrap,
-            directory,
             messenger: Messenger::new(control, ring_bytes),
             next_window: Cell::new(1),
             mapped: RefCell::new(FxHashMap::default()),
-            wake_at: Cell::new(Time::MAX),
             spin,
-            last_peer_check: Cell::new(Instant::now()),
         })
-    }
-
-    /// Waits until every rank called `finalize`, so no peer still puts into
-    /// windows this rank is about to remove. Meanwhile this rank keeps
-    /// serving peers (connection requests, credit), as `MPI_Finalize` does.
-    pub fn finalize(self, timeout: Duration) -> Result<()> {
-        let ticket = self.bootstrap.start_barrier()?;
-        let deadline = self.deadline_in(timeout);
-        block_on(
-            &self,
-            wait_until(&self, deadline, "the finalize barrier", || {
-                Ok(self.bootstrap.barrier_done(ticket)?.then_some(()))
-            }),
-        )
     }
 
     /// Peers this rank holds a messaging connection with.
@@ -136,16 +85,6 @@ impl ShmTransport {
         self.messenger.control_window().segment()
     }
 
-    fn check_target(&self, rank: Rank) -> Result<()> {
-        if rank >= self.size {
-            return Err(Error::InvalidRank {
-                rank,
-                size: self.size,
-            });
-        }
-        Ok(())
-    }
-
     /// Runs `f` on the mapping of `target`'s window named by `key`, mapping
     /// it (and its owner's control window) on first use.
     fn with_peer_window<R>(
@@ -154,7 +93,7 @@ impl ShmTransport {
         key: &RemoteKey,
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
-        self.check_target(target)?;
+        self.job.check_rank(target)?;
         let ShmKey { id, len, .. } = ShmKey::decode(key, target)?;
         if let Some(w) = self.mapped.borrow().get(&(target, id)) {
             if w.len != len {
@@ -185,7 +124,7 @@ impl ShmTransport {
                 Some(self.map_peer_window(target, control.id, control.len)?)
             }
         };
-        let w = Rc::new(MappedWindow::open(&self.job, target, id, len, control)?);
+        let w = Rc::new(MappedWindow::open(self.job.id(), target, id, len, control)?);
         if !w.is_live() {
             return Err(Error::WindowFreed { rank: target });
         }
@@ -209,7 +148,8 @@ fn wake(w: &MappedWindow) {
     }
 }
 
-fn env_number(name: &str) -> Result<Option<usize>> {
+/// The value of a numeric `CATENA_*` setting, if set.
+pub(crate) fn env_number(name: &str) -> Result<Option<usize>> {
     match std::env::var(name) {
         Err(_) => Ok(None),
         Ok(v) => v
@@ -224,19 +164,19 @@ impl Rma for ShmTransport {
     type Window = ShmWindow;
 
     fn rank(&self) -> Rank {
-        self.rank
+        self.job.rank()
     }
 
     fn size(&self) -> u32 {
-        self.size
+        self.job.size()
     }
 
     fn job_id(&self) -> &str {
-        &self.job
+        self.job.id()
     }
 
     fn now(&self) -> Time {
-        Time::from_duration(self.epoch.elapsed())
+        self.job.now()
     }
 
     fn alloc_window(&self, len: usize) -> Result<ShmWindow> {
@@ -245,7 +185,7 @@ impl Rma for ShmTransport {
             id.checked_add(1)
                 .ok_or(Error::Protocol("window ids exhausted".into()))?,
         );
-        ShmWindow::create(&self.job, self.rank, id, len)
+        ShmWindow::create(self.job.id(), self.job.rank(), id, len)
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
@@ -309,36 +249,19 @@ impl Rma for ShmTransport {
 
     async fn flush(&self, target: Rank, _: Time) -> Result<()> {
         // Puts are copies that completed before they returned.
-        self.check_target(target)
+        self.job.check_rank(target)
     }
 
     fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        RemoteKey::from_bytes(self.directory.address(rank)?.get(4..).unwrap_or_default())
+        RemoteKey::from_bytes(self.job.address(rank)?)
     }
 
     fn check_health(&self) -> Result<()> {
-        match self.bootstrap.failed_rank() {
-            Some(rank) => Err(Error::PeerGone { rank }),
-            None => Ok(()),
-        }
+        self.job.check_health()
     }
 
     fn check_peer(&self, rank: Rank) -> Result<()> {
-        let now = Instant::now();
-        if now.duration_since(self.last_peer_check.get()) < PEER_CHECK_INTERVAL {
-            return Ok(());
-        }
-        self.last_peer_check.set(now);
-        let pid = self
-            .directory
-            .address(rank)?
-            .first_chunk::<4>()
-            .map(|p| u32::from_le_bytes(*p));
-        if pid.is_some_and(|pid| segment::process_alive(pid as i32)) {
-            Ok(())
-        } else {
-            Err(Error::PeerGone { rank })
-        }
+        self.job.check_peer(rank)
     }
 
     fn progress(&self) {
@@ -350,7 +273,7 @@ impl Rma for ShmTransport {
     }
 
     fn wake_at(&self, at: Time) {
-        self.wake_at.set(self.wake_at.get().min(at));
+        self.job.wake_at(at);
     }
 
     fn prepare_park(&self) -> u64 {
@@ -362,8 +285,7 @@ impl Rma for ShmTransport {
     }
 
     fn park(&self, ticket: u64) {
-        let until = self.wake_at.replace(Time::MAX);
-        let timeout = until.saturating_sub(self.now()).min(PARK_SLICE);
+        let timeout = self.job.take_park_timeout(PARK_SLICE);
         if !timeout.is_zero() {
             futex::wait(self.control().u32_at(DOORBELL_AT), ticket as u32, timeout);
         }
@@ -401,6 +323,18 @@ impl Transport for ShmTransport {
         self.messenger
             .recv(self, source, context, tag, deadline)
             .await
+    }
+}
+
+impl Provider for ShmTransport {
+    const NAME: &'static str = "shm";
+
+    fn from_env() -> Result<ShmTransport> {
+        ShmTransport::from_env()
+    }
+
+    fn finalize(self, timeout: Duration) -> Result<()> {
+        finalize_barrier(&self, &self.job, timeout)
     }
 }
 

@@ -1,0 +1,164 @@
+//! What every provider needs from the job besides its own fabric: identity,
+//! the bootstrap it was started with (launcher, MPI, or a job of one), the
+//! directory of peer addresses, the clock, failure detection and finalize.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::{self, Bootstrap};
+use crate::shm::segment::process_alive;
+use crate::{Directory, Error, FlatDirectory, Rank, Result, Time};
+
+/// How often a wait looks whether a peer's process still exists.
+const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Directory entry header: pid, then a hash of the host name.
+const HEADER: usize = 12;
+
+pub struct Job {
+    rank: Rank,
+    size: u32,
+    id: String,
+    /// Cores the ranks of this machine share (counted before pinning).
+    cores: usize,
+    host: u64,
+    epoch: Instant,
+    bootstrap: Box<dyn Bootstrap>,
+    directory: FlatDirectory,
+    last_peer_check: Cell<Instant>,
+    wake_at: Cell<Time>,
+}
+
+impl Job {
+    /// Joins the job this process was started into: by the launcher, by
+    /// `mpiexec` (feature `mpi`), or as a job of one. Pins to a core if the
+    /// launcher was asked to.
+    pub fn from_env() -> Result<Job> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(Job::new(bootstrap::from_env()?, cores))
+    }
+
+    /// A job described by `bootstrap`, whose local ranks share `cores` cores.
+    pub fn new(bootstrap: Box<dyn Bootstrap>, cores: usize) -> Job {
+        Job {
+            rank: bootstrap.rank(),
+            size: bootstrap.size(),
+            id: bootstrap.job_id().to_string(),
+            cores,
+            host: host_hash(),
+            epoch: Instant::now(),
+            bootstrap,
+            directory: FlatDirectory::new(Vec::new()),
+            last_peer_check: Cell::new(Instant::now()),
+            wake_at: Cell::new(Time::MAX),
+        }
+    }
+
+    /// Publishes this rank's provider address and learns everyone's (once).
+    pub fn exchange_addresses(&mut self, address: &[u8]) -> Result<()> {
+        let mut entry = std::process::id().to_le_bytes().to_vec();
+        entry.extend_from_slice(&self.host.to_le_bytes());
+        entry.extend_from_slice(address);
+        let all = self.bootstrap.allgather(&entry, BOOTSTRAP_TIMEOUT)?;
+        if let Some(rank) = all.iter().position(|a| a.len() < HEADER) {
+            return Err(Error::Bootstrap(format!(
+                "rank {rank} published a truncated address"
+            )));
+        }
+        self.directory = FlatDirectory::new(all);
+        Ok(())
+    }
+
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn now(&self) -> Time {
+        Time::from_duration(self.epoch.elapsed())
+    }
+
+    /// Whether more ranks share this machine than it has cores, so that a
+    /// spinning rank only delays the one it waits for.
+    pub fn oversubscribed(&self) -> bool {
+        self.bootstrap.local_size() as usize > self.cores
+    }
+
+    /// The provider address `rank` published.
+    pub fn address(&self, rank: Rank) -> Result<&[u8]> {
+        Ok(&self.directory.address(rank)?[HEADER..])
+    }
+
+    /// `InvalidRank` unless `rank` is in this job.
+    pub fn check_rank(&self, rank: Rank) -> Result<()> {
+        if rank >= self.size {
+            return Err(Error::InvalidRank {
+                rank,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// `PeerGone` once the bootstrap knows the job lost a rank.
+    pub fn check_health(&self) -> Result<()> {
+        match self.bootstrap.failed_rank() {
+            Some(rank) => Err(Error::PeerGone { rank }),
+            None => Ok(()),
+        }
+    }
+
+    /// `PeerGone` if `rank` runs on this host and its process is gone
+    /// (looked at most every 20 ms; across hosts the bootstrap tells).
+    pub fn check_peer(&self, rank: Rank) -> Result<()> {
+        let now = Instant::now();
+        if now.duration_since(self.last_peer_check.get()) < PEER_CHECK_INTERVAL {
+            return Ok(());
+        }
+        self.last_peer_check.set(now);
+        let entry = self.directory.address(rank)?;
+        let pid = u32::from_le_bytes(entry[..4].try_into().expect("4 bytes"));
+        let host = u64::from_le_bytes(entry[4..HEADER].try_into().expect("8 bytes"));
+        if host != self.host || process_alive(pid as i32) {
+            Ok(())
+        } else {
+            Err(Error::PeerGone { rank })
+        }
+    }
+
+    /// Records the earliest time a pending wait wants to be polled again.
+    pub fn wake_at(&self, at: Time) {
+        self.wake_at.set(self.wake_at.get().min(at));
+    }
+
+    /// How long a parking rank may block: until the earliest `wake_at`, at
+    /// most `slice`. Resets the recorded wake-up.
+    pub fn take_park_timeout(&self, slice: Duration) -> Duration {
+        let until = self.wake_at.replace(Time::MAX);
+        until.saturating_sub(self.now()).min(slice)
+    }
+
+    /// Arrives at the finalize barrier; `finalize_done` tests it.
+    pub fn start_finalize(&self) -> Result<bootstrap::BarrierTicket> {
+        self.bootstrap.start_barrier()
+    }
+
+    pub fn finalize_done(&self, ticket: bootstrap::BarrierTicket) -> Result<bool> {
+        self.bootstrap.barrier_done(ticket)
+    }
+}
+
+fn host_hash() -> u64 {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    // FNV-1a: stable across processes, unlike std's randomly seeded hasher.
+    name.trim().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

@@ -1,0 +1,1 @@
+//! The libfabric provider (feature `ofi`). Work in progress.

@@ -1,0 +1,1 @@
+//! The UCX provider (feature `ucx`). Work in progress.

@@ -1,0 +1,48 @@
+//! Generates UCX bindings against the headers pkg-config finds, and
+//! compiles C wrappers for the `static inline` part of the API (`ucp_init`
+//! is an inline call of `ucp_init_version`).
+
+use std::env;
+use std::path::PathBuf;
+
+fn main() {
+    let lib = pkg_config::Config::new()
+        .atleast_version("1.13")
+        .probe("ucx")
+        .unwrap_or_else(|e| {
+            panic!(
+                "ucx >= 1.13 not found by pkg-config ({e}); on Debian: apt-get install libucx-dev"
+            )
+        });
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let here = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let includes: Vec<String> = lib
+        .include_paths
+        .iter()
+        .map(|p| format!("-I{}", p.display()))
+        .collect();
+    println!("cargo:rerun-if-changed=wrapper.h");
+    bindgen::Builder::default()
+        .header(here.join("wrapper.h").to_string_lossy())
+        .clang_args(&includes)
+        .allowlist_function("ucp_.*")
+        .allowlist_type("ucp_.*")
+        .allowlist_var("UCP_.*")
+        .allowlist_function("ucs_status_string")
+        .allowlist_type("ucs_.*")
+        .allowlist_var("UCS_.*")
+        .rustified_enum("ucs_status_t")
+        .wrap_static_fns(true)
+        .wrap_static_fns_path(out.join("static_fns"))
+        .derive_default(true)
+        .generate()
+        .expect("bindgen failed on the UCX headers")
+        .write_to_file(out.join("bindings.rs"))
+        .expect("writing UCX bindings");
+    cc::Build::new()
+        .file(out.join("static_fns.c"))
+        .includes(&lib.include_paths)
+        .include(&here)
+        .warnings(false)
+        .compile("catena_ucx_static_fns");
+}
