@@ -27,6 +27,22 @@ pub enum Error {
     WindowFreed { rank: Rank },
     #[error("messaging protocol failure: {0}")]
     Protocol(String),
+    /// A call into a fabric library failed; `message` is the library's own
+    /// (`fi_strerror`, `fi_cq_strerror`, `ucs_status_string`).
+    #[error("{library} {call} failed: {message}")]
+    Fabric {
+        library: &'static str,
+        call: &'static str,
+        message: String,
+    },
+    /// The provider (or libfabric provider, or UCX transport) asked for
+    /// cannot run here.
+    #[error("provider {requested} is unavailable: {why}; available here: {available}")]
+    Unavailable {
+        requested: String,
+        why: String,
+        available: String,
+    },
     #[error("bootstrap failed: {0}")]
     Bootstrap(String),
     #[error("{context}: {source}")]
