@@ -130,3 +130,34 @@ fn mappings_of_freed_windows_are_dropped() {
         })
     });
 }
+
+/// The same suite on processes started by MPICH's `mpiexec`, bootstrapped
+/// from MPI instead of the launcher.
+#[cfg(feature = "mpi")]
+mod under_mpiexec {
+    use catena_fabric::conformance::Check;
+    use catena_fabric::shm::ShmTransport;
+    use catena_fabric::testing::{conformance_case, Starter};
+
+    #[test]
+    fn shm_suite_mpiexec_2() {
+        conformance_case::<ShmTransport>(
+            "under_mpiexec::shm_suite_mpiexec_2",
+            2,
+            Starter::Mpiexec,
+            &[],
+            Check::Suite,
+        );
+    }
+
+    #[test]
+    fn shm_suite_mpiexec_4() {
+        conformance_case::<ShmTransport>(
+            "under_mpiexec::shm_suite_mpiexec_4",
+            4,
+            Starter::Mpiexec,
+            &[],
+            Check::Suite,
+        );
+    }
+}

@@ -53,7 +53,8 @@ const MPIEXEC_VARS: [&str; 4] = ["PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"
 
 /// Whether `mpiexec` (rather than catena's launcher) started this process.
 pub fn started_by_mpiexec() -> bool {
-    std::env::var_os(ENV_JOB).is_none() && MPIEXEC_VARS.iter().any(|v| std::env::var_os(v).is_some())
+    std::env::var_os(ENV_JOB).is_none()
+        && MPIEXEC_VARS.iter().any(|v| std::env::var_os(v).is_some())
 }
 
 /// The bootstrap this process was started with: catena's launcher, `mpiexec`
