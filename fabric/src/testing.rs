@@ -172,7 +172,10 @@ fn run_under_mpiexec(case: &str, ranks: u32, env: &[(&str, &str)]) {
         None => panic!("{case} under mpiexec ran past {MPIEXEC_TIMEOUT:?}\n{output}"),
     }
     let left = segment::job_segments(&job);
-    assert!(left.is_empty(), "{case}: segments left in /dev/shm: {left:?}");
+    assert!(
+        left.is_empty(),
+        "{case}: segments left in /dev/shm: {left:?}"
+    );
 }
 
 fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
