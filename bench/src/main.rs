@@ -2,6 +2,10 @@
 //! benchmark started from a shell relaunches itself under the launcher with
 //! the ranks it needs, so `catena-bench ring -n 8` is one command.
 
+#[cfg(any(feature = "ofi", feature = "ucx"))]
+mod native;
+#[cfg(feature = "ofi")]
+mod ofi_raw;
 mod physical;
 mod put;
 mod report;
@@ -40,8 +44,8 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
-    /// Put latency and bandwidth between two pinned ranks, next to the
-    /// machine's memcpy bandwidth and core-to-core cache-line round trip.
+    /// Put latency and bandwidth between two pinned ranks, per provider, next
+    /// to the machine's limits and the fabric libraries' own tools.
     Put(put::Args),
     /// Ring exchange: each rank sends to its right neighbour and waits for its
     /// left one; reports the round time (hand-off cost, also oversubscribed).
@@ -56,7 +60,11 @@ fn main() -> ExitCode {
             pin,
             command,
         } => run(ranks, pin, command),
-        Command::Put(args) => as_job(2, true).unwrap_or_else(|| put::main(&args)),
+        Command::Put(args) => match LaunchEnv::from_env() {
+            Ok(Some(_)) => put::main(&args),
+            Ok(None) => put::compare(&args),
+            Err(e) => Err(e.into()),
+        },
         Command::Ring(args) => as_job(args.ranks, args.pin).unwrap_or_else(|| ring::main(&args)),
     };
     match outcome {

@@ -1,61 +1,273 @@
-//! `catena-bench put`: one-sided put latency (8 B put + signal round trip) and
-//! bandwidth (1 KiB .. 64 MiB) between two pinned ranks, printed next to the
-//! physical limits measured in the same run.
+//! `catena-bench put`: one-sided put latency (8 B put + signal ping-pong) and
+//! bandwidth (1 KiB .. 64 MiB) between two pinned ranks, for one provider or
+//! all of them side by side, next to the machine's physical limits and the
+//! fabric libraries' own tools measured in the same run.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use catena_fabric::{block_on, LocalWindow, Provider, RemoteKey, Result, Rma, Signal, Transport};
+use catena_fabric::launch::{launch, LaunchSpec};
+use catena_fabric::{block_on, LocalWindow, Provider, RemoteKey, Result, Signal, Transport};
 
+#[cfg(any(feature = "ofi", feature = "ucx"))]
+use crate::native;
 use crate::physical::{cache_line_round_trip, memcpy_bandwidth};
 use crate::report::{human_bytes, quantile, Table};
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Provider configuration: `shm`, `ofi/shm`, `ofi/tcp`, `ucx/shm`,
+    /// `ucx/tcp`, a provider name for all of its configurations, or `all`.
+    #[arg(long, default_value = "shm")]
+    provider: String,
     /// Timed round trips for the latency test.
     #[arg(long, default_value_t = 20_000)]
     round_trips: usize,
+    /// Largest put of the bandwidth test.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_size: usize,
+    /// Skip the reference tools (ucx_perftest, fi_pingpong, raw fi_writedata).
+    #[arg(long)]
+    no_native: bool,
     /// Where to write the results as CSV.
     #[arg(long, default_value = "results/put.csv")]
     csv: PathBuf,
 }
+
+/// A provider with the environment that selects its fabric.
+struct Config {
+    name: &'static str,
+    env: &'static [(&'static str, &'static str)],
+}
+
+const CONFIGS: &[Config] = &[
+    Config { name: "shm", env: &[] },
+    #[cfg(feature = "ofi")]
+    Config { name: "ofi/shm", env: &[("CATENA_OFI_PROVIDER", "shm")] },
+    #[cfg(feature = "ofi")]
+    Config { name: "ofi/tcp", env: &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")] },
+    #[cfg(feature = "ucx")]
+    Config { name: "ucx/shm", env: &[("UCX_TLS", "posix,cma,self")] },
+    #[cfg(feature = "ucx")]
+    Config { name: "ucx/tcp", env: &[("UCX_TLS", "tcp,self")] },
+];
 
 const CTX: u32 = 0xBE_0001;
 const LATENCY_SIGNAL: usize = 0;
 const BANDWIDTH_SIGNAL: usize = 8;
 const ACK_SIGNAL: usize = 16;
 const DATA_AT: usize = 64;
-const MAX_SIZE: usize = 64 << 20;
 const REPETITIONS: usize = 3;
 const LATENCY_BATCH: usize = 100;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
-fn sizes() -> impl Iterator<Item = usize> {
-    (0..=8).map(|i| 1024 << (2 * i))
+fn sizes(max: usize) -> impl Iterator<Item = usize> {
+    (0..=8).map(|i| 1024 << (2 * i)).take_while(move |&s| s <= max)
 }
 
 fn iterations(size: usize) -> usize {
     ((512 << 20) / size).clamp(4, 100_000)
 }
 
-pub fn main(args: &Args) -> crate::Outcome {
-    let t = catena_fabric::init()?;
-    if t.size() != 2 {
+/// Outside a job: runs every selected configuration as a job of two pinned
+/// ranks, then the reference tools, and prints them side by side.
+pub fn compare(args: &Args) -> crate::Outcome {
+    let selected: Vec<&Config> = CONFIGS
+        .iter()
+        .filter(|c| {
+            args.provider == "all"
+                || c.name == args.provider
+                || c.name.split('/').next() == Some(args.provider.as_str())
+        })
+        .collect();
+    if selected.is_empty() {
+        let known: Vec<_> = CONFIGS.iter().map(|c| c.name).collect();
         return Err(format!(
-            "the put benchmark runs on exactly 2 ranks, not {}",
-            t.size()
+            "unknown provider {:?}; this build has: {}, or all (ofi and ucx need the cargo features of the same name)",
+            args.provider,
+            known.join(", ")
         )
         .into());
     }
-    let window = t.alloc_window(DATA_AT + MAX_SIZE)?;
+    let dir = args.csv.with_extension("d");
+    let mut results: Vec<(String, Figures)> = Vec::new();
+    for config in &selected {
+        let csv = dir.join(format!("{}.csv", config.name.replace('/', "-")));
+        let mut rank_args: Vec<std::ffi::OsString> = vec!["put".into(), "--provider".into(), config.name.into()];
+        rank_args.extend(["--round-trips".into(), args.round_trips.to_string().into()]);
+        rank_args.extend(["--max-size".into(), args.max_size.to_string().into(), "--csv".into(), csv.clone().into()]);
+        eprintln!("catena-bench put: measuring {} ...", config.name);
+        run_job(&rank_args, config.env)?;
+        results.push((config.name.into(), Figures::read(&csv)?));
+    }
+    if !args.no_native {
+        results.extend(references(&selected, args));
+    }
+    print_comparison(&results, args)
+}
+
+fn run_job(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Result<(), Box<dyn std::error::Error>> {
+    let mut spec = LaunchSpec::new(2, std::env::current_exe()?);
+    spec.args = args.to_vec();
+    spec.pin = true;
+    spec.env = env.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+    let report = launch(&spec)?;
+    match report.first_failure {
+        None => Ok(()),
+        Some((rank, status)) => Err(format!("rank {rank} failed ({status})").into()),
+    }
+}
+
+/// The libraries' own tools for the selected configurations, and the
+/// machine's limits.
+fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
+    let mut out = Vec::new();
+    let cores = (core_affinity::CoreId { id: 0 }, core_affinity::CoreId { id: 1 });
+    let mut machine = Figures::default();
+    machine.half_rtt_ns = Some(cache_line_round_trip(cores.0, cores.1, 200_000).as_secs_f64() * 1e9 / 2.0);
+    core_affinity::set_for_current(cores.0);
+    for size in sizes(args.max_size) {
+        let mut rates: Vec<f64> = (0..REPETITIONS).map(|_| memcpy_bandwidth(size, iterations(size)) / 1e9).collect();
+        machine.bandwidth.insert(size, quantile(&mut rates, 0.5));
+    }
+    out.push(("cache line / memcpy".into(), machine));
+    for config in selected {
+        match config.name {
+            #[cfg(feature = "ucx")]
+            "ucx/shm" | "ucx/tcp" => {
+                eprintln!("catena-bench put: ucx_perftest with {:?} ...", config.env);
+                let mut f = Figures { half_rtt_ns: native::ucp_put_lat(config.env), ..Figures::default() };
+                for size in sizes(args.max_size).filter(|&s| s >= 1 << 20) {
+                    if let Some(bw) = native::ucp_put_bw(size, config.env) {
+                        f.bandwidth.insert(size, bw);
+                    }
+                }
+                out.push((format!("ucx_perftest ucp_put_* ({})", config.name), f));
+            }
+            #[cfg(feature = "ofi")]
+            "ofi/shm" | "ofi/tcp" => {
+                let csv = args.csv.with_extension("d").join(format!("fi_writedata-{}.csv", &config.name[4..]));
+                let rank_args: Vec<std::ffi::OsString> =
+                    vec!["put".into(), "--provider".into(), "raw-ofi".into(), "--csv".into(), csv.clone().into()];
+                eprintln!("catena-bench put: raw fi_writedata ping-pong on {} ...", config.name);
+                match run_job(&rank_args, config.env).map_err(|e| e.to_string()).and_then(|_| Figures::read(&csv).map_err(|e| e.to_string())) {
+                    Ok(f) => out.push((format!("raw fi_writedata ping-pong ({})", config.name), f)),
+                    Err(e) => eprintln!("catena-bench put: raw fi_writedata ping-pong failed: {e}"),
+                }
+                let provider = config.env[0].1.split(';').next().unwrap_or("shm");
+                let env: &[(&str, &str)] = if provider == "tcp" { &[("FI_TCP_IFACE", "lo")] } else { &[] };
+                let f = Figures { half_rtt_ns: native::fi_pingpong(provider, env), ..Figures::default() };
+                out.push((format!("fi_pingpong, send/recv not RMA ({})", config.name), f));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcome {
+    let mut csv = Table::new(&["source", "metric", "size_bytes", "value", "unit"]);
+    println!("\n8 B put + signal, one-way latency (half the ping-pong round trip, median):");
+    let mut lat = Table::new(&["source", "ns"]);
+    for (name, f) in results {
+        if let Some(ns) = f.half_rtt_ns {
+            lat.row(vec![name.clone(), format!("{ns:.0}")]);
+            csv.row(vec![name.clone(), "half_round_trip".into(), "8".into(), format!("{ns:.1}"), "ns".into()]);
+        }
+    }
+    lat.print();
+    let sizes: Vec<usize> = sizes(args.max_size).collect();
+    let with_bw: Vec<&(String, Figures)> = results.iter().filter(|(_, f)| !f.bandwidth.is_empty()).collect();
+    let mut header = vec!["size".to_string()];
+    header.extend(with_bw.iter().map(|(n, _)| n.clone()));
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut bw = Table::new(&header);
+    for &size in &sizes {
+        let mut row = vec![human_bytes(size)];
+        for (name, f) in &with_bw {
+            row.push(f.bandwidth.get(&size).map_or("-".into(), |g| format!("{g:.2}")));
+            if let Some(g) = f.bandwidth.get(&size) {
+                csv.row(vec![name.clone(), "bandwidth".into(), size.to_string(), format!("{g:.3}"), "GB/s".into()]);
+            }
+        }
+        bw.row(row);
+    }
+    println!("\nPut bandwidth, GB/s:");
+    bw.print();
+    csv.write_csv(&args.csv)?;
+    println!("\nwrote {}", args.csv.display());
+    Ok(0)
+}
+
+/// One configuration's results, as its rank 0 writes them.
+#[derive(Default)]
+struct Figures {
+    half_rtt_ns: Option<f64>,
+    bandwidth: BTreeMap<usize, f64>,
+}
+
+impl Figures {
+    fn write(&self, path: &Path) -> std::io::Result<()> {
+        let mut t = Table::new(&["metric", "size_bytes", "value"]);
+        if let Some(ns) = self.half_rtt_ns {
+            t.row(vec!["half_round_trip_ns".into(), "8".into(), ns.to_string()]);
+        }
+        for (size, gbs) in &self.bandwidth {
+            t.row(vec!["bandwidth_gbs".into(), size.to_string(), gbs.to_string()]);
+        }
+        t.write_csv(path)
+    }
+
+    fn read(path: &Path) -> Result<Figures, Box<dyn std::error::Error>> {
+        let text = std::fs::read_to_string(path)?;
+        let mut f = Figures::default();
+        for line in text.lines().skip(1) {
+            let cells: Vec<&str> = line.split(',').collect();
+            match cells[..] {
+                ["half_round_trip_ns", _, v] => f.half_rtt_ns = Some(v.parse()?),
+                ["bandwidth_gbs", size, v] => {
+                    f.bandwidth.insert(size.parse()?, v.parse()?);
+                }
+                _ => return Err(format!("{}: unexpected line {line:?}", path.display()).into()),
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// Inside a job of two: measures the one configuration `args.provider`.
+pub fn main(args: &Args) -> crate::Outcome {
+    match args.provider.as_str() {
+        "shm" => measure::<catena_fabric::shm::ShmTransport>(args),
+        #[cfg(feature = "ofi")]
+        "ofi/shm" | "ofi/tcp" => measure::<catena_fabric::ofi::OfiTransport>(args),
+        #[cfg(feature = "ofi")]
+        "raw-ofi" => {
+            let (ns,) = crate::ofi_raw::writedata_pingpong(args.round_trips)?;
+            Figures { half_rtt_ns: ns, ..Figures::default() }.write(&args.csv)?;
+            Ok(0)
+        }
+        #[cfg(feature = "ucx")]
+        "ucx/shm" | "ucx/tcp" => measure::<catena_fabric::ucx::UcxTransport>(args),
+        other => Err(format!("{other} is not a single provider configuration").into()),
+    }
+}
+
+fn measure<P: Provider>(args: &Args) -> crate::Outcome {
+    let t = P::from_env()?;
+    if t.size() != 2 {
+        return Err(format!("the put benchmark runs on exactly 2 ranks, not {}", t.size()).into());
+    }
+    let window = t.alloc_window(DATA_AT + args.max_size)?;
     let peer_key = block_on(&t, async {
         let deadline = t.deadline_in(TIMEOUT);
-        t.send(1 - t.rank(), CTX, 0, window.key().as_bytes(), deadline)
-            .await?;
+        t.send(1 - t.rank(), CTX, 0, window.key().as_bytes(), deadline).await?;
         RemoteKey::from_bytes(&t.recv(Some(1 - t.rank()), CTX, 0, deadline).await?.data)
     })?;
     if t.rank() == 0 {
-        origin(&t, &window, &peer_key, args)?;
+        let figures = origin(&t, &window, &peer_key, args)?;
+        figures.write(&args.csv)?;
     } else {
         block_on(&t, target(&t, &window, &peer_key, args))?;
     }
@@ -64,93 +276,30 @@ pub fn main(args: &Args) -> crate::Outcome {
 }
 
 /// Rank 1: answers every latency probe and acknowledges every bandwidth run.
-async fn target<T: Transport>(
-    t: &T,
-    window: &T::Window,
-    origin: &RemoteKey,
-    args: &Args,
-) -> Result<()> {
+async fn target<T: Transport>(t: &T, window: &T::Window, origin: &RemoteKey, args: &Args) -> Result<()> {
     let deadline = t.deadline_in(TIMEOUT);
-    t.recv(Some(0), CTX, 1, deadline).await?;
     let warm_up = args.round_trips / 10;
     for i in 1..=(warm_up + args.round_trips) as u64 {
         t.wait_signal(window, LATENCY_SIGNAL, i, deadline).await?;
-        t.put_signal(
-            0,
-            origin,
-            DATA_AT,
-            &i.to_le_bytes(),
-            Signal {
-                offset: LATENCY_SIGNAL,
-                add: 1,
-            },
-        )?;
+        t.put_signal(0, origin, DATA_AT, &i.to_le_bytes(), Signal { offset: LATENCY_SIGNAL, add: 1 })?;
     }
-    for run in 1..=(sizes().count() * REPETITIONS) as u64 {
-        t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline)
-            .await?;
-        t.put_signal(
-            0,
-            origin,
-            DATA_AT,
-            &[],
-            Signal {
-                offset: ACK_SIGNAL,
-                add: 1,
-            },
-        )?;
+    for run in 1..=(sizes(args.max_size).count() * REPETITIONS) as u64 {
+        t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline).await?;
+        t.put_signal(0, origin, DATA_AT, &[], Signal { offset: ACK_SIGNAL, add: 1 })?;
     }
     Ok(())
 }
 
-fn origin<T: Transport>(
-    t: &T,
-    window: &T::Window,
-    target: &RemoteKey,
-    args: &Args,
-) -> crate::Outcome {
-    // This rank is pinned, so its own affinity mask shows one core; the
-    // launcher put rank 1 on the next online core.
-    // SAFETY: sysconf has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
-    if online < 2 {
-        return Err("the put benchmark needs two cores".into());
-    }
-    let own = catena_fabric::bootstrap::LaunchEnv::from_env()?
-        .and_then(|e| e.pin_core)
-        .unwrap_or(0);
-    let (a, b) = (
-        core_affinity::CoreId { id: own },
-        core_affinity::CoreId {
-            id: (own + 1) % online,
-        },
-    );
-    println!(
-        "catena-bench put: shm provider, 2 ranks pinned to cores {} and {}",
-        a.id, b.id
-    );
-    // Rank 1 sleeps in a receive meanwhile, so its core is free.
-    let line_rtt = cache_line_round_trip(a, b, 200_000);
+/// Rank 0: the ping-pong, timed in batches so that reading the clock does
+/// not count as latency, then back-to-back puts of each size.
+fn origin<T: Transport>(t: &T, window: &T::Window, target: &RemoteKey, args: &Args) -> Result<Figures> {
     let deadline = t.deadline_in(TIMEOUT);
-    block_on(t, t.send(1, CTX, 1, &[], deadline))?;
-
-    // Timed in batches, like the cache-line round trip, so that reading the
-    // clock does not count as latency.
     let warm_up = args.round_trips / 10;
     let mut rtts = Vec::with_capacity(args.round_trips / LATENCY_BATCH);
     let payload = [0x42u8; 8];
     let mut start = Instant::now();
     for i in 1..=(warm_up + args.round_trips) as u64 {
-        t.put_signal(
-            1,
-            target,
-            DATA_AT,
-            &payload,
-            Signal {
-                offset: LATENCY_SIGNAL,
-                add: 1,
-            },
-        )?;
+        t.put_signal(1, target, DATA_AT, &payload, Signal { offset: LATENCY_SIGNAL, add: 1 })?;
         block_on(t, t.wait_signal(window, LATENCY_SIGNAL, i, deadline))?;
         if i as usize % LATENCY_BATCH == 0 {
             if i > warm_up as u64 {
@@ -159,96 +308,23 @@ fn origin<T: Transport>(
             start = Instant::now();
         }
     }
-    let median = quantile(&mut rtts, 0.5);
-    let p99 = quantile(&mut rtts, 0.99);
-    let line_ns = line_rtt.as_secs_f64() * 1e9;
-
-    let mut table = Table::new(&[
-        "metric",
-        "size_bytes",
-        "value",
-        "unit",
-        "reference",
-        "ratio",
-    ]);
-    table.row(vec![
-        "cache_line_round_trip".into(),
-        "64".into(),
-        format!("{line_ns:.0}"),
-        "ns".into(),
-        "".into(),
-        "".into(),
-    ]);
-    table.row(vec![
-        "put_signal_round_trip_median".into(),
-        "8".into(),
-        format!("{median:.0}"),
-        "ns".into(),
-        format!("{line_ns:.0}"),
-        format!("{:.2}", median / line_ns),
-    ]);
-    table.row(vec![
-        "put_signal_round_trip_p99".into(),
-        "8".into(),
-        format!("{p99:.0}"),
-        "ns".into(),
-        "".into(),
-        "".into(),
-    ]);
-
-    println!("\n8 B put+signal round trip (batches of {LATENCY_BATCH}): median {median:.0} ns, p99 {p99:.0} ns");
-    println!(
-        "cache-line round trip between the two cores: {line_ns:.0} ns (ratio {:.2})\n",
-        median / line_ns
-    );
-    let mut bw = Table::new(&["size", "put GB/s", "memcpy GB/s", "put/memcpy"]);
-    let source = vec![0xa5u8; MAX_SIZE];
+    let mut figures = Figures { half_rtt_ns: Some(quantile(&mut rtts, 0.5) / 2.0), ..Figures::default() };
+    let source = vec![0xa5u8; args.max_size];
     let mut run = 0u64;
-    for size in sizes() {
-        let iters = iterations(size);
-        let mut put_rates = Vec::new();
-        let mut copy_rates = Vec::new();
+    for size in sizes(args.max_size) {
+        let mut rates = Vec::new();
         for _ in 0..REPETITIONS {
             run += 1;
+            let iters = iterations(size);
             let start = Instant::now();
             for _ in 0..iters {
                 t.put(1, target, DATA_AT, &source[..size])?;
             }
-            t.put_signal(
-                1,
-                target,
-                DATA_AT,
-                &[],
-                Signal {
-                    offset: BANDWIDTH_SIGNAL,
-                    add: 1,
-                },
-            )?;
+            t.put_signal(1, target, DATA_AT, &[], Signal { offset: BANDWIDTH_SIGNAL, add: 1 })?;
             block_on(t, t.wait_signal(window, ACK_SIGNAL, run, deadline))?;
-            put_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
-            copy_rates.push(memcpy_bandwidth(size, iters) / 1e9);
+            rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
         }
-        let (put, copy) = (
-            quantile(&mut put_rates, 0.5),
-            quantile(&mut copy_rates, 0.5),
-        );
-        bw.row(vec![
-            human_bytes(size),
-            format!("{put:.2}"),
-            format!("{copy:.2}"),
-            format!("{:.0}%", 100.0 * put / copy),
-        ]);
-        table.row(vec![
-            "put_bandwidth".into(),
-            size.to_string(),
-            format!("{put:.3}"),
-            "GB/s".into(),
-            format!("{copy:.3}"),
-            format!("{:.3}", put / copy),
-        ]);
+        figures.bandwidth.insert(size, quantile(&mut rates, 0.5));
     }
-    bw.print();
-    table.write_csv(&args.csv)?;
-    println!("\nwrote {}", args.csv.display());
-    Ok(0)
+    Ok(figures)
 }
