@@ -124,8 +124,11 @@ fn run_job(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Result<(), Box<
 fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
     let mut out = Vec::new();
     let cores = (core_affinity::CoreId { id: 0 }, core_affinity::CoreId { id: 1 });
-    let mut machine = Figures::default();
-    machine.half_rtt_ns = Some(cache_line_round_trip(cores.0, cores.1, 200_000).as_secs_f64() * 1e9 / 2.0);
+    let line = cache_line_round_trip(cores.0, cores.1, 200_000);
+    let mut machine = Figures {
+        half_rtt_ns: Some(line.as_secs_f64() * 1e9 / 2.0),
+        ..Figures::default()
+    };
     core_affinity::set_for_current(cores.0);
     for size in sizes(args.max_size) {
         let mut rates: Vec<f64> = (0..REPETITIONS).map(|_| memcpy_bandwidth(size, iterations(size)) / 1e9).collect();
