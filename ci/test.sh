@@ -5,8 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# A C toolchain and libc headers, for linking and for -sys crates.
-packages=(gcc libc6-dev)
+# A C toolchain and libc headers for linking; libfabric, UCX and MPICH with
+# their headers, pkg-config and libclang for the bindgen -sys crates (features
+# ofi, ucx, mpi); mpich for mpiexec; the libraries' own tools (fi_info,
+# fi_pingpong, ucx_info, ucx_perftest) for diagnostics and catena-bench.
+packages=(gcc libc6-dev pkg-config clang libclang-dev libfabric-dev libfabric-bin
+  libucx-dev ucx-utils libmpich-dev mpich)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
