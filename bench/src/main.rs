@@ -61,6 +61,7 @@ fn main() -> ExitCode {
             command,
         } => run(ranks, pin, command),
         Command::Put(args) => match LaunchEnv::from_env() {
+            _ if catena_fabric::bootstrap::started_by_mpiexec() => put::main(&args),
             Ok(Some(_)) => put::main(&args),
             Ok(None) => put::compare(&args),
             Err(e) => Err(e.into()),
@@ -89,9 +90,12 @@ fn run(ranks: u32, pin: bool, command: Vec<OsString>) -> Outcome {
     Ok(report.exit_code().clamp(0, 255) as u8)
 }
 
-/// Outside a job, relaunches this very command as a job of `ranks` and
+/// Outside a job (not started by the launcher or `mpiexec`), relaunches this very command as a job of `ranks` and
 /// returns its outcome; inside one, returns `None` so the rank does the work.
 fn as_job(ranks: u32, pin: bool) -> Option<Outcome> {
+    if catena_fabric::bootstrap::started_by_mpiexec() {
+        return None;
+    }
     match LaunchEnv::from_env() {
         Ok(Some(_)) => None,
         Err(e) => Some(Err(e.into())),

@@ -136,3 +136,32 @@ fn an_orphan_holding_the_output_open_does_not_hang_the_launcher() {
         started.elapsed()
     );
 }
+
+/// The same binary runs a real multi-process job under both starters: the
+/// launcher (`catena-bench ring -n 4` relaunches itself) and `mpiexec -n 4`
+/// (it bootstraps from MPI). Every rank checks each message it receives.
+#[cfg(feature = "mpi")]
+#[test]
+fn ring_runs_under_the_launcher_and_under_mpiexec() {
+    let ring = ["ring", "--rounds", "300", "--bytes", "64", "--csv"];
+    for (what, mut cmd) in [
+        ("launcher", Command::new(BENCH)),
+        ("mpiexec", Command::new("mpiexec")),
+    ] {
+        let csv =
+            std::env::temp_dir().join(format!("catena-ring-{what}-{}.csv", std::process::id()));
+        if what == "mpiexec" {
+            cmd.args(["-n", "4", BENCH]);
+            cmd.args(ring).arg(&csv);
+        } else {
+            cmd.args(ring).arg(&csv).args(["-n", "4"]);
+        }
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{what}: {out:?}");
+        assert!(stdout.contains("4 ranks"), "{what}: {stdout}");
+        let rows = std::fs::read_to_string(&csv).unwrap().lines().count();
+        assert_eq!(rows, 1 + 4, "{what}: one CSV row per rank");
+        let _ = std::fs::remove_file(&csv);
+    }
+}

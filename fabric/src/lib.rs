@@ -35,8 +35,8 @@ pub use transport::{
 };
 
 /// Starts this process's transport on the default provider (shm), taking its
-/// identity from the environment the launcher sets; a process started without
-/// a launcher becomes a job of one.
+/// identity from the launcher's environment, or from MPI when `mpiexec`
+/// started it (feature `mpi`); a process started alone is a job of one.
 pub fn init() -> Result<shm::ShmTransport> {
     shm::ShmTransport::from_env()
 }
