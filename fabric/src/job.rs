@@ -91,6 +91,11 @@ impl Job {
         self.bootstrap.local_size() as usize > self.cores
     }
 
+    /// Whether every rank of the job runs on this machine.
+    pub fn single_node(&self) -> bool {
+        self.bootstrap.local_size() == self.size
+    }
+
     /// The provider address `rank` published.
     pub fn address(&self, rank: Rank) -> Result<&[u8]> {
         Ok(&self.directory.address(rank)?[HEADER..])

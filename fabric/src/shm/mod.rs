@@ -5,7 +5,7 @@
 
 pub mod futex;
 pub mod segment;
-mod window;
+pub(crate) mod window;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

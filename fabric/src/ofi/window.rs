@@ -1,0 +1,172 @@
+//! Windows of the ofi provider: page-aligned anonymous memory catena owns,
+//! registered for remote access, and the key peers address it by:
+//! `O | owner | id | len | remote base | memory key`. The base is the
+//! window's virtual address where the provider wants FI_MR_VIRT_ADDR, else 0
+//! (offsets); the key is the provider's or one the domain chose.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use catena_ofi_sys as sys;
+use memmap2::MmapMut;
+
+use super::domain::Mr;
+use super::engine::Engine;
+use crate::shm::window::{check_bounds, check_word};
+use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
+
+const KEY_TAG: u8 = b'O';
+const KEY_LEN: usize = 33;
+
+/// A decoded ofi key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OfiKey {
+    pub owner: Rank,
+    pub id: u32,
+    pub len: usize,
+    /// Remote address of byte 0 of the window.
+    pub addr: u64,
+    pub mr_key: u64,
+}
+
+impl OfiKey {
+    pub fn encode(self) -> RemoteKey {
+        let mut b = [0u8; KEY_LEN];
+        b[0] = KEY_TAG;
+        b[1..5].copy_from_slice(&self.owner.to_le_bytes());
+        b[5..9].copy_from_slice(&self.id.to_le_bytes());
+        b[9..17].copy_from_slice(&(self.len as u64).to_le_bytes());
+        b[17..25].copy_from_slice(&self.addr.to_le_bytes());
+        b[25..33].copy_from_slice(&self.mr_key.to_le_bytes());
+        RemoteKey::from_bytes(&b).expect("ofi keys are short")
+    }
+
+    /// Decodes a key meant for a window of `target`; another rank's key is
+    /// refused, so a misdirected put never reaches the fabric.
+    pub fn decode(key: &RemoteKey, target: Rank) -> Result<OfiKey> {
+        let b = key.as_bytes();
+        if b.len() != KEY_LEN || b[0] != KEY_TAG {
+            return Err(Error::InvalidKey(format!("not an ofi window key: {key:?}")));
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let len = u64_at(9);
+        let decoded = OfiKey {
+            owner: u32_at(1),
+            id: u32_at(5),
+            len: usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?,
+            addr: u64_at(17),
+            mr_key: u64_at(25),
+        };
+        if decoded.owner != target {
+            return Err(Error::InvalidKey(format!(
+                "a key of rank {}'s window used for rank {target}",
+                decoded.owner
+            )));
+        }
+        Ok(decoded)
+    }
+
+    /// The remote address of byte `offset` (checked by the caller).
+    pub fn at(&self, offset: usize) -> u64 {
+        self.addr.wrapping_add(offset as u64)
+    }
+}
+
+/// A window this process exposes.
+pub struct OfiWindow {
+    key: OfiKey,
+    // Drop order: the registration goes before the memory it covers, and
+    // both before the engine (whose domain must outlive every MR).
+    _mr: Mr,
+    /// Start of `_map`, taken from it mutably once: peers write through it.
+    base: *mut u8,
+    _map: MmapMut,
+    engine: Rc<Engine>,
+}
+
+impl OfiWindow {
+    /// `len` zeroed bytes (anonymous pages: FI_MR_ALLOCATED is satisfied),
+    /// registered for remote reads, writes and atomics.
+    pub fn create(engine: &Rc<Engine>, owner: Rank, id: u32, len: usize) -> Result<OfiWindow> {
+        let mut map = MmapMut::map_anon(len.max(1))
+            .map_err(|e| Error::io(format!("mapping a window of {len} bytes"), e))?;
+        let base = map.as_mut_ptr();
+        let access =
+            u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
+        // SAFETY: the mapping lives in the window next to the MR, which is
+        // dropped first; the engine (and its domain) outlives both.
+        let mr = unsafe { engine.domain.register(base, len, access)? };
+        let virt = engine.domain.info().has_mr_mode(sys::FI_MR_VIRT_ADDR);
+        let key = OfiKey {
+            owner,
+            id,
+            len,
+            addr: if virt { base as u64 } else { 0 },
+            mr_key: mr.key(),
+        };
+        engine.expose(id, base, len);
+        Ok(OfiWindow {
+            key,
+            _mr: mr,
+            base,
+            _map: map,
+            engine: engine.clone(),
+        })
+    }
+
+    fn word(&self, offset: usize) -> Result<&AtomicU64> {
+        check_word(offset, self.key.len)?;
+        // SAFETY: in bounds and 8-aligned (page-aligned base); the mapping
+        // outlives the returned reference.
+        Ok(unsafe { AtomicU64::from_ptr(self.base.add(offset).cast()) })
+    }
+}
+
+impl LocalWindow for OfiWindow {
+    fn key(&self) -> RemoteKey {
+        self.key.encode()
+    }
+
+    fn len(&self) -> usize {
+        self.key.len
+    }
+
+    fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        check_bounds(offset, buf.len(), self.key.len)?;
+        // SAFETY: the range is inside the mapping; `buf` is private memory.
+        // The fabric may write the window concurrently: raw copies, no
+        // references to its bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(offset), buf.as_mut_ptr(), buf.len())
+        };
+        Ok(())
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        check_bounds(offset, data.len(), self.key.len)?;
+        // SAFETY: as in `read`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(offset), data.len()) };
+        Ok(())
+    }
+
+    /// Reads the CQ first (unless the transport is already doing so), so a
+    /// rank that only watches its window still sees signals arrive.
+    fn signal(&self, offset: usize) -> Result<u64> {
+        let word = self.word(offset)?;
+        self.engine.poll_unless_quiet();
+        Ok(word.load(Ordering::Acquire))
+    }
+
+    fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
+        self.word(offset)?.store(value, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Drop for OfiWindow {
+    fn drop(&mut self) {
+        // Signals for this window arriving from now on are dropped.
+        self.engine.withdraw(self.key.id);
+    }
+}

@@ -1,0 +1,205 @@
+//! The provider conformance suite on the libfabric provider, over libfabric's
+//! `shm` and `tcp;ofi_rxm` providers, with 2 and 4 processes started by the
+//! launcher (and by `mpiexec` with the `mpi` feature).
+#![cfg(feature = "ofi")]
+
+use catena_fabric::conformance::Check;
+use catena_fabric::ofi::OfiTransport;
+use catena_fabric::testing::{conformance_case, killed_peer_case, Starter};
+
+const SHM: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "shm")];
+const TCP: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")];
+const SHM_THREAD: &[(&str, &str)] = &[
+    ("CATENA_OFI_PROVIDER", "shm"),
+    ("CATENA_PROGRESS_THREAD", "on"),
+];
+
+macro_rules! cases {
+    ($($name:ident: $check:ident on $ranks:expr, $env:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            conformance_case::<OfiTransport>(
+                stringify!($name),
+                $ranks,
+                Starter::Launcher,
+                $env,
+                Check::$check,
+            );
+        }
+    )*};
+}
+
+cases! {
+    shm_put_sizes_2: PutSizes on 2, SHM;
+    shm_put_sizes_4: PutSizes on 4, SHM;
+    shm_many_puts_in_flight_2: ManyPutsInFlight on 2, SHM;
+    shm_many_puts_in_flight_4: ManyPutsInFlight on 4, SHM;
+    shm_signals_and_atomics_2: SignalsAndAtomics on 2, SHM;
+    shm_signals_and_atomics_4: SignalsAndAtomics on 4, SHM;
+    shm_tagged_messages_2: TaggedMessages on 2, SHM;
+    shm_tagged_messages_4: TaggedMessages on 4, SHM;
+    shm_all_pairs_2: AllPairs on 2, SHM;
+    shm_all_pairs_4: AllPairs on 4, SHM;
+    shm_bad_input_2: BadInput on 2, SHM;
+    shm_bad_input_4: BadInput on 4, SHM;
+    shm_first_contact_retry_2: FirstContactRetry on 2, SHM;
+    shm_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, SHM;
+    shm_progress_thread_tagged_messages_2: TaggedMessages on 2, SHM_THREAD;
+
+    tcp_put_sizes_2: PutSizes on 2, TCP;
+    tcp_put_sizes_4: PutSizes on 4, TCP;
+    tcp_many_puts_in_flight_2: ManyPutsInFlight on 2, TCP;
+    tcp_many_puts_in_flight_4: ManyPutsInFlight on 4, TCP;
+    tcp_signals_and_atomics_2: SignalsAndAtomics on 2, TCP;
+    tcp_signals_and_atomics_4: SignalsAndAtomics on 4, TCP;
+    tcp_tagged_messages_2: TaggedMessages on 2, TCP;
+    tcp_tagged_messages_4: TaggedMessages on 4, TCP;
+    tcp_all_pairs_2: AllPairs on 2, TCP;
+    tcp_all_pairs_4: AllPairs on 4, TCP;
+    tcp_bad_input_2: BadInput on 2, TCP;
+    tcp_bad_input_4: BadInput on 4, TCP;
+    tcp_first_contact_retry_2: FirstContactRetry on 2, TCP;
+    tcp_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, TCP;
+}
+
+#[test]
+fn shm_peer_killed_2() {
+    killed_peer_case::<OfiTransport>("shm_peer_killed_2", 2, SHM);
+}
+
+#[test]
+fn shm_peer_killed_4() {
+    killed_peer_case::<OfiTransport>("shm_peer_killed_4", 4, SHM);
+}
+
+#[test]
+fn tcp_peer_killed_2() {
+    killed_peer_case::<OfiTransport>("tcp_peer_killed_2", 2, TCP);
+}
+
+#[test]
+fn tcp_peer_killed_4() {
+    killed_peer_case::<OfiTransport>("tcp_peer_killed_4", 4, TCP);
+}
+
+/// Signals that do not fit in remote CQ data (window ids past 16 bits, an
+/// addend past 24 bits) take the flush-then-atomic path, with the same
+/// guarantee; the rank also holds AV entries only for the peers it used.
+fn wide_signals(t: &OfiTransport, provider: &str) -> catena_fabric::Result<()> {
+    use catena_fabric::{block_on, conformance, LocalWindow, Rma, Signal, Transport};
+    assert_eq!(t.provider_name(), provider);
+    for _ in 0..(1 << 16) {
+        drop(t.alloc_window(8)?);
+    }
+    let (right, left) = (
+        (t.rank() + 1) % t.size(),
+        (t.rank() + t.size() - 1) % t.size(),
+    );
+    block_on(t, async {
+        let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+        let window = t.alloc_window(8 + 100_000)?;
+        t.send(left, 9, 1, window.key().as_bytes(), deadline)
+            .await?;
+        let key =
+            catena_fabric::RemoteKey::from_bytes(&t.recv(Some(right), 9, 1, deadline).await?.data)?;
+        let data = conformance::pattern(t.rank(), 1, 100_000);
+        let add = 1 << 40;
+        t.put_signal(right, &key, 8, &data, Signal { offset: 0, add })?;
+        t.put_signal(right, &key, 8, &data[..10], Signal { offset: 0, add })?;
+        t.wait_signal(&window, 0, 2 * add, deadline).await?;
+        let mut got = vec![0u8; 100_000];
+        window.read(8, &mut got)?;
+        // The second put rewrote the first 10 bytes with the same bytes.
+        let want = conformance::pattern(left, 1, 100_000);
+        assert!(got == want, "data of a wide signal did not land before it");
+        Ok(())
+    })?;
+    // Finalize serves peers still putting here, so no barrier is needed (a
+    // barrier would make every rank a partner).
+    assert!(t.peer_count() <= 2, "{} peers in the AV", t.peer_count());
+    Ok(())
+}
+
+#[test]
+fn shm_wide_signals_4() {
+    catena_fabric::testing::run_case_on::<OfiTransport>(
+        "shm_wide_signals_4",
+        4,
+        Starter::Launcher,
+        SHM,
+        |t| wide_signals(t, "shm"),
+    );
+}
+
+#[test]
+fn tcp_wide_signals_4() {
+    catena_fabric::testing::run_case_on::<OfiTransport>(
+        "tcp_wide_signals_4",
+        4,
+        Starter::Launcher,
+        TCP,
+        |t| wide_signals(t, "tcp;ofi_rxm"),
+    );
+}
+
+#[cfg(feature = "mpi")]
+mod mpiexec {
+    use super::*;
+
+    macro_rules! suites {
+        ($($name:ident: $ranks:expr, $env:expr;)*) => {$(
+            #[test]
+            fn $name() {
+                conformance_case::<OfiTransport>(
+                    concat!("mpiexec::", stringify!($name)),
+                    $ranks,
+                    Starter::Mpiexec,
+                    $env,
+                    Check::Suite,
+                );
+            }
+        )*};
+    }
+
+    suites! {
+        shm_suite_2: 2, SHM;
+        shm_suite_4: 4, SHM;
+        tcp_suite_2: 2, TCP;
+        tcp_suite_4: 4, TCP;
+    }
+}
+
+/// A provider libfabric does not have is refused up front, naming the ones
+/// it has. Runs as a job of one in a child process, so that the variable is
+/// set only there.
+#[test]
+fn unknown_provider_is_unavailable() {
+    const CASE: &str = "unknown_provider_is_unavailable";
+    if catena_fabric::testing::is_rank_of(CASE) {
+        match OfiTransport::from_env() {
+            Err(catena_fabric::Error::Unavailable {
+                requested,
+                available,
+                ..
+            }) => {
+                assert_eq!(requested, "nonexistent");
+                assert!(available.contains("shm"), "available: {available}");
+            }
+            Err(e) => panic!("expected Unavailable, got {e}"),
+            Ok(_) => panic!("a nonexistent provider was accepted"),
+        }
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([CASE, "--exact", "--nocapture", "--test-threads=1"])
+        .env(catena_fabric::testing::ENV_CASE, CASE)
+        .env("CATENA_OFI_PROVIDER", "nonexistent")
+        .output()
+        .expect("running the test binary");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
