@@ -7,7 +7,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// One server + client run of a tool; the client's stdout.
-fn pair(program: &str, env: &[(&str, &str)], server: &[String], client: &[String]) -> Option<String> {
+fn pair(
+    program: &str,
+    env: &[(&str, &str)],
+    server: &[String],
+    client: &[String],
+) -> Option<String> {
     let mut srv = Command::new(program)
         .args(server)
         .envs(env.iter().copied())
@@ -36,11 +41,26 @@ fn port() -> u16 {
 #[cfg(feature = "ucx")]
 /// `ucx_perftest -t test -s size` with `env` (its `UCX_TLS`), server on
 /// core 1 and client on core 0; the final CSV line's fields.
-fn ucx_perftest(test: &str, size: usize, iterations: usize, env: &[(&str, &str)]) -> Option<Vec<f64>> {
+fn ucx_perftest(
+    test: &str,
+    size: usize,
+    iterations: usize,
+    env: &[(&str, &str)],
+) -> Option<Vec<f64>> {
     let common = |core: &str| -> Vec<String> {
         [
-            "-t", test, "-s", &size.to_string(), "-n", &iterations.to_string(), "-p",
-            &port().to_string(), "-c", core, "-f", "-v",
+            "-t",
+            test,
+            "-s",
+            &size.to_string(),
+            "-n",
+            &iterations.to_string(),
+            "-p",
+            &port().to_string(),
+            "-c",
+            core,
+            "-f",
+            "-v",
         ]
         .map(String::from)
         .to_vec()
@@ -49,7 +69,10 @@ fn ucx_perftest(test: &str, size: usize, iterations: usize, env: &[(&str, &str)]
     client.extend(common("0"));
     let out = pair("ucx_perftest", env, &common("1"), &client)?;
     // CSV: iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,...
-    let last = out.lines().rev().find(|l| l.starts_with(|c: char| c.is_ascii_digit()))?;
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(|c: char| c.is_ascii_digit()))?;
     last.split(',').map(|f| f.trim().parse().ok()).collect()
 }
 
@@ -70,14 +93,20 @@ pub fn ucp_put_bw(size: usize, env: &[(&str, &str)]) -> Option<f64> {
 /// `fi_pingpong` (send/recv on an RDM endpoint) 8 B one-way latency, in ns.
 pub fn fi_pingpong(provider: &str, env: &[(&str, &str)]) -> Option<f64> {
     let port = port().to_string();
-    let server: Vec<String> = ["-p", provider, "-e", "rdm", "-I", "20000", "-S", "8", "-B", &port]
-        .map(String::from)
-        .to_vec();
+    let server: Vec<String> = [
+        "-p", provider, "-e", "rdm", "-I", "20000", "-S", "8", "-B", &port,
+    ]
+    .map(String::from)
+    .to_vec();
     let mut client = server.clone();
     client.truncate(8);
     client.extend(["-P".into(), port.clone(), "127.0.0.1".into()]);
     let out = pair("fi_pingpong", env, &server, &client)?;
     // bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
     let row = out.lines().rev().find(|l| l.starts_with('8'))?;
-    row.split_whitespace().nth(6)?.parse::<f64>().ok().map(|us| us * 1e3)
+    row.split_whitespace()
+        .nth(6)?
+        .parse::<f64>()
+        .ok()
+        .map(|us| us * 1e3)
 }

@@ -42,15 +42,30 @@ struct Config {
 }
 
 const CONFIGS: &[Config] = &[
-    Config { name: "shm", env: &[] },
+    Config {
+        name: "shm",
+        env: &[],
+    },
     #[cfg(feature = "ofi")]
-    Config { name: "ofi/shm", env: &[("CATENA_OFI_PROVIDER", "shm")] },
+    Config {
+        name: "ofi/shm",
+        env: &[("CATENA_OFI_PROVIDER", "shm")],
+    },
     #[cfg(feature = "ofi")]
-    Config { name: "ofi/tcp", env: &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")] },
+    Config {
+        name: "ofi/tcp",
+        env: &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")],
+    },
     #[cfg(feature = "ucx")]
-    Config { name: "ucx/shm", env: &[("UCX_TLS", "posix,cma,self")] },
+    Config {
+        name: "ucx/shm",
+        env: &[("UCX_TLS", "posix,cma,self")],
+    },
     #[cfg(feature = "ucx")]
-    Config { name: "ucx/tcp", env: &[("UCX_TLS", "tcp,self")] },
+    Config {
+        name: "ucx/tcp",
+        env: &[("UCX_TLS", "tcp,self")],
+    },
 ];
 
 const CTX: u32 = 0xBE_0001;
@@ -63,7 +78,9 @@ const LATENCY_BATCH: usize = 100;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 fn sizes(max: usize) -> impl Iterator<Item = usize> {
-    (0..=8).map(|i| 1024 << (2 * i)).take_while(move |&s| s <= max)
+    (0..=8)
+        .map(|i| 1024 << (2 * i))
+        .take_while(move |&s| s <= max)
 }
 
 fn iterations(size: usize) -> usize {
@@ -94,9 +111,15 @@ pub fn compare(args: &Args) -> crate::Outcome {
     let mut results: Vec<(String, Figures)> = Vec::new();
     for config in &selected {
         let csv = dir.join(format!("{}.csv", config.name.replace('/', "-")));
-        let mut rank_args: Vec<std::ffi::OsString> = vec!["put".into(), "--provider".into(), config.name.into()];
+        let mut rank_args: Vec<std::ffi::OsString> =
+            vec!["put".into(), "--provider".into(), config.name.into()];
         rank_args.extend(["--round-trips".into(), args.round_trips.to_string().into()]);
-        rank_args.extend(["--max-size".into(), args.max_size.to_string().into(), "--csv".into(), csv.clone().into()]);
+        rank_args.extend([
+            "--max-size".into(),
+            args.max_size.to_string().into(),
+            "--csv".into(),
+            csv.clone().into(),
+        ]);
         eprintln!("catena-bench put: measuring {} ...", config.name);
         run_job(&rank_args, config.env)?;
         results.push((config.name.into(), Figures::read(&csv)?));
@@ -107,11 +130,17 @@ pub fn compare(args: &Args) -> crate::Outcome {
     print_comparison(&results, args)
 }
 
-fn run_job(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Result<(), Box<dyn std::error::Error>> {
+fn run_job(
+    args: &[std::ffi::OsString],
+    env: &[(&str, &str)],
+) -> Result<(), Box<dyn std::error::Error>> {
     let mut spec = LaunchSpec::new(2, std::env::current_exe()?);
     spec.args = args.to_vec();
     spec.pin = true;
-    spec.env = env.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+    spec.env = env
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect();
     let report = launch(&spec)?;
     match report.first_failure {
         None => Ok(()),
@@ -123,7 +152,10 @@ fn run_job(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Result<(), Box<
 /// machine's limits.
 fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
     let mut out = Vec::new();
-    let cores = (core_affinity::CoreId { id: 0 }, core_affinity::CoreId { id: 1 });
+    let cores = (
+        core_affinity::CoreId { id: 0 },
+        core_affinity::CoreId { id: 1 },
+    );
     let line = cache_line_round_trip(cores.0, cores.1, 200_000);
     let mut machine = Figures {
         half_rtt_ns: Some(line.as_secs_f64() * 1e9 / 2.0),
@@ -131,7 +163,9 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
     };
     core_affinity::set_for_current(cores.0);
     for size in sizes(args.max_size) {
-        let mut rates: Vec<f64> = (0..REPETITIONS).map(|_| memcpy_bandwidth(size, iterations(size)) / 1e9).collect();
+        let mut rates: Vec<f64> = (0..REPETITIONS)
+            .map(|_| memcpy_bandwidth(size, iterations(size)) / 1e9)
+            .collect();
         machine.bandwidth.insert(size, quantile(&mut rates, 0.5));
     }
     out.push(("cache line / memcpy".into(), machine));
@@ -140,7 +174,10 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
             #[cfg(feature = "ucx")]
             "ucx/shm" | "ucx/tcp" => {
                 eprintln!("catena-bench put: ucx_perftest with {:?} ...", config.env);
-                let mut f = Figures { half_rtt_ns: native::ucp_put_lat(config.env), ..Figures::default() };
+                let mut f = Figures {
+                    half_rtt_ns: native::ucp_put_lat(config.env),
+                    ..Figures::default()
+                };
                 for size in sizes(args.max_size).filter(|&s| s >= 1 << 20) {
                     if let Some(bw) = native::ucp_put_bw(size, config.env) {
                         f.bandwidth.insert(size, bw);
@@ -150,18 +187,42 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
             }
             #[cfg(feature = "ofi")]
             "ofi/shm" | "ofi/tcp" => {
-                let csv = args.csv.with_extension("d").join(format!("fi_writedata-{}.csv", &config.name[4..]));
-                let rank_args: Vec<std::ffi::OsString> =
-                    vec!["put".into(), "--provider".into(), "raw-ofi".into(), "--csv".into(), csv.clone().into()];
-                eprintln!("catena-bench put: raw fi_writedata ping-pong on {} ...", config.name);
-                match run_job(&rank_args, config.env).map_err(|e| e.to_string()).and_then(|_| Figures::read(&csv).map_err(|e| e.to_string())) {
+                let csv = args
+                    .csv
+                    .with_extension("d")
+                    .join(format!("fi_writedata-{}.csv", &config.name[4..]));
+                let rank_args: Vec<std::ffi::OsString> = vec![
+                    "put".into(),
+                    "--provider".into(),
+                    "raw-ofi".into(),
+                    "--csv".into(),
+                    csv.clone().into(),
+                ];
+                eprintln!(
+                    "catena-bench put: raw fi_writedata ping-pong on {} ...",
+                    config.name
+                );
+                match run_job(&rank_args, config.env)
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| Figures::read(&csv).map_err(|e| e.to_string()))
+                {
                     Ok(f) => out.push((format!("raw fi_writedata ping-pong ({})", config.name), f)),
                     Err(e) => eprintln!("catena-bench put: raw fi_writedata ping-pong failed: {e}"),
                 }
                 let provider = config.env[0].1.split(';').next().unwrap_or("shm");
-                let env: &[(&str, &str)] = if provider == "tcp" { &[("FI_TCP_IFACE", "lo")] } else { &[] };
-                let f = Figures { half_rtt_ns: native::fi_pingpong(provider, env), ..Figures::default() };
-                out.push((format!("fi_pingpong, send/recv not RMA ({})", config.name), f));
+                let env: &[(&str, &str)] = if provider == "tcp" {
+                    &[("FI_TCP_IFACE", "lo")]
+                } else {
+                    &[]
+                };
+                let f = Figures {
+                    half_rtt_ns: native::fi_pingpong(provider, env),
+                    ..Figures::default()
+                };
+                out.push((
+                    format!("fi_pingpong, send/recv not RMA ({})", config.name),
+                    f,
+                ));
             }
             _ => {}
         }
@@ -176,12 +237,21 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
     for (name, f) in results {
         if let Some(ns) = f.half_rtt_ns {
             lat.row(vec![name.clone(), format!("{ns:.0}")]);
-            csv.row(vec![name.clone(), "half_round_trip".into(), "8".into(), format!("{ns:.1}"), "ns".into()]);
+            csv.row(vec![
+                name.clone(),
+                "half_round_trip".into(),
+                "8".into(),
+                format!("{ns:.1}"),
+                "ns".into(),
+            ]);
         }
     }
     lat.print();
     let sizes: Vec<usize> = sizes(args.max_size).collect();
-    let with_bw: Vec<&(String, Figures)> = results.iter().filter(|(_, f)| !f.bandwidth.is_empty()).collect();
+    let with_bw: Vec<&(String, Figures)> = results
+        .iter()
+        .filter(|(_, f)| !f.bandwidth.is_empty())
+        .collect();
     let mut header = vec!["size".to_string()];
     header.extend(with_bw.iter().map(|(n, _)| n.clone()));
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -189,9 +259,19 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
     for &size in &sizes {
         let mut row = vec![human_bytes(size)];
         for (name, f) in &with_bw {
-            row.push(f.bandwidth.get(&size).map_or("-".into(), |g| format!("{g:.2}")));
+            row.push(
+                f.bandwidth
+                    .get(&size)
+                    .map_or("-".into(), |g| format!("{g:.2}")),
+            );
             if let Some(g) = f.bandwidth.get(&size) {
-                csv.row(vec![name.clone(), "bandwidth".into(), size.to_string(), format!("{g:.3}"), "GB/s".into()]);
+                csv.row(vec![
+                    name.clone(),
+                    "bandwidth".into(),
+                    size.to_string(),
+                    format!("{g:.3}"),
+                    "GB/s".into(),
+                ]);
             }
         }
         bw.row(row);
@@ -214,10 +294,18 @@ impl Figures {
     fn write(&self, path: &Path) -> std::io::Result<()> {
         let mut t = Table::new(&["metric", "size_bytes", "value"]);
         if let Some(ns) = self.half_rtt_ns {
-            t.row(vec!["half_round_trip_ns".into(), "8".into(), ns.to_string()]);
+            t.row(vec![
+                "half_round_trip_ns".into(),
+                "8".into(),
+                ns.to_string(),
+            ]);
         }
         for (size, gbs) in &self.bandwidth {
-            t.row(vec!["bandwidth_gbs".into(), size.to_string(), gbs.to_string()]);
+            t.row(vec![
+                "bandwidth_gbs".into(),
+                size.to_string(),
+                gbs.to_string(),
+            ]);
         }
         t.write_csv(path)
     }
@@ -248,7 +336,11 @@ pub fn main(args: &Args) -> crate::Outcome {
         #[cfg(feature = "ofi")]
         "raw-ofi" => {
             let (ns,) = crate::ofi_raw::writedata_pingpong(args.round_trips)?;
-            Figures { half_rtt_ns: ns, ..Figures::default() }.write(&args.csv)?;
+            Figures {
+                half_rtt_ns: ns,
+                ..Figures::default()
+            }
+            .write(&args.csv)?;
             Ok(0)
         }
         #[cfg(feature = "ucx")]
@@ -260,12 +352,17 @@ pub fn main(args: &Args) -> crate::Outcome {
 fn measure<P: Provider>(args: &Args) -> crate::Outcome {
     let t = P::from_env()?;
     if t.size() != 2 {
-        return Err(format!("the put benchmark runs on exactly 2 ranks, not {}", t.size()).into());
+        return Err(format!(
+            "the put benchmark runs on exactly 2 ranks, not {}",
+            t.size()
+        )
+        .into());
     }
     let window = t.alloc_window(DATA_AT + args.max_size)?;
     let peer_key = block_on(&t, async {
         let deadline = t.deadline_in(TIMEOUT);
-        t.send(1 - t.rank(), CTX, 0, window.key().as_bytes(), deadline).await?;
+        t.send(1 - t.rank(), CTX, 0, window.key().as_bytes(), deadline)
+            .await?;
         RemoteKey::from_bytes(&t.recv(Some(1 - t.rank()), CTX, 0, deadline).await?.data)
     })?;
     if t.rank() == 0 {
@@ -279,30 +376,68 @@ fn measure<P: Provider>(args: &Args) -> crate::Outcome {
 }
 
 /// Rank 1: answers every latency probe and acknowledges every bandwidth run.
-async fn target<T: Transport>(t: &T, window: &T::Window, origin: &RemoteKey, args: &Args) -> Result<()> {
+async fn target<T: Transport>(
+    t: &T,
+    window: &T::Window,
+    origin: &RemoteKey,
+    args: &Args,
+) -> Result<()> {
     let deadline = t.deadline_in(TIMEOUT);
     let warm_up = args.round_trips / 10;
     for i in 1..=(warm_up + args.round_trips) as u64 {
         t.wait_signal(window, LATENCY_SIGNAL, i, deadline).await?;
-        t.put_signal(0, origin, DATA_AT, &i.to_le_bytes(), Signal { offset: LATENCY_SIGNAL, add: 1 })?;
+        t.put_signal(
+            0,
+            origin,
+            DATA_AT,
+            &i.to_le_bytes(),
+            Signal {
+                offset: LATENCY_SIGNAL,
+                add: 1,
+            },
+        )?;
     }
     for run in 1..=(sizes(args.max_size).count() * REPETITIONS) as u64 {
-        t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline).await?;
-        t.put_signal(0, origin, DATA_AT, &[], Signal { offset: ACK_SIGNAL, add: 1 })?;
+        t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline)
+            .await?;
+        t.put_signal(
+            0,
+            origin,
+            DATA_AT,
+            &[],
+            Signal {
+                offset: ACK_SIGNAL,
+                add: 1,
+            },
+        )?;
     }
     Ok(())
 }
 
 /// Rank 0: the ping-pong, timed in batches so that reading the clock does
 /// not count as latency, then back-to-back puts of each size.
-fn origin<T: Transport>(t: &T, window: &T::Window, target: &RemoteKey, args: &Args) -> Result<Figures> {
+fn origin<T: Transport>(
+    t: &T,
+    window: &T::Window,
+    target: &RemoteKey,
+    args: &Args,
+) -> Result<Figures> {
     let deadline = t.deadline_in(TIMEOUT);
     let warm_up = args.round_trips / 10;
     let mut rtts = Vec::with_capacity(args.round_trips / LATENCY_BATCH);
     let payload = [0x42u8; 8];
     let mut start = Instant::now();
     for i in 1..=(warm_up + args.round_trips) as u64 {
-        t.put_signal(1, target, DATA_AT, &payload, Signal { offset: LATENCY_SIGNAL, add: 1 })?;
+        t.put_signal(
+            1,
+            target,
+            DATA_AT,
+            &payload,
+            Signal {
+                offset: LATENCY_SIGNAL,
+                add: 1,
+            },
+        )?;
         block_on(t, t.wait_signal(window, LATENCY_SIGNAL, i, deadline))?;
         if i as usize % LATENCY_BATCH == 0 {
             if i > warm_up as u64 {
@@ -311,7 +446,10 @@ fn origin<T: Transport>(t: &T, window: &T::Window, target: &RemoteKey, args: &Ar
             start = Instant::now();
         }
     }
-    let mut figures = Figures { half_rtt_ns: Some(quantile(&mut rtts, 0.5) / 2.0), ..Figures::default() };
+    let mut figures = Figures {
+        half_rtt_ns: Some(quantile(&mut rtts, 0.5) / 2.0),
+        ..Figures::default()
+    };
     let source = vec![0xa5u8; args.max_size];
     let mut run = 0u64;
     for size in sizes(args.max_size) {
@@ -323,7 +461,16 @@ fn origin<T: Transport>(t: &T, window: &T::Window, target: &RemoteKey, args: &Ar
             for _ in 0..iters {
                 t.put(1, target, DATA_AT, &source[..size])?;
             }
-            t.put_signal(1, target, DATA_AT, &[], Signal { offset: BANDWIDTH_SIGNAL, add: 1 })?;
+            t.put_signal(
+                1,
+                target,
+                DATA_AT,
+                &[],
+                Signal {
+                    offset: BANDWIDTH_SIGNAL,
+                    add: 1,
+                },
+            )?;
             block_on(t, t.wait_signal(window, ACK_SIGNAL, run, deadline))?;
             rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
         }
