@@ -335,12 +335,14 @@ pub fn main(args: &Args) -> crate::Outcome {
         "ofi/shm" | "ofi/tcp" => measure::<catena_fabric::ofi::OfiTransport>(args),
         #[cfg(feature = "ofi")]
         "raw-ofi" => {
-            let (ns,) = crate::ofi_raw::writedata_pingpong(args.round_trips)?;
-            Figures {
-                half_rtt_ns: ns,
-                ..Figures::default()
+            // Rank 0 times the ping-pong; rank 1 only answers.
+            if let (Some(ns),) = crate::ofi_raw::writedata_pingpong(args.round_trips)? {
+                Figures {
+                    half_rtt_ns: Some(ns),
+                    ..Figures::default()
+                }
+                .write(&args.csv)?;
             }
-            .write(&args.csv)?;
             Ok(0)
         }
         #[cfg(feature = "ucx")]
