@@ -31,7 +31,12 @@ fn main() {
         .allowlist_function("ucs_status_string")
         .allowlist_type("ucs_.*")
         .allowlist_var("UCS_.*")
-        .rustified_enum("ucs_status_t")
+        // A newtype, not a Rust enum: UCX returns statuses the enum does not
+        // name (the link and endpoint failure ranges), and status pointers
+        // carry them as plain integers.
+        .newtype_enum("ucs_status_t")
+        // Flags and modes read as in C (`UCP_OP_ATTR_FIELD_CALLBACK`).
+        .prepend_enum_name(false)
         .wrap_static_fns(true)
         .wrap_static_fns_path(out.join("static_fns"))
         .derive_default(true)

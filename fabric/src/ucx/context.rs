@@ -1,0 +1,381 @@
+//! The UCP context and worker this rank drives, with their lifetimes: the
+//! context lives as long as any window mapped in it, the worker (and the
+//! optional progress thread that drives it) as long as the transport.
+
+use std::ffi::{CStr, CString};
+use std::ptr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use catena_ucx_sys as sys;
+use sys::ucs_status_t;
+
+use crate::{Error, Result};
+
+/// The user's transport selection; named in errors about reachability.
+const UCX_TLS: &str = "UCX_TLS";
+/// How long the progress thread sleeps once the worker had nothing to do for
+/// a while (UCX gives no event for a put that lands in shared memory).
+const PROGRESS_THREAD_NAP: Duration = Duration::from_micros(20);
+/// Idle polls before the progress thread naps.
+const PROGRESS_THREAD_IDLE_POLLS: u32 = 256;
+
+/// `ucs_status_string`, as an owned string.
+pub(crate) fn status_text(status: ucs_status_t) -> String {
+    // SAFETY: ucs_status_string returns a static NUL-terminated string for
+    // any value (an "unknown" text for values it does not name).
+    unsafe { CStr::from_ptr(sys::ucs_status_string(status)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The error of a UCP call that failed with `status`.
+pub(crate) fn fabric_error(call: &'static str, status: ucs_status_t) -> Error {
+    Error::Fabric {
+        library: "UCX",
+        call,
+        message: status_text(status),
+    }
+}
+
+pub(crate) fn check(call: &'static str, status: ucs_status_t) -> Result<()> {
+    if status == ucs_status_t::UCS_OK {
+        Ok(())
+    } else {
+        Err(fabric_error(call, status))
+    }
+}
+
+/// The transports UCX was configured with, for error messages.
+pub(crate) fn configured_tls() -> String {
+    match std::env::var(UCX_TLS) {
+        Ok(tls) => format!("{UCX_TLS}={tls}"),
+        Err(_) => format!("{UCX_TLS} unset (all)"),
+    }
+}
+
+/// Reads the user's `UCX_*` configuration (so that `UCX_TLS` and friends
+/// apply), optionally overriding the transport list.
+struct Config(*mut sys::ucp_config_t);
+
+impl Config {
+    fn read(tls_override: Option<&str>) -> Result<Config> {
+        let mut config = ptr::null_mut();
+        // SAFETY: null prefix and file mean "UCX_ from the environment";
+        // `config` is written on success.
+        check("ucp_config_read", unsafe {
+            sys::ucp_config_read(ptr::null(), ptr::null(), &mut config)
+        })?;
+        let config = Config(config);
+        if let Some(tls) = tls_override {
+            let value = CString::new(tls).expect("no NUL in a constant");
+            // SAFETY: `config` is live; both strings are NUL-terminated.
+            check("ucp_config_modify", unsafe {
+                sys::ucp_config_modify(config.0, c"TLS".as_ptr(), value.as_ptr())
+            })?;
+        }
+        Ok(config)
+    }
+}
+
+impl Drop for Config {
+    fn drop(&mut self) {
+        // SAFETY: read by ucp_config_read, released once.
+        unsafe { sys::ucp_config_release(self.0) };
+    }
+}
+
+/// A UCP context with RMA and 64-bit atomics.
+pub(crate) struct Context {
+    handle: sys::ucp_context_h,
+    /// `tcp/lo, posix/memory, ...`: what UCX found usable.
+    transports: Vec<String>,
+}
+
+impl Context {
+    /// `shared` makes the context safe to use while a progress thread
+    /// drives a worker of it.
+    pub fn new(shared: bool) -> Result<Rc<Context>> {
+        match Context::init(None, shared) {
+            Ok(context) => Ok(Rc::new(context)),
+            Err(e) => {
+                // Say what would have been usable without the user's choice.
+                let available = Context::init(Some("all"), false)
+                    .map(|c| c.transports.join(", "))
+                    .unwrap_or_else(|_| "none".into());
+                Err(Error::Unavailable {
+                    requested: "ucx".into(),
+                    why: format!("{e} with {}", configured_tls()),
+                    available,
+                })
+            }
+        }
+    }
+
+    fn init(tls: Option<&str>, shared: bool) -> Result<Context> {
+        let config = Config::read(tls)?;
+        let params = sys::ucp_params_t {
+            field_mask: u64::from(
+                sys::UCP_PARAM_FIELD_FEATURES | sys::UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+            ),
+            features: u64::from(sys::UCP_FEATURE_RMA | sys::UCP_FEATURE_AMO64),
+            mt_workers_shared: i32::from(shared),
+            ..Default::default()
+        };
+        let mut handle = ptr::null_mut();
+        // SAFETY: params and config are initialised; `handle` is written on success.
+        check("ucp_init", unsafe {
+            sys::ucp_init(&params, config.0, &mut handle)
+        })?;
+        let mut context = Context {
+            handle,
+            transports: Vec::new(),
+        };
+        context.transports = context.read_transports();
+        Ok(context)
+    }
+
+    pub fn handle(&self) -> sys::ucp_context_h {
+        self.handle
+    }
+
+    pub fn transports(&self) -> &[String] {
+        &self.transports
+    }
+
+    /// Whether UCX may use a shared-memory transport (they cannot report a
+    /// peer's failure in UCX 1.13).
+    pub fn has_shared_memory(&self) -> bool {
+        const SHM: [&str; 5] = ["posix/", "sysv/", "cma/", "knem/", "xpmem/"];
+        self.transports
+            .iter()
+            .any(|t| SHM.iter().any(|s| t.starts_with(s)))
+    }
+
+    /// The `resource` lines of `ucp_context_print_info`: UCP has no query
+    /// for the transports it selected.
+    fn read_transports(&self) -> Vec<String> {
+        let text = print_to_string(|file| {
+            // SAFETY: the context is live; `file` is an open stream.
+            unsafe { sys::ucp_context_print_info(self.handle, file.cast()) }
+        });
+        text.lines()
+            .filter(|l| l.contains("resource"))
+            .filter_map(|l| l.split("-- ").nth(1))
+            .map(|t| t.trim().to_string())
+            .collect()
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: every worker and window holds an Rc of this context, so
+        // none is left; cleaned up once.
+        unsafe { sys::ucp_cleanup(self.handle) };
+    }
+}
+
+/// What a UCX print function writes, captured through an in-memory stream.
+pub(crate) fn print_to_string(print: impl FnOnce(*mut libc::FILE)) -> String {
+    let mut buf: *mut libc::c_char = ptr::null_mut();
+    let mut len: libc::size_t = 0;
+    // SAFETY: open_memstream stores into `buf`/`len` on fclose; the buffer
+    // is malloc'ed and freed here once read.
+    unsafe {
+        let file = libc::open_memstream(&mut buf, &mut len);
+        if file.is_null() {
+            return String::new();
+        }
+        print(file);
+        libc::fclose(file);
+        if buf.is_null() {
+            return String::new();
+        }
+        let text =
+            String::from_utf8_lossy(std::slice::from_raw_parts(buf.cast::<u8>(), len)).into_owned();
+        libc::free(buf.cast());
+        text
+    }
+}
+
+/// Where the progress thread runs, if there is one (`CATENA_PROGRESS_THREAD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressThread {
+    Off,
+    Unpinned,
+    Pinned(usize),
+}
+
+pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
+
+impl ProgressThread {
+    pub fn from_env() -> Result<ProgressThread> {
+        let Ok(value) = std::env::var(ENV_PROGRESS_THREAD) else {
+            return Ok(ProgressThread::Off);
+        };
+        match value.trim() {
+            "" | "off" => Ok(ProgressThread::Off),
+            "on" => Ok(ProgressThread::Unpinned),
+            v => {
+                let core: usize = v.parse().map_err(|_| {
+                    Error::Bootstrap(format!(
+                        "{ENV_PROGRESS_THREAD}={value:?}: want off, on, or a core number"
+                    ))
+                })?;
+                let cores = core_affinity::get_core_ids().unwrap_or_default();
+                if !cores.iter().any(|c| c.id == core) {
+                    let ids: Vec<String> = cores.iter().map(|c| c.id.to_string()).collect();
+                    return Err(Error::Bootstrap(format!(
+                        "{ENV_PROGRESS_THREAD}={core}: this process may run on cores [{}] only",
+                        ids.join(", ")
+                    )));
+                }
+                Ok(ProgressThread::Pinned(core))
+            }
+        }
+    }
+}
+
+/// The worker handle, moved into the progress thread.
+struct WorkerHandle(sys::ucp_worker_h);
+// SAFETY: the worker is created UCS_THREAD_MODE_MULTI whenever a progress
+// thread exists, so UCP serialises calls on it from both threads.
+unsafe impl Send for WorkerHandle {}
+
+struct Driver {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// A UCP worker: this rank's communication engine.
+pub(crate) struct Worker {
+    handle: sys::ucp_worker_h,
+    driver: Option<Driver>,
+    // Declared last: the context outlives the worker.
+    context: Rc<Context>,
+}
+
+impl Worker {
+    pub fn new(context: Rc<Context>, progress_thread: ProgressThread) -> Result<Worker> {
+        let thread_mode = match progress_thread {
+            ProgressThread::Off => sys::UCS_THREAD_MODE_SINGLE,
+            _ => sys::UCS_THREAD_MODE_MULTI,
+        };
+        let params = sys::ucp_worker_params_t {
+            field_mask: u64::from(sys::UCP_WORKER_PARAM_FIELD_THREAD_MODE),
+            thread_mode,
+            ..Default::default()
+        };
+        let mut handle = ptr::null_mut();
+        // SAFETY: the context is live; `handle` is written on success.
+        check("ucp_worker_create", unsafe {
+            sys::ucp_worker_create(context.handle(), &params, &mut handle)
+        })?;
+        let mut worker = Worker {
+            handle,
+            driver: None,
+            context,
+        };
+        if progress_thread != ProgressThread::Off {
+            worker.driver = Some(worker.spawn_driver(progress_thread)?);
+        }
+        Ok(worker)
+    }
+
+    fn spawn_driver(&self, placement: ProgressThread) -> Result<Driver> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = WorkerHandle(self.handle);
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("catena-ucx-progress".into())
+            .spawn(move || {
+                let worker = worker;
+                if let ProgressThread::Pinned(id) = placement {
+                    // Checked against the allowed cores before spawning.
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                let mut idle = 0u32;
+                while !stopped.load(Ordering::Relaxed) {
+                    // SAFETY: the worker outlives this thread (joined in Drop)
+                    // and is thread-safe (UCS_THREAD_MODE_MULTI).
+                    if unsafe { sys::ucp_worker_progress(worker.0) } != 0 {
+                        idle = 0;
+                    } else {
+                        idle += 1;
+                        if idle >= PROGRESS_THREAD_IDLE_POLLS {
+                            std::thread::sleep(PROGRESS_THREAD_NAP);
+                            idle = 0;
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the UCX progress thread", e))?;
+        Ok(Driver { stop, thread })
+    }
+
+    pub fn handle(&self) -> sys::ucp_worker_h {
+        self.handle
+    }
+
+    pub fn context(&self) -> &Rc<Context> {
+        &self.context
+    }
+
+    /// One `ucp_worker_progress`; true if it did something.
+    pub fn progress_once(&self) -> bool {
+        // SAFETY: the worker is live for `self`'s lifetime.
+        unsafe { sys::ucp_worker_progress(self.handle) != 0 }
+    }
+
+    /// Progresses while there is work, at most `rounds` times.
+    pub fn progress(&self, rounds: u32) {
+        for _ in 0..rounds {
+            if !self.progress_once() {
+                break;
+            }
+        }
+    }
+
+    /// This worker's address, to publish to peers.
+    pub fn address(&self) -> Result<Vec<u8>> {
+        let mut attr = sys::ucp_worker_attr_t {
+            field_mask: u64::from(sys::UCP_WORKER_ATTR_FIELD_ADDRESS),
+            ..Default::default()
+        };
+        // SAFETY: the worker is live; UCP fills `address`, released below.
+        check("ucp_worker_query", unsafe {
+            sys::ucp_worker_query(self.handle, &mut attr)
+        })?;
+        // SAFETY: UCP returned `address_length` bytes at `address`.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(attr.address.cast::<u8>(), attr.address_length).to_vec()
+        };
+        // SAFETY: the address came from ucp_worker_query on this worker.
+        unsafe { sys::ucp_worker_release_address(self.handle, attr.address) };
+        Ok(bytes)
+    }
+
+    /// Orders every operation issued after this call after those before it.
+    pub fn fence(&self) -> Result<()> {
+        // SAFETY: the worker is live.
+        check("ucp_worker_fence", unsafe {
+            sys::ucp_worker_fence(self.handle)
+        })
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(driver) = self.driver.take() {
+            driver.stop.store(true, Ordering::Relaxed);
+            // The thread's loop ends within one progress call and one nap.
+            let _ = driver.thread.join();
+        }
+        // SAFETY: endpoints were closed by the transport, the progress thread
+        // has ended, and the worker is destroyed once.
+        unsafe { sys::ucp_worker_destroy(self.handle) };
+    }
+}

@@ -1,0 +1,233 @@
+//! Windows of the UCX provider: memory UCX allocates (`ucp_mem_map` with
+//! `UCP_MEM_MAP_ALLOCATE`, so shared-memory transports can map it into peers)
+//! and its packed rkey. Keys are `U | owner | id | len | base | packed rkey`.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use catena_ucx_sys as sys;
+
+use super::context::{check, Context};
+use crate::key::MAX_KEY_BYTES;
+use crate::shm::window::{check_bounds, check_word};
+use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
+
+const KEY_TAG: u8 = b'U';
+const HEADER_LEN: usize = 25;
+/// The largest packed rkey a catena key can carry.
+pub const MAX_RKEY_BYTES: usize = MAX_KEY_BYTES - HEADER_LEN;
+
+/// A decoded UCX key: whose window, which one, its length and address in
+/// the owner's process, and the rkey to unpack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UcxKey<'a> {
+    pub owner: Rank,
+    pub id: u32,
+    pub len: usize,
+    pub base: u64,
+    pub rkey: &'a [u8],
+}
+
+impl UcxKey<'_> {
+    fn encode(&self) -> Result<RemoteKey> {
+        if self.rkey.len() > MAX_RKEY_BYTES {
+            return Err(Error::Fabric {
+                library: "UCX",
+                call: "ucp_rkey_pack",
+                message: format!(
+                    "a packed rkey of {} bytes does not fit a catena key ({MAX_RKEY_BYTES} at most)",
+                    self.rkey.len()
+                ),
+            });
+        }
+        let mut bytes = Vec::with_capacity(HEADER_LEN + self.rkey.len());
+        bytes.push(KEY_TAG);
+        bytes.extend_from_slice(&self.owner.to_le_bytes());
+        bytes.extend_from_slice(&self.id.to_le_bytes());
+        bytes.extend_from_slice(&(self.len as u64).to_le_bytes());
+        bytes.extend_from_slice(&self.base.to_le_bytes());
+        bytes.extend_from_slice(self.rkey);
+        RemoteKey::from_bytes(&bytes)
+    }
+
+    /// Decodes a key meant for a window of `target`: a key of another
+    /// rank's window is refused, so a misdirected put writes nothing.
+    pub fn decode(key: &RemoteKey, target: Rank) -> Result<UcxKey<'_>> {
+        let b = key.as_bytes();
+        if b.len() <= HEADER_LEN || b[0] != KEY_TAG {
+            return Err(Error::InvalidKey(format!("not a UCX window key: {key:?}")));
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let len = u64_at(9);
+        let decoded = UcxKey {
+            owner: u32_at(1),
+            id: u32_at(5),
+            len: usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?,
+            base: u64_at(17),
+            rkey: &b[HEADER_LEN..],
+        };
+        if decoded.owner != target {
+            return Err(Error::InvalidKey(format!(
+                "a key of rank {}'s window used for rank {target}",
+                decoded.owner
+            )));
+        }
+        if decoded.base.checked_add(len).is_none() {
+            return Err(Error::InvalidKey(format!(
+                "window of {len} bytes at {:#x} wraps around",
+                decoded.base
+            )));
+        }
+        Ok(decoded)
+    }
+}
+
+/// A window this process exposes.
+pub struct UcxWindow {
+    memh: sys::ucp_mem_h,
+    base: *mut u8,
+    len: usize,
+    key: RemoteKey,
+    // Declared last: the context outlives the mapping.
+    context: Rc<Context>,
+}
+
+impl UcxWindow {
+    pub(crate) fn create(
+        context: &Rc<Context>,
+        owner: Rank,
+        id: u32,
+        len: usize,
+    ) -> Result<UcxWindow> {
+        // UCP refuses empty mappings; a window of 0 bytes still gets a key.
+        let params = sys::ucp_mem_map_params_t {
+            field_mask: u64::from(
+                sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS
+                    | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                    | sys::UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+            ),
+            address: ptr::null_mut(),
+            length: len.max(8),
+            flags: sys::UCP_MEM_MAP_ALLOCATE,
+            ..Default::default()
+        };
+        let mut memh = ptr::null_mut();
+        // SAFETY: the context is live; `memh` is written on success.
+        check("ucp_mem_map", unsafe {
+            sys::ucp_mem_map(context.handle(), &params, &mut memh)
+        })?;
+        // From here on, `window`'s Drop unmaps on every error path.
+        let mut window = UcxWindow {
+            memh,
+            base: ptr::null_mut(),
+            len,
+            key: RemoteKey::from_bytes(&[KEY_TAG])?,
+            context: context.clone(),
+        };
+        let mut attr = sys::ucp_mem_attr_t {
+            field_mask: u64::from(sys::UCP_MEM_ATTR_FIELD_ADDRESS | sys::UCP_MEM_ATTR_FIELD_LENGTH),
+            ..Default::default()
+        };
+        // SAFETY: `memh` was just mapped.
+        check("ucp_mem_query", unsafe {
+            sys::ucp_mem_query(memh, &mut attr)
+        })?;
+        if attr.address.is_null() || attr.length < len {
+            return Err(Error::Fabric {
+                library: "UCX",
+                call: "ucp_mem_map",
+                message: format!(
+                    "asked for {len} bytes, got {} at {:?}",
+                    attr.length, attr.address
+                ),
+            });
+        }
+        window.base = attr.address.cast();
+        // The allocator UCX picks (shared memory, mmap, heap) is not known
+        // here, and only some of them hand out zeroed pages.
+        // SAFETY: UCX allocated `attr.length` bytes at `base` for us.
+        unsafe { ptr::write_bytes(window.base, 0, len) };
+        let rkey = pack_rkey(context, memh)?;
+        window.key = UcxKey {
+            owner,
+            id,
+            len,
+            base: window.base as u64,
+            rkey: &rkey,
+        }
+        .encode()?;
+        Ok(window)
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        check_bounds(offset, len, self.len)?;
+        // SAFETY: in bounds of the mapping, checked above.
+        Ok(unsafe { self.base.add(offset) })
+    }
+
+    fn word(&self, offset: usize) -> Result<&AtomicU64> {
+        check_word(offset, self.len)?;
+        // SAFETY: aligned (the base is page-aligned, offset checked) and in
+        // bounds; peers change it only with atomics.
+        Ok(unsafe { AtomicU64::from_ptr(self.base.add(offset).cast()) })
+    }
+}
+
+/// The packed rkey of `memh`, as bytes.
+fn pack_rkey(context: &Context, memh: sys::ucp_mem_h) -> Result<Vec<u8>> {
+    let mut buffer: *mut c_void = ptr::null_mut();
+    let mut size = 0usize;
+    // SAFETY: `memh` is mapped in this context; UCP allocates `buffer`.
+    check("ucp_rkey_pack", unsafe {
+        sys::ucp_rkey_pack(context.handle(), memh, &mut buffer, &mut size)
+    })?;
+    // SAFETY: UCP packed `size` bytes at `buffer`, released right after.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), size) }.to_vec();
+    // SAFETY: the buffer came from ucp_rkey_pack.
+    unsafe { sys::ucp_rkey_buffer_release(buffer) };
+    Ok(bytes)
+}
+
+impl LocalWindow for UcxWindow {
+    fn key(&self) -> RemoteKey {
+        self.key.clone()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        let src = self.check(offset, buf.len())?;
+        // SAFETY: `src..src+len` is inside the mapping; `buf` is private memory.
+        unsafe { ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let dst = self.check(offset, data.len())?;
+        // SAFETY: as in `read`.
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        Ok(())
+    }
+
+    fn signal(&self, offset: usize) -> Result<u64> {
+        Ok(self.word(offset)?.load(Ordering::Acquire))
+    }
+
+    fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
+        self.word(offset)?.store(value, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Drop for UcxWindow {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `create`, unmapped once; the context is alive
+        // (held by this window).
+        unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
+    }
+}

@@ -1,0 +1,175 @@
+//! The provider conformance suite on the UCX provider, over shared memory
+//! (`UCX_TLS=posix,cma,self`) and over TCP (`UCX_TLS=tcp,self`), with 2 and
+//! 4 processes started by the launcher, and the whole suite under `mpiexec`
+//! (where MPICH runs its own UCP context in the same processes).
+#![cfg(feature = "ucx")]
+
+use catena_fabric::conformance::Check;
+use catena_fabric::testing::{conformance_case, killed_peer_case, Starter};
+use catena_fabric::ucx::UcxTransport;
+
+const SHM: &[(&str, &str)] = &[("UCX_TLS", "posix,cma,self")];
+const TCP: &[(&str, &str)] = &[("UCX_TLS", "tcp,self")];
+
+macro_rules! conformance_cases {
+    ($($name:ident: $check:ident on $ranks:expr, $env:ident;)*) => {$(
+        #[test]
+        fn $name() {
+            conformance_case::<UcxTransport>(
+                stringify!($name),
+                $ranks,
+                Starter::Launcher,
+                $env,
+                Check::$check,
+            );
+        }
+    )*};
+}
+
+conformance_cases! {
+    shm_put_sizes_2: PutSizes on 2, SHM;
+    shm_put_sizes_4: PutSizes on 4, SHM;
+    shm_many_puts_in_flight_2: ManyPutsInFlight on 2, SHM;
+    shm_many_puts_in_flight_4: ManyPutsInFlight on 4, SHM;
+    shm_signals_and_atomics_2: SignalsAndAtomics on 2, SHM;
+    shm_signals_and_atomics_4: SignalsAndAtomics on 4, SHM;
+    shm_tagged_messages_2: TaggedMessages on 2, SHM;
+    shm_tagged_messages_4: TaggedMessages on 4, SHM;
+    shm_all_pairs_2: AllPairs on 2, SHM;
+    shm_all_pairs_4: AllPairs on 4, SHM;
+    shm_bad_input_2: BadInput on 2, SHM;
+    shm_bad_input_4: BadInput on 4, SHM;
+    shm_first_contact_retry_2: FirstContactRetry on 2, SHM;
+    shm_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, SHM;
+
+    tcp_put_sizes_2: PutSizes on 2, TCP;
+    tcp_put_sizes_4: PutSizes on 4, TCP;
+    tcp_many_puts_in_flight_2: ManyPutsInFlight on 2, TCP;
+    tcp_many_puts_in_flight_4: ManyPutsInFlight on 4, TCP;
+    tcp_signals_and_atomics_2: SignalsAndAtomics on 2, TCP;
+    tcp_signals_and_atomics_4: SignalsAndAtomics on 4, TCP;
+    tcp_tagged_messages_2: TaggedMessages on 2, TCP;
+    tcp_tagged_messages_4: TaggedMessages on 4, TCP;
+    tcp_all_pairs_2: AllPairs on 2, TCP;
+    tcp_all_pairs_4: AllPairs on 4, TCP;
+    tcp_bad_input_2: BadInput on 2, TCP;
+    tcp_bad_input_4: BadInput on 4, TCP;
+    tcp_first_contact_retry_2: FirstContactRetry on 2, TCP;
+    tcp_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, TCP;
+}
+
+macro_rules! killed_peer_cases {
+    ($($name:ident: on $ranks:expr, $env:ident;)*) => {$(
+        #[test]
+        fn $name() {
+            killed_peer_case::<UcxTransport>(stringify!($name), $ranks, $env);
+        }
+    )*};
+}
+
+killed_peer_cases! {
+    shm_peer_killed_2: on 2, SHM;
+    shm_peer_killed_4: on 4, SHM;
+    tcp_peer_killed_2: on 2, TCP;
+    tcp_peer_killed_4: on 4, TCP;
+}
+
+#[cfg(feature = "mpi")]
+macro_rules! mpiexec_cases {
+    ($($name:ident: on $ranks:expr, $env:ident;)*) => {$(
+        #[test]
+        fn $name() {
+            conformance_case::<UcxTransport>(
+                stringify!($name),
+                $ranks,
+                Starter::Mpiexec,
+                $env,
+                Check::Suite,
+            );
+        }
+    )*};
+}
+
+#[cfg(feature = "mpi")]
+mpiexec_cases! {
+    shm_suite_under_mpiexec_2: on 2, SHM;
+    shm_suite_under_mpiexec_4: on 4, SHM;
+    tcp_suite_under_mpiexec_2: on 2, TCP;
+    tcp_suite_under_mpiexec_4: on 4, TCP;
+}
+
+/// Put-signal ping-pong (8 B) and 1 MiB put bandwidth between two ranks,
+/// for comparison with `ucx_perftest -t ucp_put_lat` / `ucp_put_bw`. Runs
+/// only with `CATENA_UCX_FIGURES=1` (and `--nocapture`); `UCX_TLS` from the
+/// environment applies.
+#[test]
+fn ucx_put_figures() {
+    if std::env::var_os("CATENA_UCX_FIGURES").is_none() {
+        return;
+    }
+    use catena_fabric::{block_on, LocalWindow, RemoteKey, Rma, Signal, Transport};
+    use std::time::{Duration, Instant};
+    const ROUNDS: u64 = 50_000;
+    const BIG: usize = 1 << 20;
+    const BIG_ROUNDS: u64 = 2_000;
+    let report =
+        catena_fabric::testing::launch_case_on::<UcxTransport>("ucx_put_figures", 2, &[], |t| {
+            block_on(t, async {
+                let deadline = t.deadline_in(Duration::from_secs(120));
+                let peer = 1 - t.rank();
+                let window = t.alloc_window(8 + BIG)?;
+                t.send(peer, 9, 1, window.key().as_bytes(), deadline)
+                    .await?;
+                let key = RemoteKey::from_bytes(&t.recv(Some(peer), 9, 1, deadline).await?.data)?;
+                let one = Signal { offset: 0, add: 1 };
+                let ping = [7u8; 8];
+                let mut trips = Vec::with_capacity(ROUNDS as usize);
+                let mut started = Instant::now();
+                for i in 0..ROUNDS * 2 {
+                    if i == ROUNDS {
+                        started = Instant::now();
+                    }
+                    let trip = Instant::now();
+                    if t.rank() == 0 {
+                        t.put_signal(peer, &key, 8, &ping, one)?;
+                        t.wait_signal(&window, 0, i + 1, deadline).await?;
+                    } else {
+                        t.wait_signal(&window, 0, i + 1, deadline).await?;
+                        t.put_signal(peer, &key, 8, &ping, one)?;
+                    }
+                    if i >= ROUNDS {
+                        trips.push(trip.elapsed());
+                    }
+                }
+                let mean = started.elapsed() / (2 * ROUNDS as u32);
+                trips.sort();
+                let median = trips[trips.len() / 2] / 2;
+                window.set_signal(0, 0)?;
+                t.send(peer, 9, 2, &[], deadline).await?;
+                t.recv(Some(peer), 9, 2, deadline).await?;
+                let data = vec![1u8; BIG];
+                let started = Instant::now();
+                if t.rank() == 0 {
+                    for _ in 0..BIG_ROUNDS {
+                        t.put(peer, &key, 8, &data)?;
+                    }
+                    t.put_signal(peer, &key, 0, &[], one)?;
+                    t.wait_signal(&window, 0, 1, deadline).await?;
+                    let secs = started.elapsed().as_secs_f64();
+                    let mbs = (BIG as f64 * BIG_ROUNDS as f64) / secs / 1e6;
+                    println!(
+                        "8 B put_signal latency (half round trip): median {median:?}, \
+                         mean {mean:?}; 1 MiB put bandwidth: {mbs:.0} MB/s"
+                    );
+                } else {
+                    t.wait_signal(&window, 0, 1, deadline).await?;
+                    t.put_signal(peer, &key, 0, &[], one)?;
+                }
+                Ok(())
+            })
+        });
+    if let Some(report) = report {
+        println!("{}", report.output);
+        assert!(report.success());
+    }
+}
