@@ -10,6 +10,10 @@ use catena_fabric::ucx::UcxTransport;
 
 const SHM: &[(&str, &str)] = &[("UCX_TLS", "posix,cma,self")];
 const TCP: &[(&str, &str)] = &[("UCX_TLS", "tcp,self")];
+// Under mpiexec MPICH's own UCP context reads `UCX_TLS` too (and MPICH 4.0's
+// finalize over tcp alone hangs), so catena's transports are set for catena only.
+const SHM_CATENA_ONLY: &[(&str, &str)] = &[("CATENA_UCX_TLS", "posix,cma,self")];
+const TCP_CATENA_ONLY: &[(&str, &str)] = &[("CATENA_UCX_TLS", "tcp,self")];
 
 macro_rules! conformance_cases {
     ($($name:ident: $check:ident on $ranks:expr, $env:ident;)*) => {$(
@@ -92,10 +96,10 @@ macro_rules! mpiexec_cases {
 
 #[cfg(feature = "mpi")]
 mpiexec_cases! {
-    shm_suite_under_mpiexec_2: on 2, SHM;
-    shm_suite_under_mpiexec_4: on 4, SHM;
-    tcp_suite_under_mpiexec_2: on 2, TCP;
-    tcp_suite_under_mpiexec_4: on 4, TCP;
+    shm_suite_under_mpiexec_2: on 2, SHM_CATENA_ONLY;
+    shm_suite_under_mpiexec_4: on 4, SHM_CATENA_ONLY;
+    tcp_suite_under_mpiexec_2: on 2, TCP_CATENA_ONLY;
+    tcp_suite_under_mpiexec_4: on 4, TCP_CATENA_ONLY;
 }
 
 /// Put-signal ping-pong (8 B) and 1 MiB put bandwidth between two ranks,

@@ -44,7 +44,6 @@ const PARK_SLICE: Duration = Duration::from_micros(50);
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct OfiTransport {
-    job: Job,
     // Dropped before the engine: windows close their registrations first.
     messenger: Messenger<OfiWindow>,
     engine: Rc<Engine>,
@@ -58,6 +57,9 @@ pub struct OfiTransport {
     /// Remote CQ data holds a whole signal (cq_data_size >= 8).
     signal_data: bool,
     provider: String,
+    /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
+    /// the fabric, so MPI_Finalize never runs beside a live provider.
+    job: Job,
 }
 
 /// A put's destination, checked at the origin.

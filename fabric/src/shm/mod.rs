@@ -33,12 +33,14 @@ pub const ENV_SPIN_US: &str = "CATENA_SPIN_US";
 pub const ENV_RING_BYTES: &str = "CATENA_EAGER_RING_BYTES";
 
 pub struct ShmTransport {
-    job: Job,
     messenger: Messenger<ShmWindow>,
     next_window: Cell<u32>,
     /// Mappings of peers' live windows, made on first put: O(partners).
     mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
     spin: Duration,
+    /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
+    /// the fabric, so MPI_Finalize never runs beside a live provider.
+    job: Job,
 }
 
 impl ShmTransport {

@@ -49,8 +49,15 @@ pub(crate) fn check(call: &'static str, status: ucs_status_t) -> Result<()> {
     }
 }
 
+/// Transports for catena's own UCP context only, overriding `UCX_TLS`: under
+/// `mpiexec`, MPICH's UCP context in the same process reads `UCX_TLS` too.
+pub const ENV_TLS: &str = "CATENA_UCX_TLS";
+
 /// The transports UCX was configured with, for error messages.
 pub(crate) fn configured_tls() -> String {
+    if let Ok(tls) = std::env::var(ENV_TLS) {
+        return format!("{ENV_TLS}={tls}");
+    }
     match std::env::var(UCX_TLS) {
         Ok(tls) => format!("{UCX_TLS}={tls}"),
         Err(_) => format!("{UCX_TLS} unset (all)"),
@@ -99,7 +106,8 @@ impl Context {
     /// `shared` makes the context safe to use while a progress thread
     /// drives a worker of it.
     pub fn new(shared: bool) -> Result<Rc<Context>> {
-        match Context::init(None, shared) {
+        let tls = std::env::var(ENV_TLS).ok();
+        match Context::init(tls.as_deref(), shared) {
             Ok(context) => Ok(Rc::new(context)),
             Err(e) => {
                 // Say what would have been usable without the user's choice.

@@ -50,7 +50,6 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 const PROGRESS_ROUNDS: u32 = 16;
 
 pub struct UcxTransport {
-    job: Job,
     messenger: Messenger<UcxWindow>,
     next_window: Cell<u32>,
     endpoints: Endpoints,
@@ -61,6 +60,9 @@ pub struct UcxTransport {
     oversubscribed: bool,
     // Declared last: windows (in the messenger) and endpoints go first.
     worker: Worker,
+    /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
+    /// the fabric, so MPI_Finalize never runs beside a live provider.
+    job: Job,
 }
 
 impl UcxTransport {
