@@ -14,6 +14,7 @@ const CTX: ContextId = 0xC0_F0;
 const TAG_KEY: u32 = 1;
 const TAG_ACK: u32 = 2;
 const TAG_BARRIER: u32 = 3;
+const TAG_PAST_BARRIER: u32 = 4;
 
 /// The sizes every provider must put byte-exactly.
 pub const PUT_SIZES: [usize; 6] = [0, 1, 8, 4096, 1 << 20, 64 << 20];
@@ -504,10 +505,18 @@ pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
 pub async fn peer_killed<T: Transport>(t: &T, victim: Rank, die: impl FnOnce()) -> Result<()> {
     let window = t.alloc_window(8)?;
     barrier(t).await?;
+    // The victim dies only once every survivor is past the barrier: a death
+    // seen while a slow survivor is still in it would fail the barrier instead
+    // of the waits this check is about.
     if t.rank() == victim {
+        for _ in 1..t.size() {
+            t.recv(None, CTX, TAG_PAST_BARRIER, deadline(t)).await?;
+        }
         die();
         return Err(fail("the victim survived"));
     }
+    t.send(victim, CTX, TAG_PAST_BARRIER, &[], deadline(t))
+        .await?;
     let started = t.now();
     let gone = |e: &Error| matches!(e, Error::PeerGone { .. });
     let from_victim = t.recv(Some(victim), CTX, 40, deadline(t)).await;
