@@ -16,6 +16,8 @@ mod key;
 pub mod launch;
 #[cfg(feature = "ofi")]
 pub mod ofi;
+#[cfg(any(feature = "ofi", feature = "ucx"))]
+pub mod progress_thread;
 mod provider;
 pub mod shm;
 pub mod testing;

@@ -12,6 +12,8 @@ const SHM: &[(&str, &str)] = &[("UCX_TLS", "posix,cma,self")];
 const TCP: &[(&str, &str)] = &[("UCX_TLS", "tcp,self")];
 // Under mpiexec MPICH's own UCP context reads `UCX_TLS` too (and MPICH 4.0's
 // finalize over tcp alone hangs), so catena's transports are set for catena only.
+// A progress thread drives the tcp worker (software-emulated RMA) beside the rank.
+const TCP_THREAD: &[(&str, &str)] = &[("UCX_TLS", "tcp,self"), ("CATENA_PROGRESS_THREAD", "on")];
 const SHM_CATENA_ONLY: &[(&str, &str)] = &[("CATENA_UCX_TLS", "posix,cma,self")];
 const TCP_CATENA_ONLY: &[(&str, &str)] = &[("CATENA_UCX_TLS", "tcp,self")];
 
@@ -47,6 +49,8 @@ conformance_cases! {
     shm_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, SHM;
 
     tcp_put_sizes_2: PutSizes on 2, TCP;
+    tcp_progress_thread_signals_and_atomics_4: SignalsAndAtomics on 4, TCP_THREAD;
+    tcp_progress_thread_all_pairs_4: AllPairs on 4, TCP_THREAD;
     tcp_put_sizes_4: PutSizes on 4, TCP;
     tcp_many_puts_in_flight_2: ManyPutsInFlight on 2, TCP;
     tcp_many_puts_in_flight_4: ManyPutsInFlight on 4, TCP;

@@ -10,7 +10,7 @@ use catena_ofi_sys as sys;
 
 use super::errors::{check, fabric_error};
 use super::info::Info;
-use super::progress::{ProgressMode, ProgressThread};
+use super::progress::{self, ProgressMode, ProgressThread};
 use crate::{Error, Result};
 
 /// `FI_ADDR_UNSPEC` (a macro bindgen cannot see).
@@ -104,7 +104,7 @@ impl Domain {
             )?;
             check("fi_enable", sys::fi_enable(ep))?;
         }
-        d.progress.set(ProgressThread::start(d.cq, mode)?);
+        d.progress.set(progress::start(d.cq, mode)?);
         Ok(d)
     }
 

@@ -5,23 +5,15 @@
 use std::ffi::{CStr, CString};
 use std::ptr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use catena_ucx_sys as sys;
 use sys::ucs_status_t;
 
+pub use crate::progress_thread::{ProgressMode, ProgressThread};
 use crate::{Error, Result};
 
 /// The user's transport selection; named in errors about reachability.
 const UCX_TLS: &str = "UCX_TLS";
-/// How long the progress thread sleeps once the worker had nothing to do for
-/// a while (UCX gives no event for a put that lands in shared memory).
-const PROGRESS_THREAD_NAP: Duration = Duration::from_micros(20);
-/// Idle polls before the progress thread naps.
-const PROGRESS_THREAD_IDLE_POLLS: u32 = 256;
 
 /// `ucs_status_string`, as an owned string.
 pub(crate) fn status_text(status: ucs_status_t) -> String {
@@ -209,67 +201,24 @@ pub(crate) fn print_to_string(print: impl FnOnce(*mut libc::FILE)) -> String {
     }
 }
 
-/// Where the progress thread runs, if there is one (`CATENA_PROGRESS_THREAD`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProgressThread {
-    Off,
-    Unpinned,
-    Pinned(usize),
-}
-
-pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
-
-impl ProgressThread {
-    pub fn from_env() -> Result<ProgressThread> {
-        let Ok(value) = std::env::var(ENV_PROGRESS_THREAD) else {
-            return Ok(ProgressThread::Off);
-        };
-        match value.trim() {
-            "" | "off" => Ok(ProgressThread::Off),
-            "on" => Ok(ProgressThread::Unpinned),
-            v => {
-                let core: usize = v.parse().map_err(|_| {
-                    Error::Bootstrap(format!(
-                        "{ENV_PROGRESS_THREAD}={value:?}: want off, on, or a core number"
-                    ))
-                })?;
-                let cores = core_affinity::get_core_ids().unwrap_or_default();
-                if !cores.iter().any(|c| c.id == core) {
-                    let ids: Vec<String> = cores.iter().map(|c| c.id.to_string()).collect();
-                    return Err(Error::Bootstrap(format!(
-                        "{ENV_PROGRESS_THREAD}={core}: this process may run on cores [{}] only",
-                        ids.join(", ")
-                    )));
-                }
-                Ok(ProgressThread::Pinned(core))
-            }
-        }
-    }
-}
-
 /// The worker handle, moved into the progress thread.
 struct WorkerHandle(sys::ucp_worker_h);
 // SAFETY: the worker is created UCS_THREAD_MODE_MULTI whenever a progress
 // thread exists, so UCP serialises calls on it from both threads.
 unsafe impl Send for WorkerHandle {}
 
-struct Driver {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
-}
-
 /// A UCP worker: this rank's communication engine.
 pub(crate) struct Worker {
     handle: sys::ucp_worker_h,
-    driver: Option<Driver>,
+    driver: Option<ProgressThread>,
     // Declared last: the context outlives the worker.
     context: Rc<Context>,
 }
 
 impl Worker {
-    pub fn new(context: Rc<Context>, progress_thread: ProgressThread) -> Result<Worker> {
+    pub fn new(context: Rc<Context>, progress_thread: ProgressMode) -> Result<Worker> {
         let thread_mode = match progress_thread {
-            ProgressThread::Off => sys::UCS_THREAD_MODE_SINGLE,
+            ProgressMode::Off => sys::UCS_THREAD_MODE_SINGLE,
             _ => sys::UCS_THREAD_MODE_MULTI,
         };
         let params = sys::ucp_worker_params_t {
@@ -287,41 +236,14 @@ impl Worker {
             driver: None,
             context,
         };
-        if progress_thread != ProgressThread::Off {
-            worker.driver = Some(worker.spawn_driver(progress_thread)?);
-        }
+        let shared = WorkerHandle(worker.handle);
+        worker.driver = ProgressThread::start("catena-ucx-progress", progress_thread, move || {
+            let shared = &shared;
+            // SAFETY: the worker outlives this thread (joined in Drop) and is
+            // thread-safe (UCS_THREAD_MODE_MULTI whenever the thread runs).
+            unsafe { sys::ucp_worker_progress(shared.0) != 0 }
+        })?;
         Ok(worker)
-    }
-
-    fn spawn_driver(&self, placement: ProgressThread) -> Result<Driver> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let worker = WorkerHandle(self.handle);
-        let stopped = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("catena-ucx-progress".into())
-            .spawn(move || {
-                let worker = worker;
-                if let ProgressThread::Pinned(id) = placement {
-                    // Checked against the allowed cores before spawning.
-                    core_affinity::set_for_current(core_affinity::CoreId { id });
-                }
-                let mut idle = 0u32;
-                while !stopped.load(Ordering::Relaxed) {
-                    // SAFETY: the worker outlives this thread (joined in Drop)
-                    // and is thread-safe (UCS_THREAD_MODE_MULTI).
-                    if unsafe { sys::ucp_worker_progress(worker.0) } != 0 {
-                        idle = 0;
-                    } else {
-                        idle += 1;
-                        if idle >= PROGRESS_THREAD_IDLE_POLLS {
-                            std::thread::sleep(PROGRESS_THREAD_NAP);
-                            idle = 0;
-                        }
-                    }
-                }
-            })
-            .map_err(|e| Error::io("starting the UCX progress thread", e))?;
-        Ok(Driver { stop, thread })
     }
 
     pub fn handle(&self) -> sys::ucp_worker_h {
@@ -377,11 +299,8 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        if let Some(driver) = self.driver.take() {
-            driver.stop.store(true, Ordering::Relaxed);
-            // The thread's loop ends within one progress call and one nap.
-            let _ = driver.thread.join();
-        }
+        // Stops and joins the thread (within one progress call and one nap).
+        drop(self.driver.take());
         // SAFETY: endpoints were closed by the transport, the progress thread
         // has ended, and the worker is destroyed once.
         unsafe { sys::ucp_worker_destroy(self.handle) };

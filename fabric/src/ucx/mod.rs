@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use catena_ucx_sys as sys;
 
-pub use context::ENV_PROGRESS_THREAD;
-use context::{check, Context, ProgressThread, Worker};
+use context::{check, Context, ProgressMode, Worker};
 pub use endpoint::ENV_ERR_MODE;
 use endpoint::{Endpoints, ErrMode, Route};
 use request::{posted, reply_done, FetchOp, Request};
@@ -78,14 +77,14 @@ impl UcxTransport {
     }
 
     fn new(mut job: Job) -> Result<UcxTransport> {
-        let progress_thread = ProgressThread::from_env()?;
+        let progress_thread = ProgressMode::from_env()?;
         let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
         let spin = match env_number(ENV_SPIN_US)? {
             Some(us) => Duration::from_micros(us as u64),
             None if job.oversubscribed() => Duration::ZERO,
             None => DEFAULT_SPIN,
         };
-        let context = Context::new(progress_thread != ProgressThread::Off)?;
+        let context = Context::new(progress_thread != ProgressMode::Off)?;
         let err_mode = ErrMode::from_env(context.has_shared_memory())?;
         let worker = Worker::new(context, progress_thread)?;
         let control = UcxWindow::create(worker.context(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
