@@ -148,10 +148,9 @@ fn run_job(
     }
 }
 
-/// The libraries' own tools for the selected configurations, and the
-/// machine's limits.
-fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
-    let mut out = Vec::new();
+/// The cache-line round trip between cores 0 and 1 and memcpy bandwidth on
+/// core 0 (pins the calling thread).
+fn machine_limits(max_size: usize) -> Figures {
     let cores = (
         core_affinity::CoreId { id: 0 },
         core_affinity::CoreId { id: 1 },
@@ -162,12 +161,27 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
         ..Figures::default()
     };
     core_affinity::set_for_current(cores.0);
-    for size in sizes(args.max_size) {
+    for size in sizes(max_size) {
         let mut rates: Vec<f64> = (0..REPETITIONS)
             .map(|_| memcpy_bandwidth(size, iterations(size)) / 1e9)
             .collect();
         machine.bandwidth.insert(size, quantile(&mut rates, 0.5));
     }
+    machine
+}
+
+/// The libraries' own tools for the selected configurations, and the
+/// machine's limits.
+fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
+    let mut out = Vec::new();
+    // Measured on a thread of its own: pinning this one would pin every job
+    // started afterwards (the launcher spreads ranks over the cores the
+    // parent may use), and the ranks of the next job would share one core.
+    let machine = std::thread::scope(|s| {
+        s.spawn(|| machine_limits(args.max_size))
+            .join()
+            .expect("the machine-limit thread")
+    });
     out.push(("cache line / memcpy".into(), machine));
     for config in selected {
         match config.name {
