@@ -96,6 +96,17 @@ impl Job {
         self.bootstrap.local_size() == self.size
     }
 
+    /// How long a waiting rank re-polls before it parks: `CATENA_SPIN_US`,
+    /// else zero when oversubscribed (a spinning rank only delays the one it
+    /// waits for), else the provider's `default`.
+    pub fn spin_budget(&self, default: Duration) -> Result<Duration> {
+        Ok(match crate::shm::env_number(crate::shm::ENV_SPIN_US)? {
+            Some(us) => Duration::from_micros(us as u64),
+            None if self.oversubscribed() => Duration::ZERO,
+            None => default,
+        })
+    }
+
     /// The provider address `rank` published.
     pub fn address(&self, rank: Rank) -> Result<&[u8]> {
         Ok(&self.directory.address(rank)?[HEADER..])

@@ -59,11 +59,7 @@ impl ShmTransport {
         let control = ShmWindow::create(job.id(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
         job.exchange_addresses(control.key().as_bytes())?;
         let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
-        let spin = match env_number(ENV_SPIN_US)? {
-            Some(us) => Duration::from_micros(us as u64),
-            None if job.oversubscribed() => Duration::ZERO,
-            None => DEFAULT_SPIN,
-        };
+        let spin = job.spin_budget(DEFAULT_SPIN)?;
         Ok(ShmTransport {
             job,
             messenger: Messenger::new(control, ring_bytes),

@@ -24,7 +24,7 @@ use crate::bootstrap::Bootstrap;
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
 use crate::job::Job;
 use crate::shm::window::{check_bounds, check_word};
-use crate::shm::{env_number, ENV_RING_BYTES, ENV_SPIN_US};
+use crate::shm::{env_number, ENV_RING_BYTES};
 use crate::{
     finalize_barrier, wait_until, ContextId, Error, LocalWindow, Message, Provider, Rank,
     RemoteKey, Result, Rma, Signal, Tag, Time, Transport,
@@ -79,11 +79,7 @@ impl UcxTransport {
     fn new(mut job: Job) -> Result<UcxTransport> {
         let progress_thread = ProgressMode::from_env()?;
         let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
-        let spin = match env_number(ENV_SPIN_US)? {
-            Some(us) => Duration::from_micros(us as u64),
-            None if job.oversubscribed() => Duration::ZERO,
-            None => DEFAULT_SPIN,
-        };
+        let spin = job.spin_budget(DEFAULT_SPIN)?;
         let context = Context::new(progress_thread != ProgressMode::Off)?;
         let err_mode = ErrMode::from_env(context.has_shared_memory())?;
         let worker = Worker::new(context, progress_thread)?;
