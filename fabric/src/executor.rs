@@ -19,13 +19,14 @@ pub fn block_on<T: Rma + ?Sized, F: Future>(transport: &T, future: F) -> F::Outp
     let mut spin_until: Option<Instant> = None;
     let mut spins = 0u32;
     loop {
+        // Poll first: a signal that has landed needs no progress to be seen.
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
         // Draining rings is not needed by a put-and-signal wait; while spinning,
         // do it every 4th round so such a wait notices its signal sooner.
         if spins % 4 == 0 {
             transport.progress();
-        }
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
         }
         if !spin.is_zero() {
             // Reading the clock costs more than a poll: look every 64th spin (not

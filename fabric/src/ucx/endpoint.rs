@@ -58,8 +58,9 @@ impl ErrMode {
     }
 }
 
-/// What the error callback of one endpoint records. Boxed so that its
-/// address, given to UCX, stays put; written possibly by the progress thread.
+/// What the error callback of one endpoint records. Shared (with the cached
+/// rkeys) so that its address, given to UCX, stays put; written possibly by
+/// the progress thread.
 struct Failure {
     rank: Rank,
     /// `UCS_OK` until the endpoint failed (and was closed).
@@ -68,9 +69,16 @@ struct Failure {
     first: Arc<AtomicU32>,
 }
 
+impl Failure {
+    /// Whether the endpoint failed, and so was closed by `ep_failed`.
+    fn closed(&self) -> bool {
+        self.status.load(Ordering::Acquire) != 0
+    }
+}
+
 struct Endpoint {
     handle: sys::ucp_ep_h,
-    failure: Box<Failure>,
+    failure: Arc<Failure>,
     /// UCX emulates atomics to this peer in software (active messages the
     /// target answers, e.g. over tcp).
     software_atomics: bool,
@@ -80,14 +88,16 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    /// Whether the endpoint failed, and so was closed by `ep_failed`.
     fn closed(&self) -> bool {
-        self.failure.status.load(Ordering::Acquire) != 0
+        self.failure.closed()
     }
 }
 
+/// An unpacked rkey with everything an operation through it needs, so that
+/// the hot path makes one lookup.
 struct CachedRkey {
-    handle: sys::ucp_rkey_h,
+    route: Route,
+    failure: Arc<Failure>,
     /// The key it was unpacked from: a different key with the same window id
     /// is refused rather than served with a stale rkey.
     key: Box<[u8]>,
@@ -188,7 +198,7 @@ impl Endpoints {
             return Ok(ep.handle);
         }
         let address = address()?;
-        let failure = Box::new(Failure {
+        let failure = Arc::new(Failure {
             rank: target,
             status: AtomicI32::new(0),
             first: self.first_failed.clone(),
@@ -203,7 +213,7 @@ impl Endpoints {
             err_mode: self.err_mode.raw(),
             err_handler: sys::ucp_err_handler_t {
                 cb: Some(ep_failed),
-                arg: ptr::from_ref::<Failure>(&failure).cast_mut().cast(),
+                arg: Arc::as_ptr(&failure).cast_mut().cast(),
             },
             ..Default::default()
         };
@@ -235,7 +245,8 @@ impl Endpoints {
         Ok(handle)
     }
 
-    /// The endpoint and unpacked rkey for `key`'s window of `target`.
+    /// The endpoint and unpacked rkey for `key`'s window of `target`;
+    /// `PeerGone` once that endpoint failed.
     pub fn route(
         &self,
         worker: &Worker,
@@ -246,6 +257,9 @@ impl Endpoints {
         let use_no = self.uses.get() + 1;
         self.uses.set(use_no);
         if let Some(cached) = self.rkeys.borrow().get(&(target, key.id)) {
+            if cached.failure.closed() {
+                return Err(Error::PeerGone { rank: target });
+            }
             if *cached.key != *key.rkey {
                 return Err(Error::InvalidKey(format!(
                     "rank {target}'s window {} has another rkey than this key",
@@ -253,16 +267,14 @@ impl Endpoints {
                 )));
             }
             cached.last_use.set(use_no);
-            let eps = self.eps.borrow();
-            let ep = &eps[&target];
-            return Ok(Route {
-                ep: ep.handle,
-                rkey: cached.handle,
-                software_atomics: ep.software_atomics,
-            });
+            return Ok(cached.route);
         }
+        self.usable(target)?;
         let ep = self.endpoint(worker, target, address)?;
-        let software_atomics = self.eps.borrow()[&target].software_atomics;
+        let (software_atomics, failure) = {
+            let eps = self.eps.borrow();
+            (eps[&target].software_atomics, eps[&target].failure.clone())
+        };
         let mut handle = ptr::null_mut();
         // SAFETY: `ep` is live; the rkey bytes came from the peer's
         // ucp_rkey_pack (a forged buffer is refused by UCX's parser).
@@ -283,22 +295,24 @@ impl Endpoints {
             if let Some(r) = oldest.and_then(|k| rkeys.remove(&k)) {
                 // SAFETY: unpacked by us; every operation that used it has
                 // completed locally (puts wait, fetching atomics hold none).
-                unsafe { sys::ucp_rkey_destroy(r.handle) };
+                unsafe { sys::ucp_rkey_destroy(r.route.rkey) };
             }
         }
+        let route = Route {
+            ep,
+            rkey: handle,
+            software_atomics,
+        };
         rkeys.insert(
             (target, key.id),
             CachedRkey {
-                handle,
+                route,
+                failure,
                 key: key.rkey.into(),
                 last_use: Cell::new(use_no),
             },
         );
-        Ok(Route {
-            ep,
-            rkey: handle,
-            software_atomics,
-        })
+        Ok(route)
     }
 
     /// The endpoint to `target`, if one was made.
@@ -313,7 +327,7 @@ impl Endpoints {
         rkeys.retain(|&(rank, _), r| {
             if rank == target {
                 // SAFETY: unpacked on this endpoint, destroyed once.
-                unsafe { sys::ucp_rkey_destroy(r.handle) };
+                unsafe { sys::ucp_rkey_destroy(r.route.rkey) };
             }
             rank != target
         });
@@ -325,7 +339,7 @@ impl Endpoints {
             close(worker, vec![(ep, true)], FORCE_CLOSE_TIMEOUT);
         }
         // What is left is a marker: `target` is unreachable from now on.
-        let failure = Box::new(Failure {
+        let failure = Arc::new(Failure {
             rank: target,
             status: AtomicI32::new(i32::from(ucs_status_t::UCS_ERR_CANCELED.0)),
             first: self.first_failed.clone(),
@@ -350,7 +364,7 @@ impl Endpoints {
     pub fn close_all(&self, worker: &Worker, alive: impl Fn(Rank) -> bool, timeout: Duration) {
         for (_, r) in self.rkeys.borrow_mut().drain() {
             // SAFETY: unpacked by us, destroyed once, before its endpoint.
-            unsafe { sys::ucp_rkey_destroy(r.handle) };
+            unsafe { sys::ucp_rkey_destroy(r.route.rkey) };
         }
         let eps: Vec<(Endpoint, bool)> = self
             .eps

@@ -122,7 +122,6 @@ impl UcxTransport {
     fn route<'k>(&self, target: Rank, key: &'k RemoteKey) -> Result<(UcxKey<'k>, Route)> {
         self.job.check_rank(target)?;
         let key = UcxKey::decode(key, target)?;
-        self.endpoints.usable(target)?;
         let route = self.endpoints.route(&self.worker, target, &key, || {
             Ok(decode_address(self.job.address(target)?)?.1.to_vec())
         })?;
@@ -336,13 +335,11 @@ impl Rma for UcxTransport {
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
-        self.job.check_rank(target)?;
-        let key = UcxKey::decode(window, target)?;
+        let (key, route) = self.route(target, window)?;
         check_bounds(offset, data.len(), key.len)?;
         if data.is_empty() {
             return Ok(());
         }
-        let (key, route) = self.route(target, window)?;
         self.put_raw(target, route, key.base + offset as u64, data)
     }
 
@@ -354,11 +351,9 @@ impl Rma for UcxTransport {
         data: &[u8],
         signal: Signal,
     ) -> Result<()> {
-        self.job.check_rank(target)?;
-        let key = UcxKey::decode(window, target)?;
+        let (key, route) = self.route(target, window)?;
         check_bounds(offset, data.len(), key.len)?;
         check_word(signal.offset, key.len)?;
-        let (key, route) = self.route(target, window)?;
         if !data.is_empty() {
             self.put_raw(target, route, key.base + offset as u64, data)?;
             // The signal must not overtake the data (they may travel on
@@ -399,9 +394,8 @@ impl Rma for UcxTransport {
         value: u64,
         deadline: Time,
     ) -> Result<u64> {
-        self.job.check_rank(target)?;
-        check_word(offset, UcxKey::decode(window, target)?.len)?;
         let (key, route) = self.route(target, window)?;
+        check_word(offset, key.len)?;
         let addr = key.base + offset as u64;
         self.fetch_op(
             target,
@@ -426,9 +420,8 @@ impl Rma for UcxTransport {
         new: u64,
         deadline: Time,
     ) -> Result<u64> {
-        self.job.check_rank(target)?;
-        check_word(offset, UcxKey::decode(window, target)?.len)?;
         let (key, route) = self.route(target, window)?;
+        check_word(offset, key.len)?;
         let addr = key.base + offset as u64;
         // CSWAP compares with the operand and swaps in the reply buffer's value.
         self.fetch_op(
