@@ -1,7 +1,8 @@
-//! `catena-bench put`: one-sided put latency (8 B put + signal ping-pong) and
-//! bandwidth (1 KiB .. 64 MiB) between two pinned ranks, for one provider or
-//! all of them side by side, next to the machine's physical limits and the
-//! fabric libraries' own tools measured in the same run.
+//! `catena-bench put`: one-sided put latency (8 B put ping-pong, polled at
+//! the target as `ucp_put_lat` does, and 8 B put + signal) and bandwidth
+//! (1 KiB .. 64 MiB) between two pinned ranks, for one provider or all of
+//! them side by side, next to the machine's physical limits and the fabric
+//! libraries' own tools measured in the same run.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,7 +73,11 @@ const CTX: u32 = 0xBE_0001;
 const LATENCY_SIGNAL: usize = 0;
 const BANDWIDTH_SIGNAL: usize = 8;
 const ACK_SIGNAL: usize = 16;
+/// The word a plain put ping-pong writes and polls (a cache line of its own).
+const PUT_WORD: usize = 128;
 const DATA_AT: usize = 64;
+/// Bandwidth puts go here, clear of the latency words.
+const BULK_AT: usize = 192;
 const REPETITIONS: usize = 3;
 const LATENCY_BATCH: usize = 100;
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -157,7 +162,7 @@ fn machine_limits(max_size: usize) -> Figures {
     );
     let line = cache_line_round_trip(cores.0, cores.1, 200_000);
     let mut machine = Figures {
-        half_rtt_ns: Some(line.as_secs_f64() * 1e9 / 2.0),
+        put_ns: Some(line.as_secs_f64() * 1e9 / 2.0),
         ..Figures::default()
     };
     core_affinity::set_for_current(cores.0);
@@ -189,7 +194,7 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
             "ucx/shm" | "ucx/tcp" => {
                 eprintln!("catena-bench put: ucx_perftest with {:?} ...", config.env);
                 let mut f = Figures {
-                    half_rtt_ns: native::ucp_put_lat(config.env),
+                    put_ns: native::ucp_put_lat(config.env),
                     ..Figures::default()
                 };
                 for size in sizes(args.max_size).filter(|&s| s >= 1 << 20) {
@@ -230,7 +235,7 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
                     &[]
                 };
                 let f = Figures {
-                    half_rtt_ns: native::fi_pingpong(provider, env),
+                    put_signal_ns: native::fi_pingpong(provider, env),
                     ..Figures::default()
                 };
                 out.push((
@@ -246,18 +251,27 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
 
 fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcome {
     let mut csv = Table::new(&["source", "metric", "size_bytes", "value", "unit"]);
-    println!("\n8 B put + signal, one-way latency (half the ping-pong round trip, median):");
-    let mut lat = Table::new(&["source", "ns"]);
+    println!("\n8 B one-way latency, ns (half the ping-pong round trip, median):");
+    let mut lat = Table::new(&["source", "put", "put + signal"]);
+    let cell = |v: Option<f64>| v.map_or("-".into(), |ns| format!("{ns:.0}"));
     for (name, f) in results {
-        if let Some(ns) = f.half_rtt_ns {
-            lat.row(vec![name.clone(), format!("{ns:.0}")]);
-            csv.row(vec![
-                name.clone(),
-                "half_round_trip".into(),
-                "8".into(),
-                format!("{ns:.1}"),
-                "ns".into(),
-            ]);
+        if f.put_ns.is_none() && f.put_signal_ns.is_none() {
+            continue;
+        }
+        lat.row(vec![name.clone(), cell(f.put_ns), cell(f.put_signal_ns)]);
+        for (metric, value) in [
+            ("put_latency", f.put_ns),
+            ("put_signal_latency", f.put_signal_ns),
+        ] {
+            if let Some(ns) = value {
+                csv.row(vec![
+                    name.clone(),
+                    metric.into(),
+                    "8".into(),
+                    format!("{ns:.1}"),
+                    "ns".into(),
+                ]);
+            }
         }
     }
     lat.print();
@@ -297,22 +311,76 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
     Ok(0)
 }
 
+/// Spins until the word at `offset` reaches `at_least`, progressing the
+/// transport as it goes, as `ucp_put_lat` does. A plain put wakes no parked
+/// waiter, so this cannot be `wait_signal`.
+fn poll_word<T: Transport>(
+    t: &T,
+    window: &T::Window,
+    offset: usize,
+    at_least: u64,
+    deadline: catena_fabric::Time,
+) -> Result<()> {
+    let mut polls = 0u32;
+    loop {
+        if window.signal(offset)? >= at_least {
+            return Ok(());
+        }
+        polls = polls.wrapping_add(1);
+        if polls % 16 == 0 {
+            t.progress();
+            t.check_health()?;
+            if t.now() >= deadline {
+                return Err(catena_fabric::Error::Timeout {
+                    what: "the put ping-pong",
+                });
+            }
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Median half round trip of `round_trips` calls of `round_trip(i)` (after a
+/// tenth as many to warm up; `i` counts from 1 over both), timed in batches.
+fn half_round_trip(
+    round_trips: usize,
+    mut round_trip: impl FnMut(u64) -> Result<()>,
+) -> Result<f64> {
+    let warm_up = round_trips / 10;
+    let mut rtts = Vec::with_capacity(round_trips / LATENCY_BATCH);
+    let mut start = Instant::now();
+    for i in 1..=(warm_up + round_trips) as u64 {
+        round_trip(i)?;
+        if i as usize % LATENCY_BATCH == 0 {
+            if i > warm_up as u64 {
+                rtts.push(start.elapsed().as_secs_f64() * 1e9 / LATENCY_BATCH as f64);
+            }
+            start = Instant::now();
+        }
+    }
+    Ok(quantile(&mut rtts, 0.5) / 2.0)
+}
+
 /// One configuration's results, as its rank 0 writes them.
 #[derive(Default)]
 struct Figures {
-    half_rtt_ns: Option<f64>,
+    /// 8 B put, polled at the target: half the round trip, ns.
+    put_ns: Option<f64>,
+    /// 8 B put + signal: half the round trip, ns.
+    put_signal_ns: Option<f64>,
     bandwidth: BTreeMap<usize, f64>,
 }
 
 impl Figures {
     fn write(&self, path: &Path) -> std::io::Result<()> {
         let mut t = Table::new(&["metric", "size_bytes", "value"]);
-        if let Some(ns) = self.half_rtt_ns {
-            t.row(vec![
-                "half_round_trip_ns".into(),
-                "8".into(),
-                ns.to_string(),
-            ]);
+        for (metric, value) in [
+            ("put_ns", self.put_ns),
+            ("put_signal_ns", self.put_signal_ns),
+        ] {
+            if let Some(ns) = value {
+                t.row(vec![metric.into(), "8".into(), ns.to_string()]);
+            }
         }
         for (size, gbs) in &self.bandwidth {
             t.row(vec![
@@ -330,7 +398,8 @@ impl Figures {
         for line in text.lines().skip(1) {
             let cells: Vec<&str> = line.split(',').collect();
             match cells[..] {
-                ["half_round_trip_ns", _, v] => f.half_rtt_ns = Some(v.parse()?),
+                ["put_ns", _, v] => f.put_ns = Some(v.parse()?),
+                ["put_signal_ns", _, v] => f.put_signal_ns = Some(v.parse()?),
                 ["bandwidth_gbs", size, v] => {
                     f.bandwidth.insert(size.parse()?, v.parse()?);
                 }
@@ -352,7 +421,7 @@ pub fn main(args: &Args) -> crate::Outcome {
             // Rank 0 times the ping-pong; rank 1 only answers.
             if let (Some(ns),) = crate::ofi_raw::writedata_pingpong(args.round_trips)? {
                 Figures {
-                    half_rtt_ns: Some(ns),
+                    put_signal_ns: Some(ns),
                     ..Figures::default()
                 }
                 .write(&args.csv)?;
@@ -374,7 +443,7 @@ fn measure<P: Provider>(args: &Args) -> crate::Outcome {
         )
         .into());
     }
-    let window = t.alloc_window(DATA_AT + args.max_size)?;
+    let window = t.alloc_window(BULK_AT + args.max_size)?;
     let peer_key = block_on(&t, async {
         let deadline = t.deadline_in(TIMEOUT);
         t.send(1 - t.rank(), CTX, 0, window.key().as_bytes(), deadline)
@@ -399,8 +468,12 @@ async fn target<T: Transport>(
     args: &Args,
 ) -> Result<()> {
     let deadline = t.deadline_in(TIMEOUT);
-    let warm_up = args.round_trips / 10;
-    for i in 1..=(warm_up + args.round_trips) as u64 {
+    let probes = (args.round_trips / 10 + args.round_trips) as u64;
+    for i in 1..=probes {
+        poll_word(t, window, PUT_WORD, i, deadline)?;
+        t.put(0, origin, PUT_WORD, &i.to_ne_bytes())?;
+    }
+    for i in 1..=probes {
         t.wait_signal(window, LATENCY_SIGNAL, i, deadline).await?;
         t.put_signal(
             0,
@@ -430,8 +503,8 @@ async fn target<T: Transport>(
     Ok(())
 }
 
-/// Rank 0: the ping-pong, timed in batches so that reading the clock does
-/// not count as latency, then back-to-back puts of each size.
+/// Rank 0: the two ping-pongs, timed in batches so that reading the clock
+/// does not count as latency, then back-to-back puts of each size.
 fn origin<T: Transport>(
     t: &T,
     window: &T::Window,
@@ -439,11 +512,15 @@ fn origin<T: Transport>(
     args: &Args,
 ) -> Result<Figures> {
     let deadline = t.deadline_in(TIMEOUT);
-    let warm_up = args.round_trips / 10;
-    let mut rtts = Vec::with_capacity(args.round_trips / LATENCY_BATCH);
+    // A put of the round-trip number to a word the peer polls, as
+    // ucp_put_lat does: what a bare put costs.
+    let put_ns = half_round_trip(args.round_trips, |i| {
+        t.put(1, target, PUT_WORD, &i.to_ne_bytes())?;
+        poll_word(t, window, PUT_WORD, i, deadline)
+    })?;
+    // What a put that tells its target costs: data, then a signal it is there.
     let payload = [0x42u8; 8];
-    let mut start = Instant::now();
-    for i in 1..=(warm_up + args.round_trips) as u64 {
+    let put_signal_ns = half_round_trip(args.round_trips, |i| {
         t.put_signal(
             1,
             target,
@@ -454,16 +531,11 @@ fn origin<T: Transport>(
                 add: 1,
             },
         )?;
-        block_on(t, t.wait_signal(window, LATENCY_SIGNAL, i, deadline))?;
-        if i as usize % LATENCY_BATCH == 0 {
-            if i > warm_up as u64 {
-                rtts.push(start.elapsed().as_secs_f64() * 1e9 / LATENCY_BATCH as f64);
-            }
-            start = Instant::now();
-        }
-    }
+        block_on(t, t.wait_signal(window, LATENCY_SIGNAL, i, deadline)).map(drop)
+    })?;
     let mut figures = Figures {
-        half_rtt_ns: Some(quantile(&mut rtts, 0.5) / 2.0),
+        put_ns: Some(put_ns),
+        put_signal_ns: Some(put_signal_ns),
         ..Figures::default()
     };
     let source = vec![0xa5u8; args.max_size];
@@ -475,7 +547,7 @@ fn origin<T: Transport>(
             let iters = iterations(size);
             let start = Instant::now();
             for _ in 0..iters {
-                t.put(1, target, DATA_AT, &source[..size])?;
+                t.put(1, target, BULK_AT, &source[..size])?;
             }
             t.put_signal(
                 1,
