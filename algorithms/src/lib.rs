@@ -2,6 +2,16 @@
 //! `catena_fabric::Transport` contract so it runs unchanged on every provider
 //! and in the simulator.
 
+pub mod chain;
+mod codec;
+mod error;
+pub mod scan;
 pub mod shift;
+pub mod tree;
 
+pub use chain::{Chain, Neighbours};
+pub use codec::Wire;
+pub use error::{Error, Result};
+pub use scan::{allreduce, barrier, double_scan, exscan, exscan_rl, scan, scan_rl, DoubleScan};
 pub use shift::shift;
+pub use tree::{allgather, bcast, gather, gather_bytes, reduce, scatter, scatter_bytes};

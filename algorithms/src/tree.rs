@@ -1,0 +1,320 @@
+//! Tree collectives on a chain: broadcast, reduce, gather, scatter and
+//! allgather over a binomial tree whose edges all span 2^d ranks, so every
+//! process reaches its parent and children through the chain's neighbour
+//! cache. The root's tree covers each side of it; every subtree is a
+//! contiguous run of ranks, so non-commutative reductions and gathers keep
+//! rank order.
+
+use std::ops::Range;
+
+use catena_fabric::{Rank, Time, Transport};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::chain::{Chain, Neighbours};
+use crate::codec::{decode, encode};
+use crate::error::user_code;
+use crate::{Error, Result};
+
+/// Which side of the root a subtree lies on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+/// One child: its address, the side it lies on and the ranks of its subtree.
+#[derive(Clone, Debug)]
+struct Child {
+    address: Rank,
+    side: Side,
+    ranks: Range<u32>,
+}
+
+/// A process's place in the tree rooted at `root`.
+struct Place {
+    parent: Option<Rank>,
+    /// Nearest first on each side; the root lists its right children first.
+    children: Vec<Child>,
+    /// The ranks of this process's subtree (its own included).
+    ranks: Range<u32>,
+}
+
+/// The tree is built in "distance from the root" space: j = |rank - root|
+/// on each side, parent j - lowbit(j), children j + 2^d for 2^d < lowbit(j),
+/// subtree [j, j + lowbit(j)).
+fn place(chain: &Chain, nb: &Neighbours, root: u32) -> Place {
+    let (rank, size) = (chain.rank(), chain.size());
+    let address = |side: Side, d: u32| {
+        match side {
+            Side::Left => nb.left(d),
+            Side::Right => nb.right(d),
+        }
+        .expect("a tree edge stays inside the chain")
+    };
+    // Ranks of the subtree at distance j (of `n` on that side) as a range.
+    let ranks = |side: Side, j: u32, width: u32, n: u32| {
+        let width = width.min(n - j);
+        match side {
+            Side::Right => root + j..root + j + width,
+            Side::Left => root + 1 - j - width..root + 1 - j,
+        }
+    };
+    let children_of = |side: Side, j: u32, below: u32, n: u32| {
+        (0..32)
+            .map(|d| 1u32 << d)
+            .take_while(|&step| step < below && u64::from(j) + u64::from(step) < u64::from(n))
+            .map(move |step| Child {
+                address: address(side, step.trailing_zeros()),
+                side,
+                ranks: ranks(side, j + step, step, n),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (n_right, n_left) = (size - root, root + 1);
+    if rank == root {
+        let mut children = children_of(Side::Right, 0, u32::MAX, n_right);
+        children.extend(children_of(Side::Left, 0, u32::MAX, n_left));
+        return Place {
+            parent: None,
+            children,
+            ranks: 0..size,
+        };
+    }
+    let (side, j, n) = if rank > root {
+        (Side::Right, rank - root, n_right)
+    } else {
+        (Side::Left, root - rank, n_left)
+    };
+    let lowbit = 1u32 << j.trailing_zeros();
+    let towards_root = match side {
+        Side::Right => Side::Left,
+        Side::Left => Side::Right,
+    };
+    Place {
+        parent: Some(address(towards_root, j.trailing_zeros())),
+        children: children_of(side, j, lowbit, n),
+        ranks: ranks(side, j, lowbit, n),
+    }
+}
+
+fn check_root(chain: &Chain, root: u32) -> Result<()> {
+    if root >= chain.size() {
+        return Err(Error::InvalidArgument(format!(
+            "root {root} in a chain of {}",
+            chain.size()
+        )));
+    }
+    Ok(())
+}
+
+/// `value` of the root on every member; the root passes `Some`, the others
+/// `None`.
+pub async fn bcast<T: Transport, V: Serialize + DeserializeOwned>(
+    t: &T,
+    chain: &Chain,
+    root: u32,
+    value: Option<V>,
+    deadline: Time,
+) -> Result<V> {
+    check_root(chain, root)?;
+    if (chain.rank() == root) != value.is_some() {
+        return Err(Error::InvalidArgument(
+            "bcast takes a value on the root and none elsewhere".into(),
+        ));
+    }
+    let nb = chain.neighbours(t, deadline).await?;
+    let tags = chain.next_call();
+    let me = place(chain, &nb, root);
+    let (bytes, value) = match (me.parent, value) {
+        (None, Some(v)) => (encode(&v, "a bcast value")?, Some(v)),
+        (Some(p), _) => (chain.recv_bytes(t, p, tags.round(0), deadline).await?, None),
+        (None, None) => unreachable!("the root has a value (checked above)"),
+    };
+    // Intermediate processes forward the bytes as they came.
+    for child in &me.children {
+        chain
+            .send_bytes(t, child.address, tags.round(0), &bytes, deadline)
+            .await?;
+    }
+    match value {
+        Some(v) => Ok(v),
+        None => decode(&bytes, "a bcast value"),
+    }
+}
+
+/// x_0 ⊕ … ⊕ x_(n-1) on the root (`None` elsewhere), in chain order.
+pub async fn reduce<T: Transport, A: Serialize + DeserializeOwned>(
+    t: &T,
+    chain: &Chain,
+    root: u32,
+    x: A,
+    op: impl Fn(&A, &A) -> A,
+    deadline: Time,
+) -> Result<Option<A>> {
+    check_root(chain, root)?;
+    let nb = chain.neighbours(t, deadline).await?;
+    let tags = chain.next_call();
+    let me = place(chain, &nb, root);
+    let mut acc = x;
+    for child in &me.children {
+        let part: A = chain
+            .recv(t, child.address, tags.round(0), deadline)
+            .await?;
+        acc = user_code("a reduce operation", || match child.side {
+            Side::Right => op(&acc, &part),
+            Side::Left => op(&part, &acc),
+        })?;
+    }
+    match me.parent {
+        Some(p) => {
+            chain.send(t, p, tags.round(0), &acc, deadline).await?;
+            Ok(None)
+        }
+        None => Ok(Some(acc)),
+    }
+}
+
+/// Every member's `x`, in rank order, on the root (`None` elsewhere).
+pub async fn gather<T: Transport, V: Serialize + DeserializeOwned>(
+    t: &T,
+    chain: &Chain,
+    root: u32,
+    x: &V,
+    deadline: Time,
+) -> Result<Option<Vec<V>>> {
+    let blobs = gather_bytes(t, chain, root, encode(x, "a gather value")?, deadline).await?;
+    blobs
+        .map(|all| all.iter().map(|b| decode(b, "a gather value")).collect())
+        .transpose()
+}
+
+/// [`gather`] of byte payloads, forwarded without re-encoding.
+pub async fn gather_bytes<T: Transport>(
+    t: &T,
+    chain: &Chain,
+    root: u32,
+    x: Vec<u8>,
+    deadline: Time,
+) -> Result<Option<Vec<Vec<u8>>>> {
+    check_root(chain, root)?;
+    let nb = chain.neighbours(t, deadline).await?;
+    let tags = chain.next_call();
+    let me = place(chain, &nb, root);
+    // Left subtrees arrive nearest first, so they are prepended in turn.
+    let mut left: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut right = vec![x];
+    for child in &me.children {
+        let part: Vec<Vec<u8>> = chain
+            .recv(t, child.address, tags.round(0), deadline)
+            .await?;
+        if part.len() != child.ranks.len() {
+            return Err(Error::Codec {
+                action: "decode",
+                what: "a gathered subtree",
+                message: format!("{} items for {} ranks", part.len(), child.ranks.len()),
+            });
+        }
+        match child.side {
+            Side::Right => right.extend(part),
+            Side::Left => left.push(part),
+        }
+    }
+    let mut all: Vec<Vec<u8>> = left.into_iter().rev().flatten().collect();
+    all.extend(right);
+    match me.parent {
+        Some(p) => {
+            chain.send(t, p, tags.round(0), &all, deadline).await?;
+            Ok(None)
+        }
+        None => Ok(Some(all)),
+    }
+}
+
+/// Hands member r the r-th of the root's `values` (`Some` on the root only,
+/// one per member).
+pub async fn scatter<T: Transport, V: Serialize + DeserializeOwned>(
+    t: &T,
+    chain: &Chain,
+    root: u32,
+    values: Option<Vec<V>>,
+    deadline: Time,
+) -> Result<V> {
+    let blobs = values
+        .map(|all| {
+            all.iter()
+                .map(|v| encode(v, "a scatter value"))
+                .collect::<Result<Vec<_>>>()
+        })
+        .transpose()?;
+    decode(
+        &scatter_bytes(t, chain, root, blobs, deadline).await?,
+        "a scatter value",
+    )
+}
+
+/// [`scatter`] of byte payloads.
+pub async fn scatter_bytes<T: Transport>(
+    t: &T,
+    chain: &Chain,
+    root: u32,
+    values: Option<Vec<Vec<u8>>>,
+    deadline: Time,
+) -> Result<Vec<u8>> {
+    check_root(chain, root)?;
+    if (chain.rank() == root) != values.is_some() {
+        return Err(Error::InvalidArgument(
+            "scatter takes values on the root and none elsewhere".into(),
+        ));
+    }
+    if let Some(v) = &values {
+        if v.len() != chain.size() as usize {
+            return Err(Error::InvalidArgument(format!(
+                "scatter of {} values over {} members",
+                v.len(),
+                chain.size()
+            )));
+        }
+    }
+    let nb = chain.neighbours(t, deadline).await?;
+    let tags = chain.next_call();
+    let me = place(chain, &nb, root);
+    let mut mine: Vec<Vec<u8>> = match (me.parent, values) {
+        (None, Some(v)) => v,
+        (Some(p), _) => {
+            let got: Vec<Vec<u8>> = chain.recv(t, p, tags.round(0), deadline).await?;
+            if got.len() != me.ranks.len() {
+                return Err(Error::Codec {
+                    action: "decode",
+                    what: "a scattered subtree",
+                    message: format!("{} items for {} ranks", got.len(), me.ranks.len()),
+                });
+            }
+            got
+        }
+        (None, None) => unreachable!("the root has values (checked above)"),
+    };
+    let first = me.ranks.start;
+    for child in &me.children {
+        let part = &mine[(child.ranks.start - first) as usize..(child.ranks.end - first) as usize];
+        chain
+            .send(t, child.address, tags.round(0), part, deadline)
+            .await?;
+    }
+    Ok(std::mem::take(&mut mine[(chain.rank() - first) as usize]))
+}
+
+/// Every member's `x`, in rank order, on every member (O(N) memory, as the
+/// operation implies): a gather to rank 0 and a broadcast.
+pub async fn allgather<T: Transport, V: Serialize + DeserializeOwned>(
+    t: &T,
+    chain: &Chain,
+    x: &V,
+    deadline: Time,
+) -> Result<Vec<V>> {
+    let all = gather_bytes(t, chain, 0, encode(x, "an allgather value")?, deadline).await?;
+    let all = bcast(t, chain, 0, all, deadline).await?;
+    all.iter()
+        .map(|b| decode(b, "an allgather value"))
+        .collect()
+}

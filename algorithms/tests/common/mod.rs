@@ -1,0 +1,43 @@
+//! What the multi-process algorithm tests share: deadlines, a deterministic
+//! generator every rank runs identically, and error conversion.
+#![allow(dead_code)] // each test binary uses a part
+
+use std::time::Duration;
+
+use catena_fabric::{Rma, Time};
+
+/// Generous: 33 ranks on 2 cores park and wake a lot.
+pub const TIMEOUT: Duration = Duration::from_secs(120);
+
+pub fn deadline<T: Rma>(t: &T) -> Time {
+    t.deadline_in(TIMEOUT)
+}
+
+/// splitmix64 over (seed, stream): the same numbers on every process.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64, stream: u32) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (u64::from(stream) << 32 | 0x5bd1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The test harness takes the transport's error type.
+pub fn to_fabric(e: catena_algorithms::Error) -> catena_fabric::Error {
+    match e {
+        catena_algorithms::Error::Transport(e) => e,
+        other => catena_fabric::Error::Protocol(other.to_string()),
+    }
+}
