@@ -3,7 +3,8 @@
 //! and its neighbours'): O(1). Tree collectives add, on first use, the
 //! addresses at distances 2^d on both sides: O(log N).
 
-use std::cell::{Cell, Ref, RefCell};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use catena_fabric::{ContextId, Rank, Rma, Tag, Time, Transport};
@@ -28,14 +29,8 @@ pub(crate) fn highest_context() -> ContextId {
 }
 
 /// Records that this process now uses `context`.
-pub(crate) fn claim_context(context: ContextId) -> Result<()> {
-    if context == ContextId::MAX {
-        return Err(Error::InvalidArgument(
-            "context ids are exhausted (3 x 2^30 groups were created)".into(),
-        ));
-    }
+pub(crate) fn claim_context(context: ContextId) {
     LAST_CONTEXT.fetch_max(context, Ordering::Relaxed);
-    Ok(())
 }
 
 /// One process's node of a chain.
@@ -49,7 +44,7 @@ pub struct Chain {
     context: ContextId,
     /// Collective calls made so far; tags of different calls differ.
     calls: Cell<u32>,
-    neighbours: RefCell<Option<Neighbours>>,
+    neighbours: RefCell<Option<Rc<Neighbours>>>,
 }
 
 /// The addresses at distances 1, 2, 4, ... on each side; what tree
@@ -172,7 +167,19 @@ impl Chain {
         self.neighbours
             .borrow()
             .as_ref()
-            .map_or(0, Neighbours::heap_bytes)
+            .map_or(0, |n| n.heap_bytes())
+    }
+
+    /// How many collective calls were made on this node.
+    pub(crate) fn calls_made(&self) -> u32 {
+        self.calls.get()
+    }
+
+    /// A chain derived from another continues its count of calls, so its
+    /// tags differ from those of calls its members made before.
+    pub(crate) fn counting_calls_from(self, calls: u32) -> Chain {
+        self.calls.set(calls);
+        self
     }
 
     /// Starts a collective call: its tags.
@@ -186,18 +193,13 @@ impl Chain {
 
     /// The addresses at distances 2^d (collective: every member calls it at
     /// the same point, as tree collectives do; later calls use the cache).
-    pub async fn neighbours<T: Transport>(
-        &self,
-        t: &T,
-        deadline: Time,
-    ) -> Result<Ref<'_, Neighbours>> {
-        if self.neighbours.borrow().is_none() {
-            let found = self.find_neighbours(t, deadline).await?;
-            *self.neighbours.borrow_mut() = Some(found);
+    pub async fn neighbours<T: Transport>(&self, t: &T, deadline: Time) -> Result<Rc<Neighbours>> {
+        if let Some(found) = self.neighbours.borrow().as_ref() {
+            return Ok(found.clone());
         }
-        Ok(Ref::map(self.neighbours.borrow(), |n| {
-            n.as_ref().expect("computed above")
-        }))
+        let found = Rc::new(self.find_neighbours(t, deadline).await?);
+        *self.neighbours.borrow_mut() = Some(found.clone());
+        Ok(found)
     }
 
     async fn find_neighbours<T: Transport>(&self, t: &T, deadline: Time) -> Result<Neighbours> {
@@ -262,6 +264,17 @@ impl Chain {
             &self.recv_bytes(t, from, tag, deadline).await?,
             "a chain message",
         )
+    }
+
+    /// Receives a value sent with `tag` by any member.
+    pub(crate) async fn recv_any<T: Transport, V: DeserializeOwned>(
+        &self,
+        t: &T,
+        tag: Tag,
+        deadline: Time,
+    ) -> Result<V> {
+        let message = t.recv(None, self.context, tag, deadline).await?;
+        decode(&message.data, "a chain message")
     }
 
     pub(crate) async fn recv_bytes<T: Transport>(

@@ -7,6 +7,7 @@ mod codec;
 mod error;
 pub mod scan;
 pub mod shift;
+pub mod split;
 pub mod tree;
 
 pub use chain::{Chain, Neighbours};
@@ -14,4 +15,5 @@ pub use codec::Wire;
 pub use error::{Error, Result};
 pub use scan::{allreduce, barrier, double_scan, exscan, exscan_rl, scan, scan_rl, DoubleScan};
 pub use shift::shift;
+pub use split::{split, split_by, Algorithm, Color, Group, Key, Split};
 pub use tree::{allgather, bcast, gather, gather_bytes, reduce, scatter, scatter_bytes};

@@ -152,6 +152,20 @@ pub async fn reduce<T: Transport, A: Serialize + DeserializeOwned>(
     op: impl Fn(&A, &A) -> A,
     deadline: Time,
 ) -> Result<Option<A>> {
+    let combine = |a: A, b: A| user_code("a reduce operation", || op(&a, &b));
+    reduce_with(t, chain, root, x, combine, deadline).await
+}
+
+/// [`reduce`] with a fallible operation that consumes its operands (the
+/// left one first).
+pub(crate) async fn reduce_with<T: Transport, A: Serialize + DeserializeOwned>(
+    t: &T,
+    chain: &Chain,
+    root: u32,
+    x: A,
+    mut combine: impl FnMut(A, A) -> Result<A>,
+    deadline: Time,
+) -> Result<Option<A>> {
     check_root(chain, root)?;
     let nb = chain.neighbours(t, deadline).await?;
     let tags = chain.next_call();
@@ -161,10 +175,10 @@ pub async fn reduce<T: Transport, A: Serialize + DeserializeOwned>(
         let part: A = chain
             .recv(t, child.address, tags.round(0), deadline)
             .await?;
-        acc = user_code("a reduce operation", || match child.side {
-            Side::Right => op(&acc, &part),
-            Side::Left => op(&part, &acc),
-        })?;
+        acc = match child.side {
+            Side::Right => combine(acc, part)?,
+            Side::Left => combine(part, acc)?,
+        };
     }
     match me.parent {
         Some(p) => {

@@ -1,0 +1,134 @@
+//! The split's first step, one allreduce on the parent chain: checks that
+//! every process passed the same color and key types, algorithm and modes
+//! (a disagreement fails the call on every process alike), counts members,
+//! and picks the new groups' context id above every one a process uses.
+
+use catena_fabric::{ContextId, Time, Transport};
+use serde::{Deserialize, Serialize};
+
+use super::{Algorithm, Color, Key};
+use crate::chain::{claim_context, highest_context, Chain};
+use crate::scan::allreduce;
+use crate::{Error, Result};
+
+/// What the processes agreed on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Agreed {
+    pub members: u32,
+    /// Whether groups are ordered by key (else by parent rank).
+    pub reorder: bool,
+    /// Whether members pass colors (else one group of all members).
+    pub split: bool,
+    /// The context of the new groups (they are disjoint, so they share it).
+    pub context: ContextId,
+}
+
+const SPLIT: u8 = 1;
+const EVERYONE: u8 = 2;
+const KEYED: u8 = 4;
+const PARENT_ORDER: u8 = 8;
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Votes {
+    types: (u64, u64),
+    algorithm: (u8, u8),
+    modes: u8,
+    context: ContextId,
+    members: u32,
+}
+
+fn combine(a: &Votes, b: &Votes) -> Votes {
+    Votes {
+        types: (a.types.0.min(b.types.0), a.types.1.max(b.types.1)),
+        algorithm: (
+            a.algorithm.0.min(b.algorithm.0),
+            a.algorithm.1.max(b.algorithm.1),
+        ),
+        modes: a.modes | b.modes,
+        context: a.context.max(b.context),
+        members: a.members + b.members,
+    }
+}
+
+/// Jenkins' one-at-a-time hash, widened: stable across processes and runs.
+fn fingerprint(text: &str) -> u64 {
+    let mut h: u64 = 0;
+    for &b in text.as_bytes() {
+        h = h.wrapping_add(u64::from(b));
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+    }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h.wrapping_add(h << 15)
+}
+
+pub(crate) async fn agree<T: Transport, C, K>(
+    t: &T,
+    parent: &Chain,
+    color: &Color<C>,
+    key: &Key<K>,
+    algorithm: Algorithm,
+    deadline: Time,
+) -> Result<Agreed> {
+    let types = fingerprint(&format!(
+        "{} / {}",
+        std::any::type_name::<C>(),
+        std::any::type_name::<K>()
+    ));
+    let modes = match color {
+        Color::NotMember => 0,
+        Color::Is(_) => SPLIT,
+        Color::Everyone => EVERYONE,
+    } | match (color, key) {
+        (Color::NotMember, _) => 0,
+        (_, Key::Is(_)) => KEYED,
+        (_, Key::ParentOrder) => PARENT_ORDER,
+    };
+    let algorithm_id = Algorithm::ALL
+        .iter()
+        .position(|&a| a == algorithm)
+        .expect("every algorithm is listed") as u8;
+    let mine = Votes {
+        types: (types, types),
+        algorithm: (algorithm_id, algorithm_id),
+        modes,
+        context: highest_context(),
+        members: u32::from(modes != 0),
+    };
+    let all = allreduce(t, parent, mine, combine, deadline).await?;
+    if all.types.0 != all.types.1 {
+        return Err(Error::Mismatch {
+            what: format!(
+                "the color and key types (this process passed {} and {})",
+                std::any::type_name::<C>(),
+                std::any::type_name::<K>()
+            ),
+        });
+    }
+    if all.algorithm.0 != all.algorithm.1 {
+        return Err(Error::Mismatch {
+            what: format!("the split algorithm (this process asked for {algorithm})"),
+        });
+    }
+    if all.modes & (SPLIT | EVERYONE) == SPLIT | EVERYONE {
+        return Err(Error::Mismatch {
+            what: "whether to split (some members passed Color::Everyone, others a color)".into(),
+        });
+    }
+    if all.modes & (KEYED | PARENT_ORDER) == KEYED | PARENT_ORDER {
+        return Err(Error::Mismatch {
+            what: "whether to reorder (some members passed Key::ParentOrder, others a key)".into(),
+        });
+    }
+    let context = all.context.checked_add(1).ok_or_else(|| {
+        Error::InvalidArgument("context ids are exhausted (3 x 2^30 groups were made)".into())
+    })?;
+    claim_context(context);
+    Ok(Agreed {
+        members: all.members,
+        reorder: all.modes & KEYED != 0,
+        split: all.modes & SPLIT != 0,
+        context,
+    })
+}

@@ -1,0 +1,115 @@
+//! Batcher's bitonic sort on a chain, for any N (Lang's formulation: sort
+//! the halves in opposite directions, then merge with compare-exchanges at
+//! the greatest power of two below the length). Every partner lies 2^d
+//! ranks away, so the chain's neighbour cache reaches it: O(log^2 N) rounds,
+//! O(log N) memory. Each process walks only the recursion that contains it,
+//! on an explicit stack of O(log N) frames.
+
+use std::cmp::Ordering;
+
+use catena_fabric::{Time, Transport};
+
+use super::item::{cmp_slots, Item, KeyOrder};
+use crate::chain::Chain;
+use crate::codec::Wire;
+use crate::Result;
+
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    Sort { lo: u32, n: u32, ascending: bool },
+    Merge { lo: u32, n: u32, ascending: bool },
+}
+
+/// The greatest power of two below `n` (n >= 2).
+fn power_below(n: u32) -> u32 {
+    1 << (31 - (n - 1).leading_zeros())
+}
+
+/// Leaves the chain sorted: the process of rank i holds the i-th smallest
+/// slot (`None`, a non-member's, sorts last). Returns this process's slot.
+pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
+    t: &T,
+    chain: &Chain,
+    mine: Option<Item<K>>,
+    order: KeyOrder<'_, K>,
+    deadline: Time,
+) -> Result<Option<Item<K>>> {
+    let nb = chain.neighbours(t, deadline).await?;
+    // One tag for the whole sort: two partners meet in the same global order
+    // and messages between two processes arrive in order.
+    let tag = chain.next_call().round(0);
+    let p = chain.rank();
+    let mut slot = mine;
+    let mut stack = vec![Frame::Sort {
+        lo: 0,
+        n: chain.size(),
+        ascending: true,
+    }];
+    while let Some(frame) = stack.pop() {
+        match frame {
+            Frame::Sort { lo, n, ascending } if n > 1 => {
+                let m = n / 2;
+                stack.push(Frame::Merge { lo, n, ascending });
+                stack.push(if p < lo + m {
+                    Frame::Sort {
+                        lo,
+                        n: m,
+                        ascending: !ascending,
+                    }
+                } else {
+                    Frame::Sort {
+                        lo: lo + m,
+                        n: n - m,
+                        ascending,
+                    }
+                });
+            }
+            Frame::Merge { lo, n, ascending } if n > 1 => {
+                let m = power_below(n);
+                let d = m.trailing_zeros();
+                let partner = if p < lo + n - m {
+                    Some((nb.right(d), true))
+                } else if p >= lo + m {
+                    Some((nb.left(d), false))
+                } else {
+                    None
+                };
+                if let Some((address, lower)) = partner {
+                    let address = address.expect("a bitonic partner lies inside the chain");
+                    chain.send(t, address, tag, &slot, deadline).await?;
+                    let theirs: Option<Item<K>> = chain.recv(t, address, tag, deadline).await?;
+                    // Both partners compare (lower, upper) in that order, so
+                    // even an inconsistent comparator cannot duplicate an item.
+                    let (low, high) = if lower {
+                        (slot, theirs)
+                    } else {
+                        (theirs, slot)
+                    };
+                    let ord = cmp_slots(&low, &high, order)?;
+                    let swap = if ascending {
+                        ord == Ordering::Greater
+                    } else {
+                        ord == Ordering::Less
+                    };
+                    let (low, high) = if swap { (high, low) } else { (low, high) };
+                    slot = if lower { low } else { high };
+                }
+                stack.push(if p < lo + m {
+                    Frame::Merge {
+                        lo,
+                        n: m,
+                        ascending,
+                    }
+                } else {
+                    Frame::Merge {
+                        lo: lo + m,
+                        n: n - m,
+                        ascending,
+                    }
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(slot)
+}

@@ -1,0 +1,161 @@
+//! Hash and Hash64 (seed 000, section 3.3): each iteration hashes the packed
+//! color into one of `BINS` bins and splits the chain into one chain per bin
+//! with a double exclusive scan of per-bin (nearest address, count) tables,
+//! so processes of one color always stay together. Iterations stop when a
+//! chain holds one color (checked by an allreduce when an iteration did not
+//! shorten it). O(BINS) memory per process, O(log N) rounds per iteration.
+//! Hash64 hands chains shorter than 64 to AllgatherGroup; a reorder ends
+//! with Bitonic on each single-color chain.
+
+use catena_fabric::{Rank, Time, Transport};
+
+use super::agreement::Agreed;
+use super::item::{Item, KeyOrder};
+use super::{allgather_group, bitonic, sorted, Placement};
+use crate::chain::Chain;
+use crate::codec::Wire;
+use crate::scan::{allreduce, double_scan};
+use crate::Result;
+
+/// Bins per iteration (a 4-bit region of the hash).
+const BINS: usize = 16;
+const BIN_BITS: u32 = BINS.trailing_zeros();
+/// After this many iterations a chain that still mixes colors (persistent
+/// hash collisions) is finished by Bitonic.
+const MAX_ITERATIONS: u32 = 32;
+/// Chains made by hashing count their collective calls from here, clear of
+/// the calls a user makes on the final chain of the same context.
+const FIRST_CALL: u32 = 1 << 20;
+
+/// Jenkins' one-at-a-time hash of `color` rotated by `iteration` bytes,
+/// seeded with the iteration, masked to the iteration's 4-bit region.
+fn bin(color: &[u8], iteration: u32) -> usize {
+    let rotate = if color.is_empty() {
+        0
+    } else {
+        iteration as usize % color.len()
+    };
+    let (tail, head) = color.split_at(rotate);
+    let mut h = iteration;
+    for &b in head.iter().chain(tail) {
+        h = h.wrapping_add(u32::from(b));
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+    }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h = h.wrapping_add(h << 15);
+    let shift = (iteration * BIN_BITS) % (32 - BIN_BITS + 1);
+    ((h >> shift) as usize) & (BINS - 1)
+}
+
+/// Per bin: the nearest process of that bin on one side and how many there are.
+type Table = Vec<(Option<Rank>, u32)>;
+
+/// Splits `chain` into one chain per bin (`bins` entries, this process in
+/// `mine`): returns this process's new chain.
+async fn split_by_bin<T: Transport>(
+    t: &T,
+    chain: &Chain,
+    mine: usize,
+    bins: usize,
+    context: u32,
+    deadline: Time,
+) -> Result<Chain> {
+    let mut table: Table = vec![(None, 0); bins];
+    table[mine] = (Some(chain.address()), 1);
+    // The left part's nearest is its rightmost, the right part's its leftmost.
+    let lr = |a: &Table, b: &Table| -> Table {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (b.0.or(a.0), a.1 + b.1))
+            .collect()
+    };
+    let rl = |a: &Table, b: &Table| -> Table {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (a.0.or(b.0), a.1 + b.1))
+            .collect()
+    };
+    let s = double_scan(t, chain, table.clone(), table, lr, rl, deadline).await?;
+    let (left, before) = s.exclusive_lr.map_or((None, 0), |e| e[mine]);
+    let (right, after) = s.exclusive_rl.map_or((None, 0), |e| e[mine]);
+    let calls = chain.calls_made().max(FIRST_CALL);
+    Ok(Chain::from_links(
+        before,
+        before + 1 + after,
+        chain.address(),
+        left,
+        right,
+        context,
+    )?
+    .counting_calls_from(calls))
+}
+
+/// Whether every process of `chain` has this color.
+async fn one_color<T: Transport>(
+    t: &T,
+    chain: &Chain,
+    color: &[u8],
+    deadline: Time,
+) -> Result<bool> {
+    let range = (color.to_vec(), color.to_vec());
+    let (lo, hi) = allreduce(
+        t,
+        chain,
+        range,
+        |a, b| (a.0.clone().min(b.0.clone()), a.1.clone().max(b.1.clone())),
+        deadline,
+    )
+    .await?;
+    Ok(lo == hi)
+}
+
+pub(crate) async fn place<T: Transport, K: Wire + Clone>(
+    t: &T,
+    parent: &Chain,
+    me: Option<Item<K>>,
+    agreed: Agreed,
+    order: KeyOrder<'_, K>,
+    serial_below: Option<u32>,
+    deadline: Time,
+) -> Result<Option<Placement>> {
+    // Iteration 0 also separates members from non-members (an extra bin).
+    let first_bin = me.as_ref().map_or(BINS, |i| bin(&i.color, 0));
+    let mut chain = split_by_bin(t, parent, first_bin, BINS + 1, agreed.context, deadline).await?;
+    let Some(item) = me else {
+        return Ok(None);
+    };
+    let mut iteration = 1;
+    let mut previous_size = parent.size();
+    while agreed.split && chain.size() > 1 {
+        if serial_below.is_some_and(|below| chain.size() < below) {
+            return allgather_group::place(t, &chain, Some(item), order, deadline).await;
+        }
+        if chain.size() == previous_size && one_color(t, &chain, &item.color, deadline).await? {
+            break;
+        }
+        if iteration == MAX_ITERATIONS {
+            // Colors that collide under every hash: sort them apart.
+            let slot = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
+            return sorted::place(t, &chain, slot, true, deadline).await;
+        }
+        previous_size = chain.size();
+        let mine = bin(&item.color, iteration);
+        chain = split_by_bin(t, &chain, mine, BINS, agreed.context, deadline).await?;
+        iteration += 1;
+    }
+    if agreed.reorder && chain.size() > 1 {
+        if serial_below.is_some_and(|below| chain.size() < below) {
+            return allgather_group::place(t, &chain, Some(item), order, deadline).await;
+        }
+        let slot = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
+        return sorted::place(t, &chain, slot, true, deadline).await;
+    }
+    Ok(Some(Placement {
+        rank: chain.rank(),
+        size: chain.size(),
+        left: chain.left(),
+        right: chain.right(),
+    }))
+}

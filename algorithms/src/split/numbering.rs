@@ -1,0 +1,62 @@
+//! The split's last step, the same for every algorithm: each group's member
+//! of lowest parent rank leads it; an exclusive scan of leaders over the
+//! parent chain numbers the groups, and each group learns its number from
+//! its leader by an allreduce on the new chain. O(log N), O(1) memory.
+
+use catena_fabric::{Time, Transport};
+
+use super::agreement::Agreed;
+use super::{Group, Placement, Split};
+use crate::chain::Chain;
+use crate::scan::{allreduce, double_scan};
+use crate::Result;
+
+pub(crate) async fn number<T: Transport>(
+    t: &T,
+    parent: &Chain,
+    placement: Option<Placement>,
+    agreed: Agreed,
+    deadline: Time,
+) -> Result<Split> {
+    let chain = placement
+        .map(|p| {
+            Chain::from_links(
+                p.rank,
+                p.size,
+                parent.address(),
+                p.left,
+                p.right,
+                agreed.context,
+            )
+        })
+        .transpose()?;
+    let leads = match &chain {
+        None => false,
+        // Unordered groups keep parent order: their rank 0 is the lowest.
+        Some(c) if !agreed.reorder => c.rank() == 0,
+        Some(c) => {
+            let lowest = allreduce(t, c, parent.rank(), |a, b| *a.min(b), deadline).await?;
+            lowest == parent.rank()
+        }
+    };
+    let add = |a: &u32, b: &u32| a + b;
+    let leaders = double_scan(
+        t,
+        parent,
+        u32::from(leads),
+        u32::from(leads),
+        add,
+        add,
+        deadline,
+    )
+    .await?;
+    let count = leaders.inclusive_lr + leaders.exclusive_rl.unwrap_or(0);
+    let Some(chain) = chain else {
+        return Ok(Split::NotMember { groups: count });
+    };
+    let mine = leads.then(|| leaders.exclusive_lr.unwrap_or(0));
+    let id = allreduce(t, &chain, mine, |a, b| a.or(*b), deadline)
+        .await?
+        .expect("every group has a leader");
+    Ok(Split::Member(Group { chain, id, count }))
+}

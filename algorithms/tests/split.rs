@@ -1,0 +1,448 @@
+//! The generalized split on real processes: every algorithm against a
+//! sequential reference on random cases (proptest strategies, drawn from one
+//! seed so every rank draws the same case), and bad input that must fail on
+//! every process instead of hanging.
+
+mod common;
+
+use std::cmp::Ordering;
+use std::time::Duration;
+
+use catena_algorithms::{split_by, Algorithm, Chain, Color, Error, Key, Split};
+use catena_fabric::Transport;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use serde::{Deserialize, Serialize};
+
+/// A user struct key, ordered by a comparator (here: reversed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Point {
+    x: i32,
+    y: i32,
+}
+
+fn reversed(a: &Point, b: &Point) -> Ordering {
+    (b.x, b.y).cmp(&(a.x, a.y))
+}
+
+#[derive(Clone, Debug)]
+enum Colors {
+    Ints(Vec<Option<i64>>),
+    Strings(Vec<Option<String>>),
+    /// Do not split; `false` is a non-member.
+    Everyone(Vec<bool>),
+}
+
+#[derive(Clone, Debug)]
+enum Keys {
+    Ints(Vec<i64>),
+    Points(Vec<Point>),
+    ParentOrder,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    colors: Colors,
+    keys: Keys,
+    /// The parent chain runs through the world in reverse.
+    reversed_parent: bool,
+}
+
+/// Which processes are members: all, most, or about half (so runs of
+/// members are separated by runs of non-members).
+fn membership(n: usize) -> impl Strategy<Value = Vec<bool>> {
+    prop_oneof![Just(1.0), Just(0.8), Just(0.5)]
+        .prop_flat_map(move |p| prop::collection::vec(prop::bool::weighted(p), n))
+}
+
+fn mask<V>(values: Vec<V>, members: Vec<bool>) -> Vec<Option<V>> {
+    values
+        .into_iter()
+        .zip(members)
+        .map(|(c, m)| m.then_some(c))
+        .collect()
+}
+
+/// `n` picks from a palette of `colors` values (few, or one per process).
+fn picks<V: Clone + std::fmt::Debug>(n: usize, palette: Vec<V>) -> impl Strategy<Value = Vec<V>> {
+    let len = palette.len();
+    prop::collection::vec(0..len, n)
+        .prop_map(move |i| i.iter().map(|&i| palette[i].clone()).collect())
+}
+
+fn colors(n: usize) -> impl Strategy<Value = Colors> {
+    let palette_size = prop_oneof![Just(1usize), Just(2), Just(3), Just(n.max(1))];
+    let ints = (palette_size.clone(), membership(n)).prop_flat_map(move |(p, m)| {
+        let palette: Vec<i64> = (0..p as i64).map(|c| c * 1_000_003 - 7).collect();
+        picks(n, palette).prop_map(move |v| Colors::Ints(mask(v, m.clone())))
+    });
+    let own = membership(n).prop_map(move |m| Colors::Ints(mask((0..n as i64).rev().collect(), m)));
+    // Lengths 0, 5 and 80 mixed within one case.
+    let string = prop_oneof![Just(0usize), Just(5), Just(80)]
+        .prop_flat_map(|len| prop::collection::vec(prop::char::range('a', 'c'), len))
+        .prop_map(|c| c.into_iter().collect::<String>());
+    let strings = (palette_size, membership(n)).prop_flat_map(move |(p, m)| {
+        prop::collection::vec(string.clone(), p)
+            .prop_flat_map(move |palette| picks(n, palette))
+            .prop_map(move |v| Colors::Strings(mask(v, m.clone())))
+    });
+    let everyone = membership(n).prop_map(Colors::Everyone);
+    prop_oneof![ints, own, strings, everyone]
+}
+
+fn keys(n: usize) -> impl Strategy<Value = Keys> {
+    prop_oneof![
+        // Negative and duplicate keys.
+        prop::collection::vec(-3i64..3, n).prop_map(Keys::Ints),
+        prop::collection::vec((-2i32..2, -2i32..2), n)
+            .prop_map(|v| Keys::Points(v.into_iter().map(|(x, y)| Point { x, y }).collect())),
+        Just(Keys::ParentOrder),
+    ]
+}
+
+fn case(n: usize) -> impl Strategy<Value = Case> {
+    (colors(n), keys(n), any::<bool>()).prop_map(|(colors, keys, reversed_parent)| Case {
+        colors,
+        keys,
+        reversed_parent,
+    })
+}
+
+/// What one process should get, as the sequential reference computes it.
+#[derive(Debug, PartialEq, Eq)]
+enum Expected {
+    Member {
+        rank: u32,
+        size: u32,
+        left: Option<u32>,
+        right: Option<u32>,
+        id: u32,
+        count: u32,
+    },
+    NotMember {
+        count: u32,
+    },
+}
+
+/// The reference split over parent ranks 0..n; `world[p]` is the address of
+/// parent rank p. Colors compare by equality; keys by `cmp`, then parent rank.
+fn reference<C: PartialEq, K>(
+    colors: &[Option<C>],
+    keys: Option<&[K]>,
+    cmp: impl Fn(&K, &K) -> Ordering,
+    world: &[u32],
+) -> Vec<Expected> {
+    let n = colors.len();
+    // Groups in order of their lowest parent rank.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for p in 0..n {
+        let Some(c) = &colors[p] else { continue };
+        match groups.iter_mut().find(|g| colors[g[0]].as_ref() == Some(c)) {
+            Some(g) => g.push(p),
+            None => groups.push(vec![p]),
+        }
+    }
+    for g in &mut groups {
+        if let Some(keys) = keys {
+            g.sort_by(|&a, &b| cmp(&keys[a], &keys[b]).then(a.cmp(&b)));
+        }
+    }
+    let count = groups.len() as u32;
+    let mut out: Vec<Expected> = (0..n).map(|_| Expected::NotMember { count }).collect();
+    for (id, g) in groups.iter().enumerate() {
+        for (rank, &p) in g.iter().enumerate() {
+            out[p] = Expected::Member {
+                rank: rank as u32,
+                size: g.len() as u32,
+                left: rank.checked_sub(1).map(|l| world[g[l]]),
+                right: g.get(rank + 1).map(|&r| world[r]),
+                id: id as u32,
+                count,
+            };
+        }
+    }
+    out
+}
+
+fn observed(split: &Split) -> Expected {
+    match split {
+        Split::Member(g) => Expected::Member {
+            rank: g.chain.rank(),
+            size: g.chain.size(),
+            left: g.chain.left(),
+            right: g.chain.right(),
+            id: g.id,
+            count: g.count,
+        },
+        Split::NotMember { groups } => Expected::NotMember { count: *groups },
+    }
+}
+
+fn to_color<C: Clone>(c: &Option<C>) -> Color<C> {
+    c.clone().map_or(Color::NotMember, Color::Is)
+}
+
+/// Runs one case with one algorithm on this process; returns what it got
+/// and what the reference says.
+async fn run_case<T: Transport>(
+    t: &T,
+    case: &Case,
+    algorithm: Algorithm,
+    context: u32,
+) -> catena_algorithms::Result<(Expected, Expected)> {
+    let n = t.size() as usize;
+    let world: Vec<u32> = if case.reversed_parent {
+        (0..n as u32).rev().collect()
+    } else {
+        (0..n as u32).collect()
+    };
+    let p = world
+        .iter()
+        .position(|&w| w == t.rank())
+        .expect("in the world") as u32;
+    let at = |p: Option<u32>| p.and_then(|p| world.get(p as usize).copied());
+    let parent = Chain::from_links(
+        p,
+        n as u32,
+        t.rank(),
+        at(p.checked_sub(1)),
+        at(Some(p + 1)),
+        context,
+    )?;
+    let deadline = common::deadline(t);
+    let pu = p as usize;
+    // Colors and keys of every parent rank (the case lists them by parent rank).
+    macro_rules! go {
+        ($color:expr, $colors:expr) => {{
+            match &case.keys {
+                Keys::Ints(k) => {
+                    let got = split_by(
+                        t,
+                        &parent,
+                        $color,
+                        Key::Is(k[pu]),
+                        i64::cmp,
+                        algorithm,
+                        deadline,
+                    )
+                    .await?;
+                    (
+                        observed(&got),
+                        reference($colors, Some(k), i64::cmp, &world).swap_remove(pu),
+                    )
+                }
+                Keys::Points(k) => {
+                    let got = split_by(
+                        t,
+                        &parent,
+                        $color,
+                        Key::Is(k[pu].clone()),
+                        reversed,
+                        algorithm,
+                        deadline,
+                    )
+                    .await?;
+                    (
+                        observed(&got),
+                        reference($colors, Some(k), reversed, &world).swap_remove(pu),
+                    )
+                }
+                Keys::ParentOrder => {
+                    let got = split_by(
+                        t,
+                        &parent,
+                        $color,
+                        Key::<i64>::ParentOrder,
+                        i64::cmp,
+                        algorithm,
+                        deadline,
+                    )
+                    .await?;
+                    (
+                        observed(&got),
+                        reference($colors, None::<&[i64]>, i64::cmp, &world).swap_remove(pu),
+                    )
+                }
+            }
+        }};
+    }
+    Ok(match &case.colors {
+        Colors::Ints(c) => go!(to_color(&c[pu]), c),
+        Colors::Strings(c) => go!(to_color(&c[pu]), c),
+        Colors::Everyone(m) => {
+            let same: Vec<Option<()>> = m.iter().map(|&m| m.then_some(())).collect();
+            let color: Color<()> = if m[pu] {
+                Color::Everyone
+            } else {
+                Color::NotMember
+            };
+            go!(color, &same)
+        }
+    })
+}
+
+const CASES: u32 = 24;
+
+fn every_algorithm_matches_the_reference<T: Transport>(t: &T) -> catena_fabric::Result<()> {
+    let n = t.size() as usize;
+    // The same seed on every rank: every rank draws the same cases.
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[n as u8; 32]);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    let strategy = case(n);
+    catena_fabric::block_on(t, async {
+        for i in 0..CASES {
+            let case = strategy.new_tree(&mut runner).expect("a case").current();
+            for (a, algorithm) in Algorithm::ALL.into_iter().enumerate() {
+                let context = 1000 + i * 16 + a as u32;
+                let (got, want) = run_case(t, &case, algorithm, context).await?;
+                assert_eq!(
+                    got,
+                    want,
+                    "rank {} of {n}, {algorithm}, case {i}: {case:?}",
+                    t.rank()
+                );
+            }
+        }
+        Ok(())
+    })
+    .map_err(common::to_fabric)
+}
+
+/// Bad input fails on every process within the deadline.
+fn bad_input_fails_everywhere<T: Transport>(t: &T) -> catena_fabric::Result<()> {
+    let short = || t.deadline_in(Duration::from_secs(3));
+    let world = |context| Chain::world(t, context);
+    let last = t.size() - 1;
+    catena_fabric::block_on(t, async {
+        for algorithm in [
+            Algorithm::Bitonic,
+            Algorithm::Hash,
+            Algorithm::AllgatherGroup,
+        ] {
+            // A color type that differs across processes.
+            let parent = world(5000);
+            let got = if t.rank() == last {
+                split_by(
+                    t,
+                    &parent,
+                    Color::Is("x".to_string()),
+                    Key::<i64>::ParentOrder,
+                    i64::cmp,
+                    algorithm,
+                    short(),
+                )
+                .await
+            } else {
+                split_by(
+                    t,
+                    &parent,
+                    Color::Is(1i64),
+                    Key::<i64>::ParentOrder,
+                    i64::cmp,
+                    algorithm,
+                    short(),
+                )
+                .await
+            };
+            assert!(
+                matches!(got, Err(Error::Mismatch { .. })),
+                "{algorithm}: mixed color types gave {got:?}"
+            );
+        }
+        // A comparator that panics on the last rank: it gets the panic as an
+        // error, the others an error or a timeout, nobody hangs.
+        let parent = world(5001);
+        let cmp = |a: &i64, b: &i64| {
+            assert!(t.rank() != last, "a comparator that panics");
+            a.cmp(b)
+        };
+        let got = split_by(
+            t,
+            &parent,
+            Color::Is(0i64),
+            Key::Is(-(t.rank() as i64)),
+            cmp,
+            Algorithm::AllgatherGroup,
+            short(),
+        )
+        .await;
+        if t.rank() == last && t.size() > 1 {
+            assert!(
+                matches!(got, Err(Error::UserCode { .. })),
+                "panicking comparator gave {got:?}"
+            );
+        } else if t.size() > 1 {
+            assert!(
+                got.is_err(),
+                "rank {} finished a split whose comparator panicked elsewhere",
+                t.rank()
+            );
+        }
+        // A process that never joins: the others time out.
+        let parent = world(5002);
+        if t.rank() != last {
+            let got = split_by(
+                t,
+                &parent,
+                Color::Is(0i64),
+                Key::<i64>::ParentOrder,
+                i64::cmp,
+                Algorithm::Hash,
+                short(),
+            )
+            .await;
+            assert!(
+                matches!(
+                    got,
+                    Err(Error::Transport(catena_fabric::Error::Timeout { .. }))
+                ),
+                "a split missing a process gave {got:?}"
+            );
+        }
+        Ok(())
+    })
+    .map_err(common::to_fabric)?;
+    // Stale messages of the failed calls are in other contexts; meet once more.
+    catena_fabric::block_on(
+        t,
+        catena_algorithms::barrier(t, &Chain::world(t, 5003), t.deadline_in(common::TIMEOUT)),
+    )
+    .map_err(common::to_fabric)
+}
+
+macro_rules! split_cases {
+    ($($name:ident: $provider:ty, $ranks:expr, $env:expr, $body:ident;)*) => {$(
+        #[test]
+        fn $name() {
+            catena_fabric::testing::run_case_on::<$provider>(
+                stringify!($name),
+                $ranks,
+                catena_fabric::testing::Starter::Launcher,
+                $env,
+                $body::<$provider>,
+            );
+        }
+    )*};
+}
+
+split_cases! {
+    shm_split_1: catena_fabric::shm::ShmTransport, 1, &[], every_algorithm_matches_the_reference;
+    shm_split_2: catena_fabric::shm::ShmTransport, 2, &[], every_algorithm_matches_the_reference;
+    shm_split_3: catena_fabric::shm::ShmTransport, 3, &[], every_algorithm_matches_the_reference;
+    shm_split_7: catena_fabric::shm::ShmTransport, 7, &[], every_algorithm_matches_the_reference;
+    shm_split_8: catena_fabric::shm::ShmTransport, 8, &[], every_algorithm_matches_the_reference;
+    shm_split_13: catena_fabric::shm::ShmTransport, 13, &[], every_algorithm_matches_the_reference;
+    shm_split_33: catena_fabric::shm::ShmTransport, 33, &[], every_algorithm_matches_the_reference;
+    shm_split_bad_input_4: catena_fabric::shm::ShmTransport, 4, &[], bad_input_fails_everywhere;
+}
+
+#[cfg(feature = "ofi")]
+split_cases! {
+    ofi_shm_split_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")], every_algorithm_matches_the_reference;
+}
+
+#[cfg(feature = "ucx")]
+split_cases! {
+    ucx_shm_split_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], every_algorithm_matches_the_reference;
+}
