@@ -2,6 +2,7 @@
 //! benchmark started from a shell relaunches itself under the launcher with
 //! the ranks it needs, so `catena-bench ring -n 8` is one command.
 
+mod heap;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 mod native;
 #[cfg(feature = "ofi")]
@@ -10,6 +11,7 @@ mod physical;
 mod put;
 mod report;
 mod ring;
+mod split;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -18,6 +20,9 @@ use std::process::ExitCode;
 use catena_fabric::bootstrap::LaunchEnv;
 use catena_fabric::launch::{launch, LaunchSpec};
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static HEAP: heap::Counting = heap::Counting;
 
 #[derive(Parser)]
 #[command(
@@ -50,6 +55,9 @@ enum Command {
     /// Ring exchange: each rank sends to its right neighbour and waits for its
     /// left one; reports the round time (hand-off cost, also oversubscribed).
     Ring(ring::Args),
+    /// Every split algorithm on N processes for the paper's workloads, with
+    /// peak temporary memory, beside MPICH's MPI_Comm_split (feature mpi).
+    Split(split::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +72,13 @@ fn main() -> ExitCode {
             _ if catena_fabric::bootstrap::started_by_mpiexec() => put::main(&args),
             Ok(Some(_)) => put::main(&args),
             Ok(None) => put::compare(&args),
+            Err(e) => Err(e.into()),
+        },
+        Command::Split(args) => match LaunchEnv::from_env() {
+            #[cfg(feature = "mpi")]
+            _ if catena_fabric::bootstrap::started_by_mpiexec() => split::mpi_main(&args),
+            Ok(Some(_)) => split::main(&args),
+            Ok(None) => split::compare(&args),
             Err(e) => Err(e.into()),
         },
         Command::Ring(args) => as_job(args.ranks, args.pin).unwrap_or_else(|| ring::main(&args)),
