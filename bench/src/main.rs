@@ -2,6 +2,7 @@
 //! benchmark started from a shell relaunches itself under the launcher with
 //! the ranks it needs, so `catena-bench ring -n 8` is one command.
 
+mod groups;
 mod heap;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 mod native;
@@ -51,6 +52,8 @@ enum Command {
     },
     /// Put latency and bandwidth between two pinned ranks, per provider, next
     /// to the machine's limits and the fabric libraries' own tools.
+    /// The split demo: N processes split by host/socket and more; prints the groups.
+    Groups(groups::Args),
     Put(put::Args),
     /// Ring exchange: each rank sends to its right neighbour and waits for its
     /// left one; reports the round time (hand-off cost, also oversubscribed).
@@ -81,6 +84,9 @@ fn main() -> ExitCode {
             Ok(None) => split::compare(&args),
             Err(e) => Err(e.into()),
         },
+        Command::Groups(args) => {
+            as_job(args.ranks, args.pin).unwrap_or_else(|| groups::main(&args))
+        }
         Command::Ring(args) => as_job(args.ranks, args.pin).unwrap_or_else(|| ring::main(&args)),
     };
     match outcome {

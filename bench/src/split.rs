@@ -171,11 +171,12 @@ pub fn compare(args: &Args) -> crate::Outcome {
     if let Some((rank, status)) = report.first_failure {
         return Err(format!("rank {rank} failed ({status})").into());
     }
-    let mut figures = read_csv(&args.csv)?;
+    let figures = read_csv(&args.csv)?;
     #[cfg(feature = "mpi")]
-    if !args.no_mpi {
-        figures.extend(mpich(args)?);
-    }
+    let figures = match args.no_mpi {
+        true => figures,
+        false => figures.into_iter().chain(mpich(args)?).collect(),
+    };
     print(args, cores, &figures);
     Ok(0)
 }

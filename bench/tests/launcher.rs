@@ -123,6 +123,34 @@ fn the_ring_benchmark_checks_and_reports_every_rank() {
 }
 
 #[test]
+fn the_groups_demo_prints_every_process_s_groups() {
+    for algorithm in ["Auto", "Bitonic", "Hash"] {
+        let out = Command::new(BENCH)
+            .args(["groups", "-n", "5", "--algorithm", algorithm])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        // Rank 4 is the last of group "rank mod 3 = 1" (ranks 1 and 4, in
+        // descending rank order: 4 first), and a member of the evens.
+        assert!(
+            text.contains("by rank mod 3    group 1/3: rank 0 of 2 (left -, right 1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("evens only       group 0/1: rank 2 of 3 (left 2, right -)"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("not a member (1 groups made)").count(),
+            2,
+            "{text}"
+        );
+        assert_eq!(text.matches("by host/socket   group ").count(), 5, "{text}");
+    }
+}
+
+#[test]
 fn an_orphan_holding_the_output_open_does_not_hang_the_launcher() {
     let started = Instant::now();
     let status = run_shell(2, "sleep 30 & echo started")
