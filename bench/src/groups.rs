@@ -10,12 +10,8 @@ use catena_fabric::{block_on, Provider, Rma};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of processes.
-    #[arg(short = 'n', long = "ranks", default_value_t = 8)]
-    pub ranks: u32,
-    /// Pin rank r to core r mod cores (the socket color then says where).
-    #[arg(long)]
-    pub pin: bool,
+    #[command(flatten)]
+    pub job: crate::JobArgs,
     /// Split algorithm (AllgatherGroup, GatherScatter, Bitonic, Hash, Hash64, Auto).
     #[arg(long, default_value = "Auto")]
     algorithm: Algorithm,

@@ -85,9 +85,11 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::Groups(args) => {
-            as_job(args.ranks, args.pin).unwrap_or_else(|| groups::main(&args))
+            as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| groups::main(&args))
         }
-        Command::Ring(args) => as_job(args.ranks, args.pin).unwrap_or_else(|| ring::main(&args)),
+        Command::Ring(args) => {
+            as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| ring::main(&args))
+        }
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -96,6 +98,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// How many processes a benchmark job runs, and whether they are pinned.
+#[derive(clap::Args)]
+pub struct JobArgs {
+    /// Number of processes.
+    #[arg(short = 'n', long = "ranks", default_value_t = 8)]
+    pub ranks: u32,
+    /// Pin rank r to core r mod cores.
+    #[arg(long)]
+    pub pin: bool,
 }
 
 type Outcome = Result<u8, Box<dyn std::error::Error>>;

@@ -12,12 +12,8 @@ use crate::report::{quantile, Table};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of ranks.
-    #[arg(short = 'n', long = "ranks", default_value_t = 8)]
-    pub ranks: u32,
-    /// Pin rank r to core r mod cores.
-    #[arg(long)]
-    pub pin: bool,
+    #[command(flatten)]
+    pub job: crate::JobArgs,
     /// Timed rounds.
     #[arg(long, default_value_t = 1000)]
     rounds: u32,

@@ -20,12 +20,8 @@ use crate::report::{quantile, Table};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of processes.
-    #[arg(short = 'n', long = "ranks", default_value_t = 8)]
-    pub ranks: u32,
-    /// Pin rank r to core r mod cores.
-    #[arg(long)]
-    pub pin: bool,
+    #[command(flatten)]
+    pub job: crate::JobArgs,
     /// Algorithms to run, comma-separated, or `all`.
     #[arg(long, default_value = "all")]
     algorithms: String,
@@ -150,18 +146,18 @@ struct Figure {
     result_bytes: u64,
 }
 
-/// Outside a job: runs the job of `args.ranks`, then MPICH, and prints them
+/// Outside a job: runs the job of `args.job.ranks`, then MPICH, and prints them
 /// side by side.
 pub fn compare(args: &Args) -> crate::Outcome {
     selected(args)?;
-    let mut spec = LaunchSpec::new(args.ranks, std::env::current_exe()?);
+    let mut spec = LaunchSpec::new(args.job.ranks, std::env::current_exe()?);
     spec.args = std::env::args_os().skip(1).collect();
-    spec.pin = args.pin;
+    spec.pin = args.job.pin;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!(
         "catena-bench split: {} processes on {cores} cores{} ...",
-        args.ranks,
-        if args.ranks as usize > cores {
+        args.job.ranks,
+        if args.job.ranks as usize > cores {
             " (oversubscribed)"
         } else {
             ""
@@ -304,10 +300,10 @@ fn print(args: &Args, cores: usize, figures: &[Figure]) {
             algorithms.push(&f.algorithm);
         }
     }
-    let oversubscribed = if args.ranks as usize > cores {
+    let oversubscribed = if args.job.ranks as usize > cores {
         format!(
             ", OVERSUBSCRIBED: {} processes on {cores} cores",
-            args.ranks
+            args.job.ranks
         )
     } else {
         String::new()
@@ -337,7 +333,7 @@ fn print(args: &Args, cores: usize, figures: &[Figure]) {
             },
         ),
     ] {
-        println!("\n{title}, N = {}{oversubscribed}:", args.ranks);
+        println!("\n{title}, N = {}{oversubscribed}:", args.job.ranks);
         let mut table = Table::new(&header);
         for workload in WORKLOADS.map(Workload::name) {
             let mut row = vec![workload.clone()];
@@ -366,11 +362,11 @@ fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
     eprintln!(
         "catena-bench split: MPICH MPI_Comm_split under mpiexec -n {} ...",
-        args.ranks
+        args.job.ranks
     );
     let status = std::process::Command::new("mpiexec")
         .arg("-n")
-        .arg(args.ranks.to_string())
+        .arg(args.job.ranks.to_string())
         .arg(std::env::current_exe()?)
         .args([
             "split".as_ref(),
