@@ -43,14 +43,14 @@ struct Place {
 /// The tree is built in "distance from the root" space: j = |rank - root|
 /// on each side, parent j - lowbit(j), children j + 2^d for 2^d < lowbit(j),
 /// subtree [j, j + lowbit(j)).
-fn place(chain: &Chain, nb: &Neighbours, root: u32) -> Place {
+fn place(chain: &Chain, nb: &Neighbours, root: u32) -> Result<Place> {
     let (rank, size) = (chain.rank(), chain.size());
     let address = |side: Side, d: u32| {
         match side {
             Side::Left => nb.left(d),
             Side::Right => nb.right(d),
         }
-        .expect("a tree edge stays inside the chain")
+        .ok_or_else(|| chain_disagrees(chain, d))
     };
     // Ranks of the subtree at distance j (of `n` on that side) as a range.
     let ranks = |side: Side, j: u32, width: u32, n: u32| {
@@ -64,22 +64,24 @@ fn place(chain: &Chain, nb: &Neighbours, root: u32) -> Place {
         (0..32)
             .map(|d| 1u32 << d)
             .take_while(|&step| step < below && u64::from(j) + u64::from(step) < u64::from(n))
-            .map(move |step| Child {
-                address: address(side, step.trailing_zeros()),
-                side,
-                ranks: ranks(side, j + step, step, n),
+            .map(move |step| {
+                Ok(Child {
+                    address: address(side, step.trailing_zeros())?,
+                    side,
+                    ranks: ranks(side, j + step, step, n),
+                })
             })
-            .collect::<Vec<_>>()
+            .collect::<Result<Vec<_>>>()
     };
     let (n_right, n_left) = (size - root, root + 1);
     if rank == root {
-        let mut children = children_of(Side::Right, 0, u32::MAX, n_right);
-        children.extend(children_of(Side::Left, 0, u32::MAX, n_left));
-        return Place {
+        let mut children = children_of(Side::Right, 0, u32::MAX, n_right)?;
+        children.extend(children_of(Side::Left, 0, u32::MAX, n_left)?);
+        return Ok(Place {
             parent: None,
             children,
             ranks: 0..size,
-        };
+        });
     }
     let (side, j, n) = if rank > root {
         (Side::Right, rank - root, n_right)
@@ -91,10 +93,23 @@ fn place(chain: &Chain, nb: &Neighbours, root: u32) -> Place {
         Side::Right => Side::Left,
         Side::Left => Side::Right,
     };
-    Place {
-        parent: Some(address(towards_root, j.trailing_zeros())),
-        children: children_of(side, j, lowbit, n),
+    Ok(Place {
+        parent: Some(address(towards_root, j.trailing_zeros())?),
+        children: children_of(side, j, lowbit, n)?,
         ranks: ranks(side, j, lowbit, n),
+    })
+}
+
+/// A partner 2^d away that the chain's own links do not reach: its members
+/// were built with different sizes or links (`Chain::from_links`).
+pub(crate) fn chain_disagrees(chain: &Chain, d: u32) -> Error {
+    Error::Mismatch {
+        what: format!(
+            "the chain's shape: rank {} of {} has no partner {} ranks away",
+            chain.rank(),
+            chain.size(),
+            1u64 << d
+        ),
     }
 }
 
@@ -125,7 +140,7 @@ pub async fn bcast<T: Transport, V: Serialize + DeserializeOwned>(
     }
     let nb = chain.neighbours(t, deadline).await?;
     let tags = chain.next_call();
-    let me = place(chain, &nb, root);
+    let me = place(chain, &nb, root)?;
     let (bytes, value) = match (me.parent, value) {
         (None, Some(v)) => (encode(&v, "a bcast value")?, Some(v)),
         (Some(p), _) => (chain.recv_bytes(t, p, tags.round(0), deadline).await?, None),
@@ -169,7 +184,7 @@ pub(crate) async fn reduce_with<T: Transport, A: Serialize + DeserializeOwned>(
     check_root(chain, root)?;
     let nb = chain.neighbours(t, deadline).await?;
     let tags = chain.next_call();
-    let me = place(chain, &nb, root);
+    let me = place(chain, &nb, root)?;
     let mut acc = x;
     for child in &me.children {
         let part: A = chain
@@ -214,7 +229,7 @@ pub async fn gather_bytes<T: Transport>(
     check_root(chain, root)?;
     let nb = chain.neighbours(t, deadline).await?;
     let tags = chain.next_call();
-    let me = place(chain, &nb, root);
+    let me = place(chain, &nb, root)?;
     // Left subtrees arrive nearest first, so they are prepended in turn.
     let mut left: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut right = vec![x];
@@ -292,7 +307,7 @@ pub async fn scatter_bytes<T: Transport>(
     }
     let nb = chain.neighbours(t, deadline).await?;
     let tags = chain.next_call();
-    let me = place(chain, &nb, root);
+    let me = place(chain, &nb, root)?;
     let mut mine: Vec<Vec<u8>> = match (me.parent, values) {
         (None, Some(v)) => v,
         (Some(p), _) => {

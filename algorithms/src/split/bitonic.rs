@@ -12,6 +12,7 @@ use catena_fabric::{Time, Transport};
 use super::item::{cmp_slots, Item, KeyOrder};
 use crate::chain::Chain;
 use crate::codec::Wire;
+use crate::tree::chain_disagrees;
 use crate::Result;
 
 #[derive(Clone, Copy, Debug)]
@@ -75,7 +76,7 @@ pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
                     None
                 };
                 if let Some((address, lower)) = partner {
-                    let address = address.expect("a bitonic partner lies inside the chain");
+                    let address = address.ok_or_else(|| chain_disagrees(chain, d))?;
                     chain.send(t, address, tag, &slot, deadline).await?;
                     let theirs: Option<Item<K>> = chain.recv(t, address, tag, deadline).await?;
                     // Both partners compare (lower, upper) in that order, so
