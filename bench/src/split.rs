@@ -238,7 +238,7 @@ fn measure<T: Transport>(t: &T, args: &Args) -> Result<Vec<Figure>> {
             };
             figures.push(Figure {
                 workload: workload.name(),
-                algorithm: algorithm.name().into(),
+                algorithm: algorithm.to_string(),
                 median_ms: quantile(&mut times, 0.5),
                 peak_temporary_bytes: most(peak)?,
                 result_bytes: most(kept)?,

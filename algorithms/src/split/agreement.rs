@@ -6,7 +6,7 @@
 use catena_fabric::{ContextId, Time, Transport};
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, Color, Key};
+use super::{radix, Algorithm, Color, Key};
 use crate::chain::{claim_context, highest_context, Chain};
 use crate::scan::allreduce;
 use crate::{Error, Result};
@@ -27,11 +27,13 @@ const SPLIT: u8 = 1;
 const EVERYONE: u8 = 2;
 const KEYED: u8 = 4;
 const PARENT_ORDER: u8 = 8;
+/// A member whose key or color Radix cannot sort.
+const RADIX_REFUSED: u8 = 16;
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Votes {
     types: (u64, u64),
-    algorithm: (u8, u8),
+    algorithm: (u32, u32),
     modes: u8,
     context: ContextId,
     members: u32,
@@ -69,6 +71,7 @@ pub(crate) async fn agree<T: Transport, C, K>(
     color: &Color<C>,
     key: &Key<K>,
     algorithm: Algorithm,
+    radix_refused: bool,
     deadline: Time,
 ) -> Result<Agreed> {
     let types = fingerprint(&format!(
@@ -84,11 +87,8 @@ pub(crate) async fn agree<T: Transport, C, K>(
         (Color::NotMember, _) => 0,
         (_, Key::Is(_)) => KEYED,
         (_, Key::ParentOrder) => PARENT_ORDER,
-    };
-    let algorithm_id = Algorithm::ALL
-        .iter()
-        .position(|&a| a == algorithm)
-        .expect("every algorithm is listed") as u8;
+    } | if radix_refused { RADIX_REFUSED } else { 0 };
+    let algorithm_id = algorithm.id();
     let mine = Votes {
         types: (types, types),
         algorithm: (algorithm_id, algorithm_id),
@@ -120,6 +120,13 @@ pub(crate) async fn agree<T: Transport, C, K>(
         return Err(Error::Mismatch {
             what: "whether to reorder (some members passed Key::ParentOrder, others a key)".into(),
         });
+    }
+    if all.modes & RADIX_REFUSED != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "Radix sorts primitive integer keys in their own order (split, not split_by) \
+             and packed colors of at most {} bytes; a member passed another",
+            radix::MAX_DIGIT_BYTES - 20
+        )));
     }
     let context = all.context.checked_add(1).ok_or_else(|| {
         Error::InvalidArgument("context ids are exhausted (3 x 2^30 groups were made)".into())

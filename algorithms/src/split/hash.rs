@@ -1,20 +1,20 @@
 //! Hash and Hash64 (seed 000, section 3.3): each iteration hashes the packed
 //! color into one of `BINS` bins and splits the chain into one chain per bin
-//! with a double exclusive scan of per-bin (nearest address, count) tables,
-//! so processes of one color always stay together. Iterations stop when a
+//! (`bins`), so processes of one color always stay together. Iterations stop when a
 //! chain holds one color (checked by an allreduce when an iteration did not
 //! shorten it). O(BINS) memory per process, O(log N) rounds per iteration.
 //! Hash64 hands chains shorter than 64 to AllgatherGroup; a reorder ends
 //! with Bitonic on each single-color chain.
 
-use catena_fabric::{Rank, Time, Transport};
+use catena_fabric::{Time, Transport};
 
 use super::agreement::Agreed;
+use super::bins::split_by_bin;
 use super::item::{Item, KeyOrder};
 use super::{allgather_group, bitonic, sorted, Placement};
 use crate::chain::Chain;
 use crate::codec::Wire;
-use crate::scan::{allreduce, double_scan};
+use crate::scan::allreduce;
 use crate::Result;
 
 /// Bins per iteration (a 4-bit region of the hash).
@@ -23,9 +23,6 @@ const BIN_BITS: u32 = BINS.trailing_zeros();
 /// After this many iterations a chain that still mixes colors (persistent
 /// hash collisions) is finished by Bitonic.
 const MAX_ITERATIONS: u32 = 32;
-/// Chains made by hashing count their collective calls from here, clear of
-/// the calls a user makes on the final chain of the same context.
-const FIRST_CALL: u32 = 1 << 20;
 
 /// Jenkins' one-at-a-time hash of `color` rotated by `iteration` bytes,
 /// seeded with the iteration, masked to the iteration's 4-bit region.
@@ -47,49 +44,6 @@ fn bin(color: &[u8], iteration: u32) -> usize {
     h = h.wrapping_add(h << 15);
     let shift = (iteration * BIN_BITS) % (32 - BIN_BITS + 1);
     ((h >> shift) as usize) & (BINS - 1)
-}
-
-/// Per bin: the nearest process of that bin on one side and how many there are.
-type Table = Vec<(Option<Rank>, u32)>;
-
-/// Splits `chain` into one chain per bin (`bins` entries, this process in
-/// `mine`): returns this process's new chain.
-async fn split_by_bin<T: Transport>(
-    t: &T,
-    chain: &Chain,
-    mine: usize,
-    bins: usize,
-    context: u32,
-    deadline: Time,
-) -> Result<Chain> {
-    let mut table: Table = vec![(None, 0); bins];
-    table[mine] = (Some(chain.address()), 1);
-    // The left part's nearest is its rightmost, the right part's its leftmost.
-    let lr = |a: &Table, b: &Table| -> Table {
-        a.iter()
-            .zip(b)
-            .map(|(a, b)| (b.0.or(a.0), a.1 + b.1))
-            .collect()
-    };
-    let rl = |a: &Table, b: &Table| -> Table {
-        a.iter()
-            .zip(b)
-            .map(|(a, b)| (a.0.or(b.0), a.1 + b.1))
-            .collect()
-    };
-    let s = double_scan(t, chain, table.clone(), table, lr, rl, deadline).await?;
-    let (left, before) = s.exclusive_lr.map_or((None, 0), |e| e[mine]);
-    let (right, after) = s.exclusive_rl.map_or((None, 0), |e| e[mine]);
-    let calls = chain.calls_made().max(FIRST_CALL);
-    Ok(Chain::from_links(
-        before,
-        before + 1 + after,
-        chain.address(),
-        left,
-        right,
-        context,
-    )?
-    .counting_calls_from(calls))
 }
 
 /// Whether every process of `chain` has this color.
@@ -122,7 +76,9 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
 ) -> Result<Option<Placement>> {
     // Iteration 0 also separates members from non-members (an extra bin).
     let first_bin = me.as_ref().map_or(BINS, |i| bin(&i.color, 0));
-    let mut chain = split_by_bin(t, parent, first_bin, BINS + 1, agreed.context, deadline).await?;
+    let mut chain = split_by_bin(t, parent, first_bin, BINS + 1, agreed.context, deadline)
+        .await?
+        .chain;
     let Some(item) = me else {
         return Ok(None);
     };
@@ -142,7 +98,9 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
         }
         previous_size = chain.size();
         let mine = bin(&item.color, iteration);
-        chain = split_by_bin(t, &chain, mine, BINS, agreed.context, deadline).await?;
+        chain = split_by_bin(t, &chain, mine, BINS, agreed.context, deadline)
+            .await?
+            .chain;
         iteration += 1;
     }
     if agreed.reorder && chain.size() > 1 {

@@ -9,11 +9,14 @@
 
 mod agreement;
 mod allgather_group;
+mod bins;
 mod bitonic;
+mod cheng;
 mod gather_scatter;
 mod hash;
 mod item;
 mod numbering;
+mod radix;
 mod sorted;
 
 use std::cmp::Ordering;
@@ -50,7 +53,8 @@ pub enum Key<K> {
     ParentOrder,
 }
 
-/// The split algorithms of the paper, selectable by name.
+/// The split algorithms of the paper, selectable by name (`Display` and
+/// `FromStr` agree: "Bitonic", "Cheng128", ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     /// Allgather over the chain, then a local sort: O(N) memory (baseline).
@@ -58,9 +62,16 @@ pub enum Algorithm {
     /// Gather to rank 0 merging sorted runs on the way, scatter back: O(N)
     /// at the root (baseline).
     GatherScatter,
+    /// Sample sort on ceil(N/M) processes holding at most M items each
+    /// (M a power of two; the paper used 128 to 8192): O(M + N/M) memory
+    /// on those processes, O(1) on the others.
+    Cheng(u32),
     /// Batcher's bitonic network on the chain, any N: O(log^2 N) rounds,
     /// O(log N) memory.
     Bitonic,
+    /// Divide and conquer on the digits of the packed color and an integer
+    /// key (keys in their natural order: [`split`], not [`split_by`]).
+    Radix,
     /// Iterated hashing of the packed color into bins, splitting the chain
     /// by exclusive scans, until one color remains; Bitonic reorders after.
     Hash,
@@ -77,24 +88,48 @@ pub const AUTO_SERIAL_MAX: u32 = 32;
 /// Below this chain length Hash64 finishes with AllgatherGroup.
 pub const HASH64_SERIAL_BELOW: u32 = 64;
 
+/// The items a Cheng sorter may hold: a power of two in this range.
+pub const CHENG_MAX_ITEMS: std::ops::RangeInclusive<u32> = 2..=1 << 20;
+
 impl Algorithm {
-    pub const ALL: [Algorithm; 6] = [
+    /// Every algorithm, Cheng with the paper's smallest, middle and largest M.
+    pub const ALL: [Algorithm; 10] = [
         Algorithm::AllgatherGroup,
         Algorithm::GatherScatter,
+        Algorithm::Cheng(128),
+        Algorithm::Cheng(1024),
+        Algorithm::Cheng(8192),
         Algorithm::Bitonic,
+        Algorithm::Radix,
         Algorithm::Hash,
         Algorithm::Hash64,
         Algorithm::Auto,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// A number naming the algorithm, the same on every process.
+    pub(crate) fn id(self) -> u32 {
         match self {
-            Algorithm::AllgatherGroup => "AllgatherGroup",
-            Algorithm::GatherScatter => "GatherScatter",
-            Algorithm::Bitonic => "Bitonic",
-            Algorithm::Hash => "Hash",
-            Algorithm::Hash64 => "Hash64",
-            Algorithm::Auto => "Auto",
+            Algorithm::AllgatherGroup => 0,
+            Algorithm::GatherScatter => 1,
+            Algorithm::Bitonic => 2,
+            Algorithm::Radix => 3,
+            Algorithm::Hash => 4,
+            Algorithm::Hash64 => 5,
+            Algorithm::Auto => 6,
+            Algorithm::Cheng(m) => 64 + m,
+        }
+    }
+
+    fn check(self) -> Result<()> {
+        match self {
+            Algorithm::Cheng(m) if !(m.is_power_of_two() && CHENG_MAX_ITEMS.contains(&m)) => {
+                Err(Error::InvalidArgument(format!(
+                    "Cheng{m}: M must be a power of two from {} to {}",
+                    CHENG_MAX_ITEMS.start(),
+                    CHENG_MAX_ITEMS.end()
+                )))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -111,7 +146,16 @@ impl Algorithm {
 
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Algorithm::AllgatherGroup => f.write_str("AllgatherGroup"),
+            Algorithm::GatherScatter => f.write_str("GatherScatter"),
+            Algorithm::Cheng(m) => write!(f, "Cheng{m}"),
+            Algorithm::Bitonic => f.write_str("Bitonic"),
+            Algorithm::Radix => f.write_str("Radix"),
+            Algorithm::Hash => f.write_str("Hash"),
+            Algorithm::Hash64 => f.write_str("Hash64"),
+            Algorithm::Auto => f.write_str("Auto"),
+        }
     }
 }
 
@@ -119,16 +163,23 @@ impl FromStr for Algorithm {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Algorithm> {
-        Algorithm::ALL
+        let cheng = s
+            .get(..5)
+            .filter(|p| p.eq_ignore_ascii_case("cheng"))
+            .and_then(|_| s[5..].parse().ok())
+            .map(Algorithm::Cheng);
+        let named = Algorithm::ALL
             .into_iter()
-            .find(|a| a.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                let known: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-                Error::InvalidArgument(format!(
-                    "unknown split algorithm {s:?}; known: {}",
-                    known.join(", ")
-                ))
-            })
+            .find(|a| a.to_string().eq_ignore_ascii_case(s));
+        let found = cheng.or(named).ok_or_else(|| {
+            let known: Vec<_> = Algorithm::ALL.iter().map(|a| a.to_string()).collect();
+            Error::InvalidArgument(format!(
+                "unknown split algorithm {s:?}; known: {} (Cheng with any M)",
+                known.join(", ")
+            ))
+        })?;
+        found.check()?;
+        Ok(found)
     }
 }
 
@@ -180,7 +231,8 @@ pub(crate) struct Placement {
     pub right: Option<Rank>,
 }
 
-/// [`split_by`] with the key's own order.
+/// [`split_by`] with the key's own order; Radix needs this form and a
+/// primitive integer key.
 pub async fn split<T, C, K>(
     t: &T,
     parent: &Chain,
@@ -192,9 +244,23 @@ pub async fn split<T, C, K>(
 where
     T: Transport,
     C: Serialize,
-    K: Wire + Clone + Ord,
+    K: Wire + Clone + Ord + 'static,
 {
-    split_by(t, parent, color, key, K::cmp, algorithm, deadline).await
+    let radix_key = match &key {
+        Key::Is(k) => radix::integer_image(k),
+        Key::ParentOrder => None,
+    };
+    run(
+        t,
+        parent,
+        color,
+        key,
+        &K::cmp,
+        radix_key,
+        algorithm,
+        deadline,
+    )
+    .await
 }
 
 /// Splits `parent` by color, ordering each group by `order` on the keys,
@@ -215,23 +281,51 @@ where
     C: Serialize,
     K: Wire + Clone,
 {
-    let agreed = agreement::agree::<T, C, K>(t, parent, &color, &key, algorithm, deadline).await?;
-    let me = match color {
-        Color::NotMember => None,
-        color => Some(Item {
-            color: match color {
-                Color::Is(c) => encode(&c, "a color")?,
-                _ => Vec::new(),
-            },
-            key: match key {
-                Key::Is(k) => Some(k),
-                Key::ParentOrder => None,
-            },
-            parent_rank: parent.rank(),
-            address: parent.address(),
-        }),
+    run(t, parent, color, key, &order, None, algorithm, deadline).await
+}
+
+/// The split; `radix_key` is the key's order-preserving image where the
+/// order is the key's own and the key an integer.
+#[allow(clippy::too_many_arguments)]
+async fn run<T, C, K>(
+    t: &T,
+    parent: &Chain,
+    color: Color<C>,
+    key: Key<K>,
+    order: item::KeyOrder<'_, K>,
+    radix_key: Option<Vec<u8>>,
+    algorithm: Algorithm,
+    deadline: Time,
+) -> Result<Split>
+where
+    T: Transport,
+    C: Serialize,
+    K: Wire + Clone,
+{
+    algorithm.check()?;
+    let member = !matches!(color, Color::NotMember);
+    let packed_color = match &color {
+        Color::Is(c) => encode(c, "a color")?,
+        _ => Vec::new(),
     };
-    let order: item::KeyOrder<'_, K> = &order;
+    let digits = match (&key, algorithm) {
+        (Key::Is(_), Algorithm::Radix) if radix_key.is_none() => None,
+        (_, Algorithm::Radix) => radix::digits(&packed_color, radix_key.as_deref()).ok(),
+        _ => None,
+    };
+    let radix_refused = member && algorithm == Algorithm::Radix && digits.is_none();
+    let agreed =
+        agreement::agree::<T, C, K>(t, parent, &color, &key, algorithm, radix_refused, deadline)
+            .await?;
+    let me = member.then(|| Item {
+        color: packed_color,
+        key: match key {
+            Key::Is(k) => Some(k),
+            Key::ParentOrder => None,
+        },
+        parent_rank: parent.rank(),
+        address: parent.address(),
+    });
     let placement = if agreed.members == 0 {
         None
     } else {
@@ -242,10 +336,16 @@ where
             Algorithm::GatherScatter => {
                 gather_scatter::place(t, parent, me, order, deadline).await?
             }
+            Algorithm::Cheng(max_items) => {
+                cheng::place(t, parent, me, agreed, max_items, order, deadline).await?
+            }
             Algorithm::Bitonic => {
-                let member = me.is_some();
                 let slot = bitonic::sort(t, parent, me, order, deadline).await?;
                 sorted::place(t, parent, slot, member, deadline).await?
+            }
+            Algorithm::Radix => {
+                let mine = me.zip(digits);
+                radix::place(t, parent, mine, agreed, deadline).await?
             }
             Algorithm::Hash => hash::place(t, parent, me, agreed, order, None, deadline).await?,
             Algorithm::Hash64 => {
