@@ -8,6 +8,7 @@ use catena_algorithms::{
     allgather, allreduce, barrier, bcast, double_scan, exscan, exscan_rl, gather, reduce, scan,
     scan_rl, scatter, Chain,
 };
+use catena_fabric::sim::{LogGp, Sim, SimRank};
 use catena_fabric::{Rma, Transport};
 use common::{deadline, Rng};
 
@@ -176,14 +177,29 @@ async fn one_case<T: Transport>(t: &T, seed: u64) -> catena_algorithms::Result<(
     Ok(())
 }
 
+async fn every_case<T: Transport>(t: &T) -> catena_algorithms::Result<()> {
+    for seed in 0..12 {
+        one_case(t, seed).await?;
+    }
+    Ok(())
+}
+
 fn collectives<T: Transport>(t: &T) -> catena_fabric::Result<()> {
-    catena_fabric::block_on(t, async {
-        for seed in 0..12 {
-            one_case(t, seed).await?;
+    catena_fabric::block_on(t, every_case(t)).map_err(common::to_fabric)
+}
+
+/// The same cases on the simulator, as many virtual ranks in this process.
+#[test]
+fn sim_collectives_1_to_33() {
+    for n in [1, 2, 5, 8, 13, 33] {
+        let sim = Sim::new(n, LogGp::default());
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| every_case(t).await)
+            .expect("every rank finishes");
+        for (rank, r) in results.into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("rank {rank} of {n} on the simulator: {e}"));
         }
-        Ok(())
-    })
-    .map_err(common::to_fabric)
+    }
 }
 
 macro_rules! collective_cases {

@@ -9,6 +9,7 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key, Split};
+use catena_fabric::sim::{LogGp, Sim, SimRank};
 use catena_fabric::Transport;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -303,12 +304,16 @@ impl Case {
 }
 
 fn every_algorithm_matches_the_reference<T: Transport>(t: &T) -> catena_fabric::Result<()> {
+    catena_fabric::block_on(t, check_every_algorithm(t)).map_err(common::to_fabric)
+}
+
+async fn check_every_algorithm<T: Transport>(t: &T) -> catena_algorithms::Result<()> {
     let n = t.size() as usize;
     // The same seed on every rank: every rank draws the same cases.
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[n as u8; 32]);
     let mut runner = TestRunner::new_with_rng(Config::default(), rng);
     let strategy = case(n);
-    catena_fabric::block_on(t, async {
+    {
         for i in 0..CASES {
             let case = strategy.new_tree(&mut runner).expect("a case").current();
             for (a, algorithm) in TESTED.into_iter().enumerate() {
@@ -336,8 +341,7 @@ fn every_algorithm_matches_the_reference<T: Transport>(t: &T) -> catena_fabric::
             }
         }
         Ok(())
-    })
-    .map_err(common::to_fabric)
+    }
 }
 
 /// Bad input fails on every process within the deadline.
@@ -487,6 +491,20 @@ split_cases! {
     shm_split_13: catena_fabric::shm::ShmTransport, 13, &[], every_algorithm_matches_the_reference;
     shm_split_33: catena_fabric::shm::ShmTransport, 33, &[], every_algorithm_matches_the_reference;
     shm_split_bad_input_4: catena_fabric::shm::ShmTransport, 4, &[], bad_input_fails_everywhere;
+}
+
+/// The same cases on the simulator, as many virtual ranks in this process.
+#[test]
+fn sim_split_1_to_33() {
+    for n in [1, 2, 3, 7, 8, 13, 33] {
+        let sim = Sim::new(n, LogGp::default());
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| check_every_algorithm(t).await)
+            .expect("every rank finishes");
+        for (rank, r) in results.into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("rank {rank} of {n} on the simulator: {e}"));
+        }
+    }
 }
 
 #[cfg(feature = "ofi")]

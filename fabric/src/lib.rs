@@ -20,6 +20,7 @@ pub mod ofi;
 pub mod progress_thread;
 mod provider;
 pub mod shm;
+pub mod sim;
 pub mod testing;
 mod time;
 mod transport;

@@ -1,0 +1,385 @@
+//! The simulator: N virtual ranks in one process with virtual time, running
+//! the very algorithm futures the real providers run. One event queue
+//! ordered by (virtual time, sequence), per-rank state in flat vectors, no
+//! thread or OS resource per rank, and no randomness: a run is deterministic.
+//!
+//! A rank's clock advances by what the [`CostModel`] charges for its sends
+//! and receives, and jumps forward while it waits; local computation is
+//! free. Messages and puts become visible at their arrival time.
+
+pub mod model;
+mod rank;
+mod window;
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+pub use model::{CostModel, LogGp};
+pub use rank::SimRank;
+pub use window::SimWindow;
+
+use crate::{ContextId, Message, Rank, Signal, Time};
+
+/// A message in flight or waiting in an inbox.
+struct Envelope {
+    context: ContextId,
+    message: Message,
+}
+
+enum AtomicOp {
+    FetchAdd(u64),
+    CompareSwap { expected: u64, new: u64 },
+}
+
+enum Action {
+    /// A tagged message lands in `to`'s inbox.
+    Deliver { to: Rank, envelope: Envelope },
+    /// A put, then its signal, lands in a window of `to`.
+    Put {
+        to: Rank,
+        window: u64,
+        offset: usize,
+        data: Vec<u8>,
+        signal: Option<Signal>,
+    },
+    /// An atomic reaches its target; the old value travels back.
+    Atomic {
+        origin: Rank,
+        to: Rank,
+        window: u64,
+        offset: usize,
+        op: AtomicOp,
+        reply: u64,
+    },
+    /// The old value of an atomic (`None`: the window was freed) is back.
+    Reply {
+        to: Rank,
+        reply: u64,
+        value: Option<u64>,
+    },
+    /// A rank asked to be polled again then (a deadline).
+    Wake { rank: Rank },
+}
+
+struct Event {
+    at: Time,
+    seq: u64,
+    action: Action,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Event) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Event) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, other: &Event) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// What one virtual rank holds in the simulator (72 bytes).
+#[derive(Default)]
+struct RankState {
+    clock: Cell<u64>,
+    /// When this rank may start its next send (LogGP's gap).
+    next_send: Cell<u64>,
+    /// The earliest pending wake-up, `u64::MAX` if none.
+    wake: Cell<u64>,
+    /// When every put this rank issued has landed.
+    puts_landed: Cell<u64>,
+    /// Bytes the transport holds for this rank: unconsumed messages, windows.
+    held: Cell<u64>,
+    inbox: RefCell<Vec<Envelope>>,
+}
+
+/// Told which rank runs: `Some(rank)` before a rank's code runs, `None`
+/// when the simulator's own code runs (to attribute memory per rank).
+pub type Observer = Box<dyn Fn(Option<Rank>)>;
+
+/// The figures of one run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub ranks: u32,
+    /// The latest clock of any rank when all had finished.
+    pub completion: Duration,
+    pub messages: u64,
+    pub bytes: u64,
+    pub events: u64,
+    /// The most bytes the transport held for one rank at any time
+    /// (unconsumed messages and windows).
+    pub peak_transport_bytes: u64,
+    pub wall: Duration,
+}
+
+impl Report {
+    pub fn events_per_second(&self) -> f64 {
+        self.events as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Ranks that were still waiting when nothing was left to happen.
+#[derive(Debug, thiserror::Error)]
+#[error("{waiting} of {ranks} simulated ranks were still waiting with no event left (first: rank {first})")]
+pub struct Stuck {
+    pub ranks: u32,
+    pub waiting: u32,
+    pub first: Rank,
+}
+
+/// A simulated machine of `size` ranks.
+pub struct Sim {
+    size: u32,
+    model: RefCell<Box<dyn CostModel>>,
+    ranks: Vec<RankState>,
+    queue: RefCell<BinaryHeap<Reverse<Event>>>,
+    seq: Cell<u64>,
+    windows: RefCell<FxHashMap<(Rank, u64), Rc<RefCell<Vec<u8>>>>>,
+    next_window: Cell<u64>,
+    replies: RefCell<FxHashMap<u64, Option<u64>>>,
+    next_reply: Cell<u64>,
+    messages: Cell<u64>,
+    bytes: Cell<u64>,
+    peak_held: Cell<u64>,
+    observer: Option<Observer>,
+}
+
+impl Sim {
+    pub fn new(size: u32, model: impl CostModel + 'static) -> Sim {
+        let ranks = (0..size)
+            .map(|_| RankState {
+                wake: Cell::new(u64::MAX),
+                ..RankState::default()
+            })
+            .collect();
+        Sim {
+            size,
+            model: RefCell::new(Box::new(model)),
+            ranks,
+            queue: RefCell::new(BinaryHeap::new()),
+            seq: Cell::new(0),
+            windows: RefCell::new(FxHashMap::default()),
+            next_window: Cell::new(1),
+            replies: RefCell::new(FxHashMap::default()),
+            next_reply: Cell::new(0),
+            messages: Cell::new(0),
+            bytes: Cell::new(0),
+            peak_held: Cell::new(0),
+            observer: None,
+        }
+    }
+
+    /// Calls `observer` whenever the running rank changes.
+    pub fn with_observer(mut self, observer: Observer) -> Sim {
+        self.observer = Some(observer);
+        self
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn observe(&self, rank: Option<Rank>) {
+        if let Some(o) = &self.observer {
+            o(rank);
+        }
+    }
+
+    fn schedule(&self, at: Time, action: Action) {
+        let seq = self.seq.get();
+        self.seq.set(seq + 1);
+        self.queue
+            .borrow_mut()
+            .push(Reverse(Event { at, seq, action }));
+    }
+
+    fn state(&self, rank: Rank) -> &RankState {
+        &self.ranks[rank as usize]
+    }
+
+    fn hold(&self, rank: Rank, bytes: u64) {
+        let held = &self.state(rank).held;
+        held.set(held.get() + bytes);
+        self.peak_held.set(self.peak_held.get().max(held.get()));
+    }
+
+    fn release(&self, rank: Rank, bytes: u64) {
+        let held = &self.state(rank).held;
+        held.set(held.get().saturating_sub(bytes));
+    }
+
+    /// Charges `from` for sending `bytes` to `to` now: returns the arrival.
+    fn transmit(&self, from: Rank, to: Rank, bytes: usize) -> Time {
+        let mut model = self.model.borrow_mut();
+        let s = self.state(from);
+        let start = s.clock.get().max(s.next_send.get());
+        let depart = start + model.overhead_ns();
+        s.clock.set(depart);
+        s.next_send.set(start + model.gap_ns(bytes));
+        self.messages.set(self.messages.get() + 1);
+        self.bytes.set(self.bytes.get() + bytes as u64);
+        model.arrival(from, to, bytes, Time(depart))
+    }
+
+    /// Runs `body` as every rank, to completion; returns each rank's result
+    /// in rank order and the run's figures.
+    pub fn run<R>(&self, body: impl AsyncFn(&SimRank<'_>) -> R) -> Result<(Vec<R>, Report), Stuck> {
+        let started = Instant::now();
+        let handles: Vec<SimRank<'_>> = (0..self.size).map(|r| SimRank::new(self, r)).collect();
+        let mut futures: Vec<Option<Pin<Box<dyn Future<Output = R> + '_>>>> = handles
+            .iter()
+            .map(|h| {
+                self.observe(Some(h.rank_id()));
+                let f: Pin<Box<dyn Future<Output = R> + '_>> = Box::pin(body(h));
+                self.observe(None);
+                Some(f)
+            })
+            .collect();
+        let mut results: Vec<Option<R>> = (0..self.size).map(|_| None).collect();
+        let mut running = self.size;
+        let mut events = 0u64;
+        // Polls `rank` at `at`; true when it just finished.
+        let mut poll = |rank: Rank, at: Time| -> bool {
+            let Some(future) = futures[rank as usize].as_mut() else {
+                return false;
+            };
+            let clock = &self.state(rank).clock;
+            clock.set(clock.get().max(at.0));
+            self.observe(Some(rank));
+            let polled = future
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()));
+            self.observe(None);
+            let Poll::Ready(out) = polled else {
+                return false;
+            };
+            results[rank as usize] = Some(out);
+            self.observe(Some(rank));
+            futures[rank as usize] = None;
+            self.observe(None);
+            true
+        };
+        for rank in 0..self.size {
+            if poll(rank, Time(0)) {
+                running -= 1;
+            }
+        }
+        while running > 0 {
+            let Some(Reverse(event)) = self.queue.borrow_mut().pop() else {
+                break;
+            };
+            events += 1;
+            if let Some(rank) = self.apply(event.at, event.action) {
+                if poll(rank, event.at) {
+                    running -= 1;
+                }
+            }
+        }
+        drop(poll);
+        if running > 0 {
+            let first = results.iter().position(Option::is_none).unwrap_or(0) as Rank;
+            return Err(Stuck {
+                ranks: self.size,
+                waiting: running,
+                first,
+            });
+        }
+        let completion = self.ranks.iter().map(|s| s.clock.get()).max().unwrap_or(0);
+        let report = Report {
+            ranks: self.size,
+            completion: Duration::from_nanos(completion),
+            messages: self.messages.get(),
+            bytes: self.bytes.get(),
+            events,
+            peak_transport_bytes: self.peak_held.get(),
+            wall: started.elapsed(),
+        };
+        Ok((results.into_iter().flatten().collect(), report))
+    }
+
+    /// Carries out an event; returns the rank to poll because of it.
+    fn apply(&self, at: Time, action: Action) -> Option<Rank> {
+        match action {
+            Action::Deliver { to, envelope } => {
+                self.hold(to, envelope.message.data.len() as u64);
+                self.state(to).inbox.borrow_mut().push(envelope);
+                Some(to)
+            }
+            Action::Put {
+                to,
+                window,
+                offset,
+                data,
+                signal,
+            } => {
+                // A window freed meanwhile takes nothing (the origin checked
+                // it was live when it put).
+                if let Some(memory) = self.windows.borrow().get(&(to, window)) {
+                    let mut memory = memory.borrow_mut();
+                    memory[offset..offset + data.len()].copy_from_slice(&data);
+                    if let Some(s) = signal {
+                        let old = window::word(&memory, s.offset);
+                        window::set_word(&mut memory, s.offset, old.wrapping_add(s.add));
+                    }
+                }
+                Some(to)
+            }
+            Action::Atomic {
+                origin,
+                to,
+                window,
+                offset,
+                op,
+                reply,
+            } => {
+                let value = self.windows.borrow().get(&(to, window)).map(|memory| {
+                    let mut memory = memory.borrow_mut();
+                    let old = window::word(&memory, offset);
+                    let new = match op {
+                        AtomicOp::FetchAdd(add) => old.wrapping_add(add),
+                        AtomicOp::CompareSwap { expected, new } if old == expected => new,
+                        AtomicOp::CompareSwap { .. } => old,
+                    };
+                    window::set_word(&mut memory, offset, new);
+                    old
+                });
+                let back = self.model.borrow_mut().arrival(to, origin, 8, at);
+                let back = Time(back.0 + self.model.borrow().overhead_ns());
+                self.schedule(
+                    back,
+                    Action::Reply {
+                        to: origin,
+                        reply,
+                        value,
+                    },
+                );
+                None
+            }
+            Action::Reply { to, reply, value } => {
+                self.replies.borrow_mut().insert(reply, value);
+                Some(to)
+            }
+            Action::Wake { rank } => {
+                let wake = &self.state(rank).wake;
+                if wake.get() == at.0 {
+                    wake.set(u64::MAX);
+                }
+                Some(rank)
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Simulated windows: plain memory the simulator writes when a put's event
+//! comes due. Signal words are little-endian u64s of that memory.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::Sim;
+pub(super) use crate::shm::window::{check_bounds, check_word};
+use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
+
+/// What a simulated window's key names.
+pub(super) struct SimKey {
+    pub id: u64,
+    pub len: usize,
+}
+
+const KEY_TAG: u8 = b'S';
+
+impl SimKey {
+    fn encode(owner: Rank, id: u64, len: usize) -> RemoteKey {
+        let mut bytes = vec![KEY_TAG];
+        bytes.extend_from_slice(&owner.to_le_bytes());
+        bytes.extend_from_slice(&id.to_le_bytes());
+        bytes.extend_from_slice(&(len as u64).to_le_bytes());
+        RemoteKey::from_bytes(&bytes).expect("a 21-byte key")
+    }
+
+    /// The key's window, which must be `target`'s.
+    pub fn decode(key: &RemoteKey, target: Rank) -> Result<SimKey> {
+        let bytes = key.as_bytes();
+        if bytes.len() != 21 || bytes[0] != KEY_TAG {
+            return Err(Error::InvalidKey(format!("not a simulator key: {key:?}")));
+        }
+        let owner = Rank::from_le_bytes(bytes[1..5].try_into().expect("4 bytes"));
+        if owner != target {
+            return Err(Error::InvalidKey(format!(
+                "the key names a window of rank {owner}, not of rank {target}"
+            )));
+        }
+        let id = u64::from_le_bytes(bytes[5..13].try_into().expect("8 bytes"));
+        let len = u64::from_le_bytes(bytes[13..21].try_into().expect("8 bytes"));
+        let len = usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?;
+        Ok(SimKey { id, len })
+    }
+}
+
+pub(super) fn word(memory: &[u8], offset: usize) -> u64 {
+    u64::from_le_bytes(memory[offset..offset + 8].try_into().expect("8 bytes"))
+}
+
+pub(super) fn set_word(memory: &mut [u8], offset: usize, value: u64) {
+    memory[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// A window of a simulated rank; freed (and its puts dropped) on drop.
+pub struct SimWindow<'s> {
+    sim: &'s Sim,
+    owner: Rank,
+    id: u64,
+    memory: Rc<RefCell<Vec<u8>>>,
+}
+
+impl<'s> SimWindow<'s> {
+    pub(super) fn new(sim: &'s Sim, owner: Rank, len: usize) -> SimWindow<'s> {
+        let id = sim.next_window.get();
+        sim.next_window.set(id + 1);
+        let memory = Rc::new(RefCell::new(vec![0; len]));
+        sim.windows.borrow_mut().insert((owner, id), memory.clone());
+        sim.hold(owner, len as u64);
+        SimWindow {
+            sim,
+            owner,
+            id,
+            memory,
+        }
+    }
+}
+
+impl Drop for SimWindow<'_> {
+    fn drop(&mut self) {
+        self.sim.windows.borrow_mut().remove(&(self.owner, self.id));
+        self.sim
+            .release(self.owner, self.memory.borrow().len() as u64);
+    }
+}
+
+impl LocalWindow for SimWindow<'_> {
+    fn key(&self) -> RemoteKey {
+        SimKey::encode(self.owner, self.id, self.len())
+    }
+
+    fn len(&self) -> usize {
+        self.memory.borrow().len()
+    }
+
+    fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        let memory = self.memory.borrow();
+        check_bounds(offset, buf.len(), memory.len())?;
+        buf.copy_from_slice(&memory[offset..offset + buf.len()]);
+        Ok(())
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let mut memory = self.memory.borrow_mut();
+        check_bounds(offset, data.len(), memory.len())?;
+        memory[offset..offset + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn signal(&self, offset: usize) -> Result<u64> {
+        let memory = self.memory.borrow();
+        check_word(offset, memory.len())?;
+        Ok(word(&memory, offset))
+    }
+
+    fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
+        let mut memory = self.memory.borrow_mut();
+        check_word(offset, memory.len())?;
+        set_word(&mut memory, offset, value);
+        Ok(())
+    }
+}

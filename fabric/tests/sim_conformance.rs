@@ -1,0 +1,133 @@
+//! The provider conformance suite on the simulator (every rank in this one
+//! process), and the simulator's own promises: LogGP times a hand computes,
+//! determinism, and a clear error instead of a hang when ranks deadlock.
+
+use std::time::Duration;
+
+use catena_fabric::conformance::{self, Check, SUITE};
+use catena_fabric::sim::{LogGp, Sim, SimRank};
+use catena_fabric::{Error, Rma, Transport};
+
+const MODEL: LogGp = LogGp {
+    latency_ns: 1_000.0,
+    overhead_ns: 100.0,
+    gap_ns: 50.0,
+    per_byte_ns: 0.5,
+};
+
+fn suite_on(ranks: u32) {
+    let sim = Sim::new(ranks, MODEL);
+    let (results, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            for check in SUITE {
+                conformance::run(t, check)
+                    .await
+                    .map_err(|e| format!("rank {}: {check:?}: {e}", t.rank()))?;
+            }
+            Ok::<(), String>(())
+        })
+        .expect("every rank finishes");
+    for r in results {
+        r.unwrap();
+    }
+    assert!(report.messages > 0 && report.events > 0, "{report:?}");
+}
+
+#[test]
+fn conformance_suite_on_2() {
+    suite_on(2);
+}
+
+#[test]
+fn conformance_suite_on_3() {
+    suite_on(3);
+}
+
+#[test]
+fn conformance_suite_on_8() {
+    suite_on(8);
+}
+
+/// A ping-pong of k bytes takes 2 (o + L + k G + o) under LogGP.
+#[test]
+fn a_ping_pong_takes_what_loggp_says() {
+    const BYTES: usize = 1000;
+    let sim = Sim::new(2, MODEL);
+    let deadline = |t: &SimRank<'_>| t.deadline_in(Duration::from_secs(1));
+    let (_, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            let data = [7u8; BYTES];
+            if t.rank() == 0 {
+                t.send(1, 1, 1, &data, deadline(t)).await?;
+                t.recv(Some(1), 1, 2, deadline(t)).await?;
+            } else {
+                let m = t.recv(Some(0), 1, 1, deadline(t)).await?;
+                t.send(0, 1, 2, &m.data, deadline(t)).await?;
+            }
+            Ok::<(), Error>(())
+        })
+        .unwrap();
+    let one_way = 100 + 1_000 + BYTES as u64 / 2 + 100;
+    assert_eq!(report.completion, Duration::from_nanos(2 * one_way));
+    assert_eq!((report.messages, report.bytes), (2, 2 * BYTES as u64));
+}
+
+/// Back-to-back sends are spaced by max(g, k G); the last one arrives then.
+#[test]
+fn sends_queue_behind_the_gap() {
+    let sim = Sim::new(2, MODEL);
+    let (_, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            let deadline = t.deadline_in(Duration::from_secs(1));
+            if t.rank() == 0 {
+                for tag in 0..3 {
+                    t.send(1, 1, tag, &[0; 400], deadline).await?;
+                }
+            } else {
+                for tag in 0..3 {
+                    t.recv(Some(0), 1, tag, deadline).await?;
+                }
+            }
+            Ok::<(), Error>(())
+        })
+        .unwrap();
+    // Sends start at 0, 200, 400 (kG = 200 > g); the last arrives at
+    // 400 + o + L + kG and is received after o more.
+    assert_eq!(
+        report.completion,
+        Duration::from_nanos(400 + 100 + 1_000 + 200 + 100)
+    );
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let run = || {
+        let sim = Sim::new(8, MODEL);
+        sim.run(async |t: &SimRank<'_>| conformance::run(t, Check::AllPairs).await)
+            .expect("every rank finishes")
+            .1
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(
+        (a.completion, a.messages, a.bytes, a.events),
+        (b.completion, b.messages, b.bytes, b.events)
+    );
+}
+
+/// Two ranks that wait for each other time out at their virtual deadline
+/// (seconds of virtual time pass in no wall time).
+#[test]
+fn a_deadlock_times_out_in_virtual_time() {
+    let sim = Sim::new(2, MODEL);
+    let (results, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            let deadline = t.deadline_in(Duration::from_secs(30));
+            t.recv(Some(1 - t.rank()), 1, 1, deadline).await
+        })
+        .expect("the waits end at their deadline");
+    for r in results {
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+    }
+    assert!(report.completion >= Duration::from_secs(30));
+    assert!(report.wall < Duration::from_secs(5));
+}
