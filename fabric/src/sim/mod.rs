@@ -141,6 +141,9 @@ pub struct Stuck {
     pub first: Rank,
 }
 
+/// A live window's bytes, by (owner, id).
+type WindowMemory = Rc<RefCell<Vec<u8>>>;
+
 /// A simulated machine of `size` ranks.
 pub struct Sim {
     size: u32,
@@ -148,7 +151,7 @@ pub struct Sim {
     ranks: Vec<RankState>,
     queue: RefCell<BinaryHeap<Reverse<Event>>>,
     seq: Cell<u64>,
-    windows: RefCell<FxHashMap<(Rank, u64), Rc<RefCell<Vec<u8>>>>>,
+    windows: RefCell<FxHashMap<(Rank, u64), WindowMemory>>,
     next_window: Cell<u64>,
     replies: RefCell<FxHashMap<u64, Option<u64>>>,
     next_reply: Cell<u64>,
@@ -289,7 +292,6 @@ impl Sim {
                 }
             }
         }
-        drop(poll);
         if running > 0 {
             let first = results.iter().position(Option::is_none).unwrap_or(0) as Rank;
             return Err(Stuck {
