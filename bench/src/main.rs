@@ -12,6 +12,7 @@ mod physical;
 mod put;
 mod report;
 mod ring;
+mod sim;
 mod split;
 
 use std::ffi::OsString;
@@ -50,10 +51,10 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
-    /// Put latency and bandwidth between two pinned ranks, per provider, next
-    /// to the machine's limits and the fabric libraries' own tools.
     /// The split demo: N processes split by host/socket and more; prints the groups.
     Groups(groups::Args),
+    /// Put latency and bandwidth between two pinned ranks, per provider, next
+    /// to the machine's limits and the fabric libraries' own tools.
     Put(put::Args),
     /// Ring exchange: each rank sends to its right neighbour and waits for its
     /// left one; reports the round time (hand-off cost, also oversubscribed).
@@ -61,6 +62,9 @@ enum Command {
     /// Every split algorithm on N processes for the paper's workloads, with
     /// peak temporary memory, beside MPICH's MPI_Comm_split (feature mpi).
     Split(split::Args),
+    /// The split algorithms on the simulator, N = 16 .. 1M virtual ranks in
+    /// this process: virtual time, traffic, per-rank memory, events/s.
+    Sim(sim::Args),
 }
 
 fn main() -> ExitCode {
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
             Ok(None) => split::compare(&args),
             Err(e) => Err(e.into()),
         },
+        Command::Sim(args) => sim::main(&args),
         Command::Groups(args) => {
             as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| groups::main(&args))
         }

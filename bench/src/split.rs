@@ -41,7 +41,7 @@ const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The paper's workloads.
 #[derive(Clone, Copy, Debug)]
-enum Workload {
+pub(crate) enum Workload {
     /// One group, reordered by random integer keys.
     Reorder,
     /// String colors of `bytes` bytes, parent order kept.
@@ -50,7 +50,7 @@ enum Workload {
     SplitReorder { many: bool },
 }
 
-const WORKLOADS: [Workload; 7] = [
+pub(crate) const WORKLOADS: [Workload; 7] = [
     Workload::Reorder,
     Workload::Split {
         bytes: 5,
@@ -76,7 +76,7 @@ const WORKLOADS: [Workload; 7] = [
 const FEW_GROUPS: u32 = 4;
 
 impl Workload {
-    fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         let groups = |many| if many { "many" } else { "few" };
         match self {
             Workload::Reorder => "reorder".into(),
@@ -100,7 +100,7 @@ impl Workload {
         (rank.wrapping_mul(7919) ^ 0x5bd1) % self.groups(size)
     }
 
-    fn color(self, rank: u32, size: u32) -> Color<String> {
+    pub(crate) fn color(self, rank: u32, size: u32) -> Color<String> {
         let bytes = match self {
             Workload::Reorder => return Color::Everyone,
             Workload::Split { bytes, .. } => bytes,
@@ -109,7 +109,7 @@ impl Workload {
         Color::Is(format!("{:0>bytes$}", self.group(rank, size)))
     }
 
-    fn key(self, rank: u32) -> Key<i64> {
+    pub(crate) fn key(self, rank: u32) -> Key<i64> {
         match self {
             Workload::Split { .. } => Key::ParentOrder,
             _ => Key::Is(random_key(rank)),

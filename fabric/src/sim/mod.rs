@@ -159,6 +159,8 @@ pub struct Sim {
     bytes: Cell<u64>,
     peak_held: Cell<u64>,
     observer: Option<Observer>,
+    /// The rank whose code runs now.
+    running: Cell<Option<Rank>>,
 }
 
 impl Sim {
@@ -183,6 +185,7 @@ impl Sim {
             bytes: Cell::new(0),
             peak_held: Cell::new(0),
             observer: None,
+            running: Cell::new(None),
         }
     }
 
@@ -197,17 +200,34 @@ impl Sim {
     }
 
     fn observe(&self, rank: Option<Rank>) {
+        self.running.set(rank);
         if let Some(o) = &self.observer {
             o(rank);
         }
     }
 
+    /// Runs `f` as the simulator's own code: what it allocates (events,
+    /// message copies, windows) is the transport's, not the running rank's.
+    fn as_transport<R>(&self, f: impl FnOnce() -> R) -> R {
+        let rank = self.running.get();
+        if rank.is_some() {
+            self.observe(None);
+        }
+        let out = f();
+        if rank.is_some() {
+            self.observe(rank);
+        }
+        out
+    }
+
     fn schedule(&self, at: Time, action: Action) {
         let seq = self.seq.get();
         self.seq.set(seq + 1);
-        self.queue
-            .borrow_mut()
-            .push(Reverse(Event { at, seq, action }));
+        self.as_transport(|| {
+            self.queue
+                .borrow_mut()
+                .push(Reverse(Event { at, seq, action }))
+        });
     }
 
     fn state(&self, rank: Rank) -> &RankState {

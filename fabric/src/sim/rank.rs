@@ -69,9 +69,7 @@ impl<'s> SimRank<'s> {
         let at = self.sim.transmit(self.rank, target, data.len());
         let landed = &self.state().puts_landed;
         landed.set(landed.get().max(at.0));
-        self.sim.observe(None);
-        let data = data.to_vec();
-        self.sim.observe(Some(self.rank));
+        let data = self.sim.as_transport(|| data.to_vec());
         let action = Action::Put {
             to: target,
             window: key.id,
@@ -136,7 +134,9 @@ impl<'s> Rma for SimRank<'s> {
     }
 
     fn alloc_window(&self, len: usize) -> Result<SimWindow<'s>> {
-        Ok(SimWindow::new(self.sim, self.rank, len))
+        Ok(self
+            .sim
+            .as_transport(|| SimWindow::new(self.sim, self.rank, len)))
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
@@ -238,13 +238,11 @@ impl Transport for SimRank<'_> {
     ) -> impl Future<Output = Result<()>> {
         let sent = self.check_rank(target).map(|()| {
             let at = self.sim.transmit(self.rank, target, data.len());
-            self.sim.observe(None);
-            let message = Message {
+            let message = self.sim.as_transport(|| Message {
                 source: self.rank,
                 tag,
                 data: data.to_vec(),
-            };
-            self.sim.observe(Some(self.rank));
+            });
             let to = target;
             let envelope = Envelope { context, message };
             self.sim.schedule(at, Action::Deliver { to, envelope });
@@ -285,9 +283,7 @@ impl Transport for SimRank<'_> {
                 tag,
                 data: data.clone(),
             };
-            self.sim.observe(None);
-            drop(envelope);
-            self.sim.observe(Some(self.rank));
+            self.sim.as_transport(|| drop(envelope));
             Ok(Some(message))
         })
         .await

@@ -78,9 +78,12 @@ impl<'s> SimWindow<'s> {
 
 impl Drop for SimWindow<'_> {
     fn drop(&mut self) {
-        self.sim.windows.borrow_mut().remove(&(self.owner, self.id));
-        self.sim
-            .release(self.owner, self.memory.borrow().len() as u64);
+        let memory = std::mem::take(&mut *self.memory.borrow_mut());
+        self.sim.release(self.owner, memory.len() as u64);
+        self.sim.as_transport(|| {
+            self.sim.windows.borrow_mut().remove(&(self.owner, self.id));
+            drop(memory);
+        });
     }
 }
 

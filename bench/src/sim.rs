@@ -1,0 +1,222 @@
+//! `catena-bench sim`: the split algorithms on the simulator for the paper's
+//! workloads, sweeping N = 16, 64, ..., up to a million virtual ranks in this
+//! one process. For each run: virtual completion time, messages, bytes, the
+//! largest per-rank memory of the algorithm (a per-rank counting allocator)
+//! and of the transport, wall time, events per second and peak RSS.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use catena_algorithms::{split, Algorithm, Chain, Split};
+use catena_fabric::sim::{LogGp, Report, Sim, SimRank};
+use catena_fabric::Rma;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::heap::per_rank;
+use crate::report::Table;
+use crate::split::{Workload, WORKLOADS};
+
+type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Largest N of the sweep 16, 64, 256, ... (1048576 for the full sweep).
+    #[arg(long, default_value_t = 65536)]
+    max_ranks: u32,
+    /// Exact rank counts, comma-separated, instead of the sweep.
+    #[arg(long)]
+    ranks: Option<String>,
+    /// Algorithms, comma-separated, or `all`.
+    #[arg(long, default_value = "all")]
+    algorithms: String,
+    /// Workloads by number in the order of `catena-bench split` (0 reorder,
+    /// 1-4 split 5B/80B few/many, 5-6 split+reorder few/many), or `all`.
+    #[arg(long, default_value = "all")]
+    workloads: String,
+    /// Run the O(N)-per-process algorithms (AllgatherGroup, GatherScatter)
+    /// up to this N, Cheng up to 16x this.
+    #[arg(long, default_value_t = 4096)]
+    serial_max_ranks: u32,
+    /// Where to write the results as CSV.
+    #[arg(long, default_value = "results/sim.csv")]
+    csv: PathBuf,
+}
+
+/// The context of the world chain every split starts from.
+const CTX: u32 = 0xBE_0005;
+/// Virtual time a split may take before it counts as hung.
+const DEADLINE: Duration = Duration::from_secs(3600);
+
+struct Row {
+    workload: Workload,
+    algorithm: Algorithm,
+    report: Report,
+    algorithm_bytes: u64,
+    rss_bytes: u64,
+}
+
+fn list<T>(text: &str, all: &[T], parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>>
+where
+    T: Copy,
+{
+    if text == "all" {
+        return Ok(all.to_vec());
+    }
+    text.split(',').map(|s| parse(s.trim())).collect()
+}
+
+fn sweep(args: &Args) -> Result<Vec<u32>> {
+    match &args.ranks {
+        Some(ranks) => list(ranks, &[], |s| Ok(s.parse()?)),
+        None => Ok(std::iter::successors(Some(16u32), |n| n.checked_mul(4))
+            .take_while(|&n| n <= args.max_ranks)
+            .collect()),
+    }
+}
+
+/// Whether `algorithm` runs at `ranks` (the O(N) ones only at small N).
+fn feasible(algorithm: Algorithm, ranks: u32, serial_max: u32) -> bool {
+    match algorithm {
+        Algorithm::AllgatherGroup | Algorithm::GatherScatter => ranks <= serial_max,
+        Algorithm::Cheng(_) => ranks <= serial_max.saturating_mul(16),
+        _ => true,
+    }
+}
+
+/// One split of `workload` on `ranks` virtual ranks.
+fn simulate(workload: Workload, algorithm: Algorithm, ranks: u32) -> Result<Row> {
+    per_rank::start(ranks as usize);
+    let sim = Sim::new(ranks, LogGp::BGP).with_observer(Box::new(per_rank::running));
+    let (results, report) = sim.run(async |t: &SimRank<'_>| {
+        let world = Chain::world(t, CTX);
+        let deadline = t.deadline_in(DEADLINE);
+        let (rank, size) = (t.rank(), t.size());
+        let color = workload.color(rank, size);
+        let split = split(t, &world, color, workload.key(rank), algorithm, deadline).await;
+        // Only the group's size leaves the rank: results stay O(1) per rank.
+        split.map(|s| match s {
+            Split::Member(g) => g.chain.size(),
+            Split::NotMember { .. } => 0,
+        })
+    })?;
+    let algorithm_bytes = per_rank::largest_peak();
+    let rss_bytes = peak_rss();
+    for (rank, r) in results.into_iter().enumerate() {
+        r.map_err(|e| format!("{algorithm} on {ranks} ranks, rank {rank}: {e}"))?;
+    }
+    Ok(Row {
+        workload,
+        algorithm,
+        report,
+        algorithm_bytes,
+        rss_bytes,
+    })
+}
+
+/// This process's peak resident set (VmHWM), 0 where /proc has none.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+pub fn main(args: &Args) -> crate::Outcome {
+    let algorithms = list(&args.algorithms, &Algorithm::ALL, |s| Ok(s.parse()?))?;
+    let workloads = list(&args.workloads, &WORKLOADS, |s| {
+        let i: usize = s.parse()?;
+        WORKLOADS
+            .get(i)
+            .copied()
+            .ok_or_else(|| format!("workload {i}: there are {}", WORKLOADS.len()).into())
+    })?;
+    let sweep = sweep(args)?;
+    let mut runs = Vec::new();
+    for &ranks in &sweep {
+        for &workload in &workloads {
+            for &algorithm in &algorithms {
+                if feasible(algorithm, ranks, args.serial_max_ranks) {
+                    runs.push((ranks, workload, algorithm));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "catena-bench sim: {} runs, N up to {}, {}",
+        runs.len(),
+        sweep.last().copied().unwrap_or(0),
+        LogGp::BGP
+    );
+    // Bigger runs take longer: weigh progress by N.
+    let total: u64 = runs.iter().map(|r| u64::from(r.0)).sum();
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} rank-runs, {msg}")
+            .expect("a valid template"),
+    );
+    let mut rows = Vec::new();
+    for (ranks, workload, algorithm) in runs {
+        bar.set_message(format!("{} {algorithm} N = {ranks}", workload.name()));
+        let started = Instant::now();
+        let row = simulate(workload, algorithm, ranks)?;
+        bar.inc(u64::from(ranks));
+        if started.elapsed() > Duration::from_secs(5) {
+            bar.println(line(&row));
+        }
+        rows.push(row);
+    }
+    bar.finish_and_clear();
+    let table = table(&rows);
+    table.print();
+    table.write_csv(&args.csv)?;
+    eprintln!("wrote {}", args.csv.display());
+    Ok(0)
+}
+
+fn line(r: &Row) -> String {
+    format!(
+        "{} {} N = {}: {:.3} ms virtual, {:.1} s wall, {:.2} M events/s, peak RSS {:.2} GiB",
+        r.workload.name(),
+        r.algorithm,
+        r.report.ranks,
+        r.report.completion.as_secs_f64() * 1e3,
+        r.report.wall.as_secs_f64(),
+        r.report.events_per_second() / 1e6,
+        r.rss_bytes as f64 / (1u64 << 30) as f64
+    )
+}
+
+fn table(rows: &[Row]) -> Table {
+    let mut t = Table::new(&[
+        "workload",
+        "algorithm",
+        "ranks",
+        "virtual_ms",
+        "messages",
+        "bytes",
+        "algorithm_bytes_per_rank",
+        "transport_bytes_per_rank",
+        "events",
+        "wall_s",
+        "events_per_s",
+        "peak_rss_bytes",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.workload.name(),
+            r.algorithm.to_string(),
+            r.report.ranks.to_string(),
+            format!("{:.4}", r.report.completion.as_secs_f64() * 1e3),
+            r.report.messages.to_string(),
+            r.report.bytes.to_string(),
+            r.algorithm_bytes.to_string(),
+            r.report.peak_transport_bytes.to_string(),
+            r.report.events.to_string(),
+            format!("{:.3}", r.report.wall.as_secs_f64()),
+            format!("{:.0}", r.report.events_per_second()),
+            r.rss_bytes.to_string(),
+        ]);
+    }
+    t
+}
