@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use catena_fabric::conformance::{self, Check, SUITE};
-use catena_fabric::sim::{LogGp, Sim, SimRank};
+use catena_fabric::sim::{LogGp, Routed, Sim, SimRank};
 use catena_fabric::{Error, Rma, Transport};
+use catena_topo::Torus;
 
 const MODEL: LogGp = LogGp {
     latency_ns: 1_000.0,
@@ -130,4 +131,40 @@ fn a_deadlock_times_out_in_virtual_time() {
     }
     assert!(report.completion >= Duration::from_secs(30));
     assert!(report.wall < Duration::from_secs(5));
+}
+
+/// On a 4-node ring, 0 -> 2 and 1 -> 3 share the link 1 -> 2: the second
+/// flow waits for the first, so the pair takes twice as long as one flow
+/// (by hand: 2 o + 2 hops + T alone; 2 o + 3 hops + 2 T together).
+#[test]
+fn two_flows_through_one_torus_link_take_twice_as_long() {
+    const BYTES: usize = 1 << 20;
+    let run = |senders: &'static [u32]| {
+        let mut model = Routed::new(Torus::new(&[4]).unwrap(), 1);
+        model.link_ns_per_byte = 1.0;
+        model.hop_ns = 100.0;
+        model.local.overhead_ns = 100.0;
+        let sim = Sim::new(4, model);
+        sim.run(async |t: &SimRank<'_>| {
+            let deadline = t.deadline_in(Duration::from_secs(1));
+            if senders.contains(&t.rank()) {
+                t.send(t.rank() + 2, 1, 1, &vec![1; BYTES], deadline)
+                    .await?;
+            } else if t.rank() >= 2 && senders.contains(&(t.rank() - 2)) {
+                t.recv(Some(t.rank() - 2), 1, 1, deadline).await?;
+            }
+            Ok::<(), Error>(())
+        })
+        .unwrap()
+        .1
+        .completion
+        .as_nanos() as u64
+    };
+    let transfer = BYTES as u64;
+    let alone = run(&[0]);
+    assert_eq!(alone, 2 * 100 + 2 * 100 + transfer);
+    let together = run(&[0, 1]);
+    assert_eq!(together, 2 * 100 + 3 * 100 + 2 * transfer);
+    let ratio = together as f64 / alone as f64;
+    assert!((1.99..2.01).contains(&ratio), "{ratio}");
 }

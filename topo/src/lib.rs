@@ -1,2 +1,38 @@
 //! Network topology models for catena (torus, mesh, fat-tree), routes and
 //! link loads. Pure computation: no I/O, no transport.
+
+mod fat_tree;
+mod torus;
+
+pub use fat_tree::FatTree;
+pub use torus::Torus;
+
+/// A node (a host: ranks live on nodes).
+pub type Node = u32;
+
+/// A directed link, numbered densely from 0 to [`Topology::links`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Link(pub u32);
+
+/// A network: nodes, directed links, and one deterministic route between
+/// any two nodes.
+pub trait Topology {
+    fn nodes(&self) -> u32;
+    fn links(&self) -> u32;
+    /// Appends the links of the route from `from` to `to` (none when equal).
+    fn route(&self, from: Node, to: Node, out: &mut Vec<Link>);
+}
+
+/// How many routes of `pairs` cross each link: index by `Link.0`.
+pub fn link_loads(topology: &impl Topology, pairs: &[(Node, Node)]) -> Vec<u32> {
+    let mut loads = vec![0; topology.links() as usize];
+    let mut route = Vec::new();
+    for &(from, to) in pairs {
+        route.clear();
+        topology.route(from, to, &mut route);
+        for link in &route {
+            loads[link.0 as usize] += 1;
+        }
+    }
+    loads
+}

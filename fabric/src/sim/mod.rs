@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-pub use model::{CostModel, LogGp};
+pub use model::{CostModel, LogGp, Routed};
 pub use rank::SimRank;
 pub use window::SimWindow;
 

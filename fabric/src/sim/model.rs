@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use catena_topo::{Link, Topology};
+
 use crate::{Rank, Time};
 
 /// When a message of `bytes` bytes that leaves `from` at `depart` has fully
@@ -69,5 +71,95 @@ impl CostModel for LogGp {
 
     fn gap_ns(&self, bytes: usize) -> u64 {
         self.gap_ns.max(bytes as f64 * self.per_byte_ns).round() as u64
+    }
+}
+
+/// Messages between nodes follow the topology's route over directed links
+/// of finite bandwidth, cut-through: the head advances one hop per
+/// `hop_ns`, and each link carries one message at a time, reserved in the
+/// order messages are sent, so flows that share a link share its time (two
+/// equal flows through one link take twice as long as one). Ranks map to
+/// nodes in blocks of `ranks_per_node`; messages within a node cost the
+/// `local` LogGP latency and per-byte time.
+pub struct Routed<T: Topology> {
+    topology: T,
+    ranks_per_node: u32,
+    pub link_ns_per_byte: f64,
+    pub hop_ns: f64,
+    pub local: LogGp,
+    busy: Vec<u64>,
+    route: Vec<Link>,
+}
+
+impl<T: Topology> Routed<T> {
+    /// A machine of `topology` with `ranks_per_node` ranks on each node,
+    /// BlueGene/P-like: 425 MB/s links, 100 ns a hop, LogGP's BG/P overheads
+    /// and 1 µs within a node.
+    pub fn new(topology: T, ranks_per_node: u32) -> Routed<T> {
+        let links = topology.links() as usize;
+        Routed {
+            topology,
+            ranks_per_node: ranks_per_node.max(1),
+            link_ns_per_byte: 1e9 / 425e6,
+            hop_ns: 100.0,
+            local: LogGp {
+                latency_ns: 1_000.0,
+                per_byte_ns: 0.5,
+                ..LogGp::BGP
+            },
+            busy: vec![0; links],
+            route: Vec::new(),
+        }
+    }
+
+    pub fn topology(&self) -> &T {
+        &self.topology
+    }
+}
+
+impl<T: Topology> fmt::Display for Routed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} nodes x {} ranks, links {:.0} MB/s, {} ns a hop, o = {} ns",
+            self.topology.nodes(),
+            self.ranks_per_node,
+            1e3 / self.link_ns_per_byte,
+            self.hop_ns,
+            self.local.overhead_ns
+        )
+    }
+}
+
+impl<T: Topology> CostModel for Routed<T> {
+    fn arrival(&mut self, from: Rank, to: Rank, bytes: usize, depart: Time) -> Time {
+        let (a, b) = (from / self.ranks_per_node, to / self.ranks_per_node);
+        if a == b {
+            return self.local.arrival(from, to, bytes, depart);
+        }
+        self.route.clear();
+        self.topology.route(a, b, &mut self.route);
+        let transfer = (bytes as f64 * self.link_ns_per_byte).round() as u64;
+        let hop = self.hop_ns.round() as u64;
+        let (mut head, mut end) = (depart.0, depart.0);
+        for link in &self.route {
+            let busy = &mut self.busy[link.0 as usize];
+            let start = head.max(*busy);
+            end = start + transfer;
+            *busy = end;
+            head = start + hop;
+        }
+        Time(end + hop)
+    }
+
+    fn overhead_ns(&self) -> u64 {
+        self.local.overhead_ns()
+    }
+
+    fn gap_ns(&self, bytes: usize) -> u64 {
+        self.local
+            .gap_ns
+            .max(bytes as f64 * self.link_ns_per_byte)
+            .round() as u64
     }
 }
