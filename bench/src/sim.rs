@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{split, Algorithm, Chain, Split};
-use catena_fabric::sim::{LogGp, Report, Sim, SimRank};
+use catena_fabric::sim::{CostModel, LogGp, Report, Routed, Sim, SimRank};
 use catena_fabric::Rma;
+use catena_topo::{FatTree, Torus};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::heap::per_rank;
@@ -37,9 +38,53 @@ pub struct Args {
     /// up to this N, Cheng up to 16x this.
     #[arg(long, default_value_t = 4096)]
     serial_max_ranks: u32,
+    /// Cost model: `loggp` (BG/P-like LogGP), `torus` (BG/P-like 3D torus,
+    /// 4 ranks a node, links shared) or `fattree` (k-ary fat-tree, 1 rank a
+    /// host, links shared).
+    #[arg(long, default_value = "loggp")]
+    model: Model,
     /// Where to write the results as CSV.
     #[arg(long, default_value = "results/sim.csv")]
     csv: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Model {
+    Loggp,
+    Torus,
+    Fattree,
+}
+
+/// BG/P runs 4 ranks a node (virtual node mode).
+const TORUS_RANKS_PER_NODE: u32 = 4;
+
+impl Model {
+    fn build(self, ranks: u32) -> Box<dyn CostModel> {
+        match self {
+            Model::Loggp => Box::new(LogGp::BGP),
+            Model::Torus => {
+                let nodes = ranks.div_ceil(TORUS_RANKS_PER_NODE);
+                Box::new(Routed::new(Torus::cube_for(nodes), TORUS_RANKS_PER_NODE))
+            }
+            Model::Fattree => Box::new(Routed::new(FatTree::for_hosts(ranks), 1)),
+        }
+    }
+
+    fn describe(self, ranks: u32) -> String {
+        match self {
+            Model::Loggp => LogGp::BGP.to_string(),
+            Model::Torus => {
+                let nodes = ranks.div_ceil(TORUS_RANKS_PER_NODE);
+                let torus = Torus::cube_for(nodes);
+                let model = Routed::new(torus.clone(), TORUS_RANKS_PER_NODE);
+                format!("torus {:?}: {model}", torus.dims())
+            }
+            Model::Fattree => {
+                let tree = FatTree::for_hosts(ranks);
+                format!("fat-tree: {}", Routed::new(tree, 1))
+            }
+        }
+    }
 }
 
 /// The context of the world chain every split starts from.
@@ -84,9 +129,9 @@ fn feasible(algorithm: Algorithm, ranks: u32, serial_max: u32) -> bool {
 }
 
 /// One split of `workload` on `ranks` virtual ranks.
-fn simulate(workload: Workload, algorithm: Algorithm, ranks: u32) -> Result<Row> {
+fn simulate(workload: Workload, algorithm: Algorithm, ranks: u32, model: Model) -> Result<Row> {
     per_rank::start(ranks as usize);
-    let sim = Sim::new(ranks, LogGp::BGP).with_observer(Box::new(per_rank::running));
+    let sim = Sim::new(ranks, model.build(ranks)).with_observer(Box::new(per_rank::running));
     let (results, report) = sim.run(async |t: &SimRank<'_>| {
         let world = Chain::world(t, CTX);
         let deadline = t.deadline_in(DEADLINE);
@@ -143,11 +188,11 @@ pub fn main(args: &Args) -> crate::Outcome {
             }
         }
     }
+    let largest = sweep.last().copied().unwrap_or(0);
     eprintln!(
-        "catena-bench sim: {} runs, N up to {}, {}",
+        "catena-bench sim: {} runs, N up to {largest}, {}",
         runs.len(),
-        sweep.last().copied().unwrap_or(0),
-        LogGp::BGP
+        args.model.describe(largest)
     );
     // Bigger runs take longer: weigh progress by N.
     let total: u64 = runs.iter().map(|r| u64::from(r.0)).sum();
@@ -159,7 +204,7 @@ pub fn main(args: &Args) -> crate::Outcome {
     for (ranks, workload, algorithm) in runs {
         bar.set_message(format!("{} {algorithm} N = {ranks}", workload.name()));
         let started = Instant::now();
-        let row = simulate(workload, algorithm, ranks)?;
+        let row = simulate(workload, algorithm, ranks, args.model)?;
         bar.inc(u64::from(ranks));
         if started.elapsed() > Duration::from_secs(5) {
             bar.println(line(&row));

@@ -163,3 +163,17 @@ impl<T: Topology> CostModel for Routed<T> {
             .round() as u64
     }
 }
+
+impl<M: CostModel + ?Sized> CostModel for Box<M> {
+    fn arrival(&mut self, from: Rank, to: Rank, bytes: usize, depart: Time) -> Time {
+        (**self).arrival(from, to, bytes, depart)
+    }
+
+    fn overhead_ns(&self) -> u64 {
+        (**self).overhead_ns()
+    }
+
+    fn gap_ns(&self, bytes: usize) -> u64 {
+        (**self).gap_ns(bytes)
+    }
+}
