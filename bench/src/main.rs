@@ -9,6 +9,7 @@ mod native;
 #[cfg(feature = "ofi")]
 mod ofi_raw;
 mod physical;
+mod plot;
 mod put;
 mod report;
 mod ring;

@@ -4,7 +4,7 @@
 //! largest per-rank memory of the algorithm (a per-rank counting allocator)
 //! and of the transport, wall time, events per second and peak RSS.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{split, Algorithm, Chain, Split};
@@ -14,6 +14,7 @@ use catena_topo::{FatTree, Torus};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::heap::per_rank;
+use crate::plot;
 use crate::report::Table;
 use crate::split::{Workload, WORKLOADS};
 
@@ -43,9 +44,13 @@ pub struct Args {
     /// host, links shared).
     #[arg(long, default_value = "loggp")]
     model: Model,
-    /// Where to write the results as CSV.
+    /// Where to write the results as CSV; the plots go beside it, one PNG
+    /// per workload (`sim-reorder.png`, ...).
     #[arg(long, default_value = "results/sim.csv")]
     csv: PathBuf,
+    /// Do not simulate: plot the CSV that is already there.
+    #[arg(long)]
+    replot: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -169,6 +174,18 @@ fn peak_rss() -> u64 {
 }
 
 pub fn main(args: &Args) -> crate::Outcome {
+    if !args.replot {
+        sweep_and_write(args)?;
+    }
+    match plot(&args.csv) {
+        Ok(written) => eprintln!("wrote {}", written.join(", ")),
+        // The figures are in the CSV; the plots are a view of them.
+        Err(e) => eprintln!("no plots: {e}"),
+    }
+    Ok(0)
+}
+
+fn sweep_and_write(args: &Args) -> Result<()> {
     let algorithms = list(&args.algorithms, &Algorithm::ALL, |s| Ok(s.parse()?))?;
     let workloads = list(&args.workloads, &WORKLOADS, |s| {
         let i: usize = s.parse()?;
@@ -216,7 +233,66 @@ pub fn main(args: &Args) -> crate::Outcome {
     table.print();
     table.write_csv(&args.csv)?;
     eprintln!("wrote {}", args.csv.display());
-    Ok(0)
+    Ok(())
+}
+
+/// One log-log plot of virtual time against N per workload in `csv`, one
+/// line per algorithm; returns the files written.
+fn plot(csv: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(csv).map_err(|e| format!("{}: {e}", csv.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().ok_or("an empty CSV")?.split(',').collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("{}: no column {name}", csv.display()))
+    };
+    let (w, a, n, t) = (
+        column("workload")?,
+        column("algorithm")?,
+        column("ranks")?,
+        column("virtual_ms")?,
+    );
+    // workload -> algorithm -> points, in the order they first appear.
+    let mut plots: Vec<(String, Vec<plot::Series>)> = Vec::new();
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        let bad = || format!("{}: unexpected line {line:?}", csv.display());
+        let (Some(workload), Some(algorithm)) = (cells.get(w), cells.get(a)) else {
+            return Err(bad().into());
+        };
+        let ranks: f64 = cells.get(n).and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+        let ms: f64 = cells.get(t).and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+        let at = match plots.iter().position(|p| p.0 == *workload) {
+            Some(i) => i,
+            None => {
+                plots.push((workload.to_string(), Vec::new()));
+                plots.len() - 1
+            }
+        };
+        let series = &mut plots[at].1;
+        match series.iter_mut().find(|s| s.name == *algorithm) {
+            Some(s) => s.points.push((ranks, ms)),
+            None => series.push(plot::Series {
+                name: algorithm.to_string(),
+                points: vec![(ranks, ms)],
+            }),
+        }
+    }
+    let stem = csv.file_stem().and_then(|s| s.to_str()).unwrap_or("sim");
+    let mut written = Vec::new();
+    for (workload, series) in plots {
+        let slug: String = workload
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let path = csv.with_file_name(format!("{stem}-{slug}.png"));
+        let title = format!("{workload}: split time on the simulator");
+        plot::log_log(&path, &title, "ranks", "virtual time, ms", &series)?;
+        written.push(path.display().to_string());
+    }
+    Ok(written)
 }
 
 fn line(r: &Row) -> String {

@@ -1,0 +1,89 @@
+//! Log-log PNG line plots for the sweeps (one line per series), drawn with
+//! `plotters`. Text needs a font: DejaVu Sans from Debian's
+//! `fonts-dejavu-core`, read once at run time.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+
+type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
+
+const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+/// Registers the font as "sans-serif" once; says why when it cannot.
+fn font() -> Result<()> {
+    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let bytes = std::fs::read(FONT).map_err(|e| {
+                format!("{FONT}: {e} (install Debian's fonts-dejavu-core for PNG plots)")
+            })?;
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| format!("{FONT} is not a font plotters can read"))
+        })
+        .clone()
+        .map_err(Into::into)
+}
+
+/// A named series of (x, y) points, both positive.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Writes `series` as a log-log line plot to `path`.
+pub fn log_log(path: &Path, title: &str, x: &str, y: &str, series: &[Series]) -> Result<()> {
+    font()?;
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let (x_lo, x_hi) = bounds(all().map(|p| p.0)).ok_or("nothing to plot")?;
+    let (y_lo, y_hi) = bounds(all().map(|p| p.1)).ok_or("nothing to plot")?;
+    let root = BitMapBackend::new(path, (1000, 650)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (x_lo / 1.2..x_hi * 1.2).log_scale(),
+            (y_lo / 1.5..y_hi * 1.5).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc(x)
+        .y_desc(y)
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?
+            .label(s.name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart.draw_series(
+            s.points
+                .iter()
+                .map(|&p| Circle::new(p, 3, color.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn bounds(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    values
+        .filter(|v| *v > 0.0)
+        .fold(None, |b, v| match b {
+            None => Some((v, v)),
+            Some((lo, hi)) => Some((v.min(lo), v.max(hi))),
+        })
+}
