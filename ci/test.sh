@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # ofi, ucx, mpi); mpich for mpiexec; the libraries' own tools (fi_info,
 # fi_pingpong, ucx_info, ucx_perftest) for diagnostics and catena-bench.
 packages=(gcc libc6-dev pkg-config clang libclang-dev libfabric-dev libfabric-bin
-  libucx-dev ucx-utils libmpich-dev mpich)
+  libucx-dev ucx-utils libmpich-dev mpich fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
