@@ -77,13 +77,20 @@ pub enum Algorithm {
     Hash,
     /// Hash, finishing chains shorter than 64 with AllgatherGroup.
     Hash64,
-    /// The paper's findings: AllgatherGroup up to [`AUTO_SERIAL_MAX`]
-    /// processes, else Bitonic when reordering and Hash when only splitting.
+    /// The paper's findings, with thresholds from the simulator (BG/P-like
+    /// LogGP, docs/scaling.md): the serial GatherScatter up to
+    /// [`AUTO_SERIAL_MAX_REORDER`] processes when reordering and
+    /// [`AUTO_SERIAL_MAX_SPLIT`] when only splitting; above, Bitonic when
+    /// reordering and Hash when only splitting.
     Auto,
 }
 
-/// Up to this many parent processes `Auto` picks a serial sort.
-pub const AUTO_SERIAL_MAX: u32 = 32;
+/// Up to this many parent processes `Auto` sorts serially when reordering
+/// (GatherScatter beats Bitonic in the simulator up to 1K-4K processes).
+pub const AUTO_SERIAL_MAX_REORDER: u32 = 2048;
+/// Up to this many `Auto` sorts serially when only splitting (Hash beats
+/// GatherScatter in the simulator from 64 processes, and ties at 16).
+pub const AUTO_SERIAL_MAX_SPLIT: u32 = 16;
 
 /// Below this chain length Hash64 finishes with AllgatherGroup.
 pub const HASH64_SERIAL_BELOW: u32 = 64;
@@ -136,7 +143,10 @@ impl Algorithm {
     /// What `Auto` becomes for a parent of `size` processes.
     fn resolve(self, size: u32, reorder: bool) -> Algorithm {
         match self {
-            Algorithm::Auto if size <= AUTO_SERIAL_MAX => Algorithm::AllgatherGroup,
+            Algorithm::Auto if reorder && size <= AUTO_SERIAL_MAX_REORDER => {
+                Algorithm::GatherScatter
+            }
+            Algorithm::Auto if size <= AUTO_SERIAL_MAX_SPLIT => Algorithm::GatherScatter,
             Algorithm::Auto if reorder => Algorithm::Bitonic,
             Algorithm::Auto => Algorithm::Hash,
             chosen => chosen,
