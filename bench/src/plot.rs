@@ -59,14 +59,13 @@ pub fn log_log(path: &Path, title: &str, x: &str, y: &str, series: &[Series]) ->
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))?
             .label(s.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-        chart.draw_series(
-            s.points
-                .iter()
-                .map(|&p| Circle::new(p, 3, color.filled())),
-        )?;
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     chart
         .configure_series_labels()
@@ -80,10 +79,8 @@ pub fn log_log(path: &Path, title: &str, x: &str, y: &str, series: &[Series]) ->
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
-    values
-        .filter(|v| *v > 0.0)
-        .fold(None, |b, v| match b {
-            None => Some((v, v)),
-            Some((lo, hi)) => Some((v.min(lo), v.max(hi))),
-        })
+    values.filter(|v| *v > 0.0).fold(None, |b, v| match b {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((v.min(lo), v.max(hi))),
+    })
 }

@@ -224,7 +224,11 @@ fn sweep_and_write(args: &Args) -> Result<()> {
         let row = simulate(workload, algorithm, ranks, args.model)?;
         bar.inc(u64::from(ranks));
         if started.elapsed() > Duration::from_secs(5) {
-            bar.println(line(&row));
+            // A hidden bar (no terminal) prints nothing.
+            match bar.is_hidden() {
+                true => eprintln!("{}", line(&row)),
+                false => bar.println(line(&row)),
+            }
         }
         rows.push(row);
     }

@@ -47,7 +47,10 @@ fn a_sweep_writes_csv_and_plots_and_memory_stays_small() {
     // O(log N): each factor 4 in N adds at most a few cache entries.
     let bitonic = memory(&text, "Bitonic");
     for w in bitonic.windows(2) {
-        assert!(w[1].1 <= w[0].1 + 256, "Bitonic per-rank bytes: {bitonic:?}");
+        assert!(
+            w[1].1 <= w[0].1 + 256,
+            "Bitonic per-rank bytes: {bitonic:?}"
+        );
     }
     if std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
         let png = std::fs::read(dir.join("sim-split-5B-few.png")).unwrap();
