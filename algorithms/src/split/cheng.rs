@@ -224,10 +224,12 @@ async fn select_cuts<T: Transport, K: Wire + Clone>(
                 continue;
             }
             let (lower, upper) = bounds[j];
+            // Ranges only shrink, even under a comparator that is not a
+            // total order (the deadline then ends the search).
             match below[j].cmp(&targets[j]) {
                 Ordering::Equal => cuts[j] = Some(lower),
-                Ordering::Less => lo[j] = upper,
-                Ordering::Greater => hi[j] = lower,
+                Ordering::Less => lo[j] = upper.clamp(lo[j], hi[j]),
+                Ordering::Greater => hi[j] = lower.clamp(lo[j], hi[j]),
             }
         }
     }
