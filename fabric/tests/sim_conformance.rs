@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use catena_fabric::conformance::{self, Check, SUITE};
 use catena_fabric::sim::{LogGp, Routed, Sim, SimRank};
-use catena_fabric::{Error, Rma, Transport};
+use catena_fabric::{Error, LocalWindow, RemoteKey, Rma, Transport};
 use catena_topo::Torus;
 
 const MODEL: LogGp = LogGp {
@@ -167,4 +167,36 @@ fn two_flows_through_one_torus_link_take_twice_as_long() {
     assert_eq!(together, 2 * 100 + 3 * 100 + 2 * transfer);
     let ratio = together as f64 / alone as f64;
     assert!((1.99..2.01).contains(&ratio), "{ratio}");
+}
+
+/// A key forged to claim a longer window than its owner has fails at the
+/// origin instead of writing past the window.
+#[test]
+fn a_key_claiming_a_longer_window_is_refused() {
+    let sim = Sim::new(2, MODEL);
+    let (results, _) = sim
+        .run(async |t: &SimRank<'_>| {
+            let window = t.alloc_window(64)?;
+            let deadline = t.deadline_in(Duration::from_secs(1));
+            let peer = 1 - t.rank();
+            t.send(peer, 1, 1, window.key().as_bytes(), deadline)
+                .await?;
+            let theirs = t.recv(Some(peer), 1, 1, deadline).await?.data;
+            // The key's last 8 bytes are the window's length: claim 4096.
+            let mut forged = theirs.clone();
+            let at = forged.len() - 8;
+            forged[at..].copy_from_slice(&4096u64.to_le_bytes());
+            let forged = RemoteKey::from_bytes(&forged)?;
+            let got = t.put(peer, &forged, 1000, &[7; 8]);
+            assert!(matches!(got, Err(Error::InvalidKey(_))), "{got:?}");
+            // Both windows stay alive until both have tried.
+            t.send(peer, 1, 2, &[], deadline).await?;
+            t.recv(Some(peer), 1, 2, deadline).await?;
+            drop(window);
+            Ok::<(), Error>(())
+        })
+        .unwrap();
+    for r in results {
+        r.unwrap();
+    }
 }

@@ -47,8 +47,17 @@ impl<'s> SimRank<'s> {
     fn target_window(&self, target: Rank, key: &RemoteKey) -> Result<SimKey> {
         self.check_rank(target)?;
         let key = SimKey::decode(key, target)?;
-        if !self.sim.windows.borrow().contains_key(&(target, key.id)) {
-            return Err(Error::WindowFreed { rank: target });
+        let len = match self.sim.windows.borrow().get(&(target, key.id)) {
+            None => return Err(Error::WindowFreed { rank: target }),
+            Some(memory) => memory.borrow().len(),
+        };
+        // Bounds are checked against the key's length: a forged one must not
+        // reach past the window.
+        if len != key.len {
+            return Err(Error::InvalidKey(format!(
+                "window {} of rank {target} has {len} bytes, the key says {}",
+                key.id, key.len
+            )));
         }
         Ok(key)
     }
