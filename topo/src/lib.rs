@@ -1,10 +1,20 @@
-//! Network topology models for catena (torus, mesh, fat-tree), routes and
-//! link loads. Pure computation: no I/O, no transport.
+//! Network topology models for catena (torus, mesh, fat-tree), routes, link
+//! loads, and contention-free broadcast trees for torus sub-communicators
+//! with their checker. Pure computation: no I/O, no transport.
 
+mod check;
 mod fat_tree;
+mod members;
+mod route;
+mod schedule;
 mod torus;
+pub mod trees;
 
+pub use check::{check, schedule_loads, Checked, ScheduleError};
 pub use fat_tree::FatTree;
+pub use members::{Members, MembersError};
+pub use route::{reversed, RouteError, Segment, Walk};
+pub use schedule::{Construction, Edge, Place, Schedule, Tree};
 pub use torus::Torus;
 
 /// A node (a host: ranks live on nodes).

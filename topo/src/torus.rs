@@ -72,9 +72,64 @@ impl Torus {
             .fold(0, |n, (&c, &extent)| n * extent + c)
     }
 
+    pub fn wraps(&self, dim: usize) -> bool {
+        self.wrap[dim]
+    }
+
     /// The link leaving `node` along dimension `dim`, upward or downward.
     pub fn link(&self, node: Node, dim: usize, up: bool) -> Link {
         Link((node * self.dims.len() as u32 + dim as u32) * 2 + u32::from(!up))
+    }
+
+    /// The node one hop from `node` along `dim`; `None` past a mesh's edge
+    /// or along a dimension of extent 1 (it has no links).
+    pub fn step(&self, node: Node, dim: usize, up: bool) -> Option<Node> {
+        let extent = self.dims[dim];
+        let mut c = self.coordinates(node);
+        c[dim] = match (up, self.wrap[dim]) {
+            _ if extent == 1 => return None,
+            (true, _) if c[dim] + 1 < extent => c[dim] + 1,
+            (false, _) if c[dim] > 0 => c[dim] - 1,
+            (_, false) => return None,
+            (true, true) => 0,
+            (false, true) => extent - 1,
+        };
+        Some(self.node(&c))
+    }
+
+    /// The same physical link traversed the other way: the link from the
+    /// far end back to `node`.
+    pub fn reverse(&self, link: Link) -> Link {
+        let per_node = self.dims.len() as u32 * 2;
+        let node = link.0 / per_node;
+        let dim = (link.0 % per_node / 2) as usize;
+        let up = link.0 % 2 == 0;
+        let far = self.step(node, dim, up).expect("a link has a far end");
+        self.link(far, dim, !up)
+    }
+
+    /// Hops from coordinate `a` to `b` along `dim` going up (or down), or
+    /// `None` when a mesh does not allow that direction.
+    pub fn distance(&self, dim: usize, a: u32, b: u32, up: bool) -> Option<u32> {
+        let extent = self.dims[dim];
+        match (self.wrap[dim], up) {
+            (true, true) => Some((b + extent - a) % extent),
+            (true, false) => Some((a + extent - b) % extent),
+            (false, true) => b.checked_sub(a),
+            (false, false) => a.checked_sub(b),
+        }
+    }
+
+    /// The fewest hops between two nodes.
+    pub fn hops(&self, a: Node, b: Node) -> u32 {
+        let (ca, cb) = (self.coordinates(a), self.coordinates(b));
+        (0..self.dims.len())
+            .map(|d| {
+                let up = self.distance(d, ca[d], cb[d], true);
+                let down = self.distance(d, ca[d], cb[d], false);
+                up.into_iter().chain(down).min().expect("one way is open")
+            })
+            .sum()
     }
 }
 
