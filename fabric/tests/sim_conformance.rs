@@ -169,6 +169,48 @@ fn two_flows_through_one_torus_link_take_twice_as_long() {
     assert!((1.99..2.01).contains(&ratio), "{ratio}");
 }
 
+/// A node injects on all its links at once: sending 1 MiB to both ring
+/// neighbours takes one transfer time (plus a gap), not two; a route pinned
+/// the long way round takes its extra hops.
+#[test]
+fn a_node_feeds_its_links_at_once_and_pinned_routes_are_taken() {
+    const BYTES: usize = 1 << 20;
+    let run = |targets: &'static [u32], pin: bool| {
+        let torus = Torus::new(&[4]).unwrap();
+        let mut model = Routed::new(torus.clone(), 1);
+        model.link_ns_per_byte = 1.0;
+        model.hop_ns = 100.0;
+        model.local.overhead_ns = 100.0;
+        model.local.gap_ns = 100.0;
+        if pin {
+            // 0 -> 1 the long way: down through 3 and 2.
+            let links = (0..3).map(|i| torus.link((4 - i) % 4, 0, false)).collect();
+            model.pin_route(0, 1, links);
+        }
+        let sim = Sim::new(4, model);
+        sim.run(async |t: &SimRank<'_>| {
+            let deadline = t.deadline_in(Duration::from_secs(1));
+            if t.rank() == 0 {
+                for &to in targets {
+                    t.send(to, 1, 1, &vec![1; BYTES], deadline).await?;
+                }
+            } else if targets.contains(&t.rank()) {
+                t.recv(Some(0), 1, 1, deadline).await?;
+            }
+            Ok::<(), Error>(())
+        })
+        .unwrap()
+        .1
+        .completion
+        .as_nanos() as u64
+    };
+    let transfer = BYTES as u64;
+    assert_eq!(run(&[1], false), 2 * 100 + 100 + transfer);
+    // The second send starts a gap after the first.
+    assert_eq!(run(&[1, 3], false), 100 + 2 * 100 + 100 + transfer);
+    assert_eq!(run(&[1], true), 2 * 100 + 3 * 100 + transfer);
+}
+
 /// A key forged to claim a longer window than its owner has fails at the
 /// origin instead of writing past the window.
 #[test]

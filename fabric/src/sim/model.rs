@@ -4,7 +4,8 @@
 
 use std::fmt;
 
-use catena_topo::{Link, Topology};
+use catena_topo::{Link, Node, Topology};
+use rustc_hash::FxHashMap;
 
 use crate::{Rank, Time};
 
@@ -78,9 +79,11 @@ impl CostModel for LogGp {
 /// of finite bandwidth, cut-through: the head advances one hop per
 /// `hop_ns`, and each link carries one message at a time, reserved in the
 /// order messages are sent, so flows that share a link share its time (two
-/// equal flows through one link take twice as long as one). Ranks map to
-/// nodes in blocks of `ranks_per_node`; messages within a node cost the
-/// `local` LogGP latency and per-byte time.
+/// equal flows through one link take twice as long as one). A node injects
+/// on all its links at once (a DMA engine, as on BG/P): a sender pays the
+/// per-message gap, and only links limit bandwidth. Ranks map to nodes in
+/// blocks of `ranks_per_node`; messages within a node cost the `local`
+/// LogGP latency and per-byte time.
 pub struct Routed<T: Topology> {
     topology: T,
     ranks_per_node: u32,
@@ -89,6 +92,8 @@ pub struct Routed<T: Topology> {
     pub local: LogGp,
     busy: Vec<u64>,
     route: Vec<Link>,
+    /// Routes software chose between two nodes (BG/P's direction hints).
+    pinned: FxHashMap<(Node, Node), Vec<Link>>,
 }
 
 impl<T: Topology> Routed<T> {
@@ -109,11 +114,18 @@ impl<T: Topology> Routed<T> {
             },
             busy: vec![0; links],
             route: Vec::new(),
+            pinned: FxHashMap::default(),
         }
     }
 
     pub fn topology(&self) -> &T {
         &self.topology
+    }
+
+    /// Messages from node `from` to node `to` take `links` instead of the
+    /// topology's route (a tie broken the other way, a schedule's route).
+    pub fn pin_route(&mut self, from: Node, to: Node, links: Vec<Link>) {
+        self.pinned.insert((from, to), links);
     }
 }
 
@@ -137,12 +149,18 @@ impl<T: Topology> CostModel for Routed<T> {
         if a == b {
             return self.local.arrival(from, to, bytes, depart);
         }
-        self.route.clear();
-        self.topology.route(a, b, &mut self.route);
+        let route = match self.pinned.get(&(a, b)) {
+            Some(links) => links,
+            None => {
+                self.route.clear();
+                self.topology.route(a, b, &mut self.route);
+                &self.route
+            }
+        };
         let transfer = (bytes as f64 * self.link_ns_per_byte).round() as u64;
         let hop = self.hop_ns.round() as u64;
         let (mut head, mut end) = (depart.0, depart.0);
-        for link in &self.route {
+        for link in route {
             let busy = &mut self.busy[link.0 as usize];
             let start = head.max(*busy);
             end = start + transfer;
@@ -156,11 +174,8 @@ impl<T: Topology> CostModel for Routed<T> {
         self.local.overhead_ns()
     }
 
-    fn gap_ns(&self, bytes: usize) -> u64 {
-        self.local
-            .gap_ns
-            .max(bytes as f64 * self.link_ns_per_byte)
-            .round() as u64
+    fn gap_ns(&self, _bytes: usize) -> u64 {
+        self.local.gap_ns.round() as u64
     }
 }
 
