@@ -14,7 +14,7 @@ pub mod tree;
 pub use chain::{Chain, Neighbours};
 pub use codec::Wire;
 pub use error::{Error, Result};
-pub use pipeline::{PipelineConfig, TreeCollective, TreePlace, TreePlan};
+pub use pipeline::{torus_plan, PipelineConfig, TreeCollective, TreePlace, TreePlan};
 pub use scan::{allreduce, barrier, double_scan, exscan, exscan_rl, scan, scan_rl, DoubleScan};
 pub use shift::shift;
 pub use split::{split, split_by, Algorithm, Color, Group, Key, Split};

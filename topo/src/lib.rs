@@ -4,6 +4,7 @@
 
 mod check;
 mod fat_tree;
+mod mapping;
 mod members;
 mod route;
 mod schedule;
@@ -12,6 +13,7 @@ pub mod trees;
 
 pub use check::{check, schedule_loads, Checked, ScheduleError};
 pub use fat_tree::FatTree;
+pub use mapping::RankMap;
 pub use members::{Members, MembersError};
 pub use route::{reversed, RouteError, Segment, Walk};
 pub use schedule::{Construction, Edge, Place, Schedule, Tree};

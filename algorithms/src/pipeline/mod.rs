@@ -7,6 +7,7 @@ mod bcast;
 mod reduce;
 mod run;
 mod setup;
+mod torus;
 mod window;
 
 use std::cell::Cell;
@@ -16,6 +17,7 @@ use catena_fabric::{ContextId, Rank, RemoteKey, Time, Transport};
 
 use crate::Result;
 use run::{Mode, Run};
+pub use torus::torus_plan;
 use window::{Endpoint, Rings};
 
 /// One colour's tree around this process (world ranks).

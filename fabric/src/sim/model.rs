@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use catena_topo::{Link, Node, Topology};
+use catena_topo::{Link, Node, RouteError, Schedule, Topology, Torus};
 use rustc_hash::FxHashMap;
 
 use crate::{Rank, Time};
@@ -126,6 +126,24 @@ impl<T: Topology> Routed<T> {
     /// topology's route (a tie broken the other way, a schedule's route).
     pub fn pin_route(&mut self, from: Node, to: Node, links: Vec<Link>) {
         self.pinned.insert((from, to), links);
+    }
+}
+
+impl Routed<Torus> {
+    /// Pins every edge's route of `schedule` (over nodes), and its reversal
+    /// for what travels back (reduce partials, credits).
+    pub fn pin_schedule(&mut self, schedule: &Schedule) -> Result<(), RouteError> {
+        for edge in schedule.colours.iter().flat_map(|tree| &tree.edges) {
+            let links = self.topology.walk(edge.parent, &edge.route)?.links;
+            let back = links
+                .iter()
+                .rev()
+                .map(|&l| self.topology.reverse(l))
+                .collect();
+            self.pin_route(edge.parent, edge.child, links);
+            self.pin_route(edge.child, edge.parent, back);
+        }
+        Ok(())
     }
 }
 
