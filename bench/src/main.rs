@@ -15,6 +15,7 @@ mod report;
 mod ring;
 mod sim;
 mod split;
+mod tree;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -66,6 +67,8 @@ enum Command {
     /// The split algorithms on the simulator, N = 16 .. 1M virtual ranks in
     /// this process: virtual time, traffic, per-rank memory, events/s.
     Sim(sim::Args),
+    #[command(subcommand)]
+    Tree(tree::TreeCommand),
 }
 
 fn main() -> ExitCode {
@@ -90,6 +93,9 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::Sim(args) => sim::main(&args),
+        Command::Tree(tree::TreeCommand::Run(args)) => as_job(args.job.ranks, args.job.pin)
+            .unwrap_or_else(|| tree::main(&tree::TreeCommand::Run(args))),
+        Command::Tree(command) => tree::main(&command),
         Command::Groups(args) => {
             as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| groups::main(&args))
         }
