@@ -142,6 +142,16 @@ fn sim(args: &SimArgs) -> Result<()> {
         ));
         let ms = simulate::run(&torus, case, algo, op, bytes)?.as_secs_f64() * 1e3;
         bar.inc(bytes as u64 >> 10);
+        if bar.is_hidden() {
+            // No terminal shows the bar: say what was done, line by line.
+            let elapsed = bar.elapsed().as_secs();
+            eprintln!(
+                "[{elapsed} s] {} {} {}: {ms:.3} virtual ms",
+                case.name,
+                name(algo, op),
+                human_bytes(bytes)
+            );
+        }
         if algo == Algo::Binomial {
             binomial_ms.insert((case.name, op, bytes), ms);
         }
