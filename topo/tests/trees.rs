@@ -355,3 +355,17 @@ fn the_checker_names_each_violation() {
     far.colours[0].edges[0].route[0].len = 6;
     assert!(check(&t, &pair, &far, &[]).is_err());
 }
+
+/// A member set no construction serves (irregular members of a 4D torus)
+/// gets the binomial tree, which says why.
+#[test]
+fn auto_falls_back_and_says_why() {
+    let t = Torus::new(&[3, 3, 3, 3]).unwrap();
+    let order: Vec<Node> = (0..t.nodes()).filter(|n| n % 5 != 1).collect();
+    let s = auto(&t, &order, order[3]).unwrap();
+    assert_eq!(s.construction, Construction::Binomial);
+    let why = s.fallback.clone().expect("a reason");
+    assert!(!why.is_empty());
+    let members = Members::new(&t, order.iter().copied()).unwrap();
+    check(&t, &members, &s, &[]).unwrap();
+}
