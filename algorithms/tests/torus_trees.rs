@@ -268,3 +268,29 @@ fn sim_torus_trees_8x8x8() {
     }
     assert!(report.messages > 0);
 }
+
+/// Plans that cannot be served are refused by name, before any traffic.
+#[test]
+fn bad_plans_are_refused() {
+    let torus = Torus::new(&[2, 2, 2]).unwrap();
+    let map = RankMap::row_major(&torus, 8, 1).unwrap();
+    let all: Vec<Rank> = (0..8).collect();
+    let s = rectangle(&torus, &Members::all(&torus), 0).unwrap();
+    let refused = |schedule: &Schedule, ranks: &[Rank], root: Rank, me: Rank| {
+        matches!(
+            torus_plan(schedule, &map, ranks, root, me),
+            Err(catena_algorithms::Error::InvalidArgument(_))
+        )
+    };
+    assert!(torus_plan(&s, &map, &all, 0, 5).is_ok());
+    assert!(refused(&s, &all, 3, 5), "root rank off the schedule's root");
+    assert!(refused(&s, &all[1..], 1, 0), "me outside the ranks");
+    assert!(refused(&s, &[0, 9], 0, 0), "a rank outside the map");
+    let mut none = s.clone();
+    none.colours.clear();
+    assert!(refused(&none, &all, 0, 5), "no colours");
+    // Node 7 runs a member the schedule does not reach.
+    let z0 = planes(&torus, &Members::new(&torus, [0, 2, 4, 6]).unwrap(), 0).unwrap();
+    assert!(torus_plan(&z0, &map, &[0, 2, 4, 6, 7], 0, 6).is_ok());
+    assert!(refused(&z0, &[0, 2, 4, 6, 7], 0, 7));
+}

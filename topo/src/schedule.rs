@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::route::{reversed, Segment};
-use crate::{Node, Torus};
+use crate::{MembersError, Node, Torus};
 
 /// Parent sends to child along `route`. A `deposit` edge is one hop of a
 /// line broadcast: a single unit segment.
@@ -55,9 +55,13 @@ pub struct Tree {
 }
 
 impl Tree {
+    // The line builders serve the constructions, which call them only with
+    // lines that fit the torus; a schedule of one's own is built from
+    // `Edge::hop` and `Edge::unicast` and validated by `check`.
+
     /// A tree of deposit hops: a line broadcast from `from` along `dim`,
     /// `hops` unit hops up (or down).
-    pub fn line(&mut self, torus: &Torus, from: Node, dim: usize, up: bool, hops: u32) {
+    pub(crate) fn line(&mut self, torus: &Torus, from: Node, dim: usize, up: bool, hops: u32) {
         let mut here = from;
         for _ in 0..hops {
             let next = torus
@@ -70,7 +74,7 @@ impl Tree {
 
     /// Every other node of `from`'s line along `dim`: up round a ring, both
     /// ways on a mesh. Deposit hops only.
-    pub fn full_line(&mut self, torus: &Torus, from: Node, dim: usize) {
+    pub(crate) fn full_line(&mut self, torus: &Torus, from: Node, dim: usize) {
         let extent = torus.dims()[dim];
         let at = torus.coordinates(from)[dim];
         if torus.wraps(dim) {
@@ -83,7 +87,7 @@ impl Tree {
 
     /// Every other node of `from`'s line along `dim` except `avoid` (on that
     /// line): two opposite segments that stop before it.
-    pub fn line_around(&mut self, torus: &Torus, from: Node, dim: usize, avoid: Node) {
+    pub(crate) fn line_around(&mut self, torus: &Torus, from: Node, dim: usize, avoid: Node) {
         for up in [true, false] {
             let mut here = from;
             while let Some(next) = torus
@@ -97,17 +101,17 @@ impl Tree {
     }
 
     /// Re-roots at `new_root` by reversing the edges on the path from the
-    /// current root to it.
-    pub fn reroot(&mut self, new_root: Node) {
+    /// current root to it; refused (tree unchanged) when no such path exists.
+    pub fn reroot(&mut self, new_root: Node) -> Result<(), MembersError> {
         // Find the whole path first: a reversed edge enters its old parent.
         let mut path = Vec::new();
         let mut at = new_root;
         while at != self.root {
-            let i = self
-                .edges
-                .iter()
-                .position(|e| e.child == at)
-                .expect("the new root is in the tree");
+            let entering = self.edges.iter().position(|e| e.child == at);
+            // More steps than edges: a cycle that never reaches the root.
+            let Some(i) = entering.filter(|_| path.len() < self.edges.len()) else {
+                return Err(MembersError::RootNotMember { root: new_root });
+            };
             path.push(i);
             at = self.edges[i].parent;
         }
@@ -115,6 +119,7 @@ impl Tree {
             self.edges[i] = self.edges[i].reversed();
         }
         self.root = new_root;
+        Ok(())
     }
 }
 
@@ -175,8 +180,9 @@ impl Schedule {
         }
     }
 
-    pub fn root(&self) -> Node {
-        self.colours[0].root
+    /// Colour 0's root (`None` without colours).
+    pub fn root(&self) -> Option<Node> {
+        self.colours.first().map(|tree| tree.root)
     }
 
     /// `node`'s place in every colour (O(edges): done once per schedule).

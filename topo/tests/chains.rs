@@ -66,7 +66,7 @@ fn members(
 fn assert_chain(t: &Torus, m: &Members, root: Node, s: &Schedule) -> catena_topo::Checked {
     let c = check(t, m, s, &[]).unwrap_or_else(|e| panic!("{:?}: {e}", t.dims()));
     assert_eq!(s.colours.len(), 1);
-    assert_eq!(s.root(), root);
+    assert_eq!(s.root(), Some(root));
     assert!(!s.concurrent_allreduce);
     let edges = &s.colours[0].edges;
     assert_eq!(edges.len(), m.len() - 1);

@@ -88,7 +88,7 @@ proptest! {
                 // Re-rooting anywhere keeps the guarantees.
                 for other in members.nodes().iter().step_by(members.len() / 7 + 1) {
                     let mut tree = s.colours[0].clone();
-                    tree.reroot(*other);
+                    tree.reroot(*other).unwrap();
                     let moved = Schedule::new(Construction::MissingNode, vec![tree]);
                     let c = check(&t, &members, &moved, &[m]).unwrap();
                     prop_assert!(c.allreduce_load <= 1);
@@ -281,6 +281,10 @@ fn the_checker_names_each_violation() {
         f(&mut s.colours[0]);
         check(&t, &members, &s, &[])
     };
+    // Re-rooting at a node the tree does not reach is refused.
+    let mut tree = good.colours[0].clone();
+    assert!(tree.reroot(99).is_err());
+    assert_eq!(tree, good.colours[0]);
     // A member entered twice.
     let dup = good.colours[0].edges[0].clone();
     assert!(matches!(

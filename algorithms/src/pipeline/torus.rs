@@ -39,11 +39,12 @@ pub fn torus_plan(
         leaders.entry(node_of(rank)?).or_insert(rank);
     }
     let root_node = node_of(root)?;
-    if schedule.root() != root_node {
-        return Err(Error::InvalidArgument(format!(
-            "the schedule is rooted at node {}, the root rank {root} runs on node {root_node}",
-            schedule.root()
-        )));
+    match schedule.root() {
+        Some(node) if node == root_node => {}
+        Some(node) => return Err(Error::InvalidArgument(format!(
+            "the schedule is rooted at node {node}, the root rank {root} runs on node {root_node}"
+        ))),
+        None => return Err(Error::InvalidArgument("the schedule has no colours".into())),
     }
     let my_node = node_of(me)?;
     let leader = leaders[&my_node];

@@ -74,7 +74,7 @@ pub fn missing_node_tree(
     })?;
     let phases = (0..torus.dims().len()).filter(|&d| d != last).chain([last]);
     let (mut tree, _) = lines_through(torus, p, phases, Some(m));
-    tree.reroot(root);
+    tree.reroot(root)?;
     let mut schedule = Schedule::new(Construction::MissingNode, vec![tree]);
     schedule.concurrent_allreduce = true;
     Ok(schedule)
