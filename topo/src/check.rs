@@ -199,18 +199,23 @@ pub fn check(
             depth = (depth.0.max(hops), depth.1.max(stages));
         }
     }
-    let allreduce_load = (0..loads.len())
-        .filter(|&l| loads[l] > 0)
-        .map(|l| loads[l] + loads[torus.reverse(Link(l as u32)).0 as usize])
-        .max()
-        .unwrap_or(0);
     Ok(Checked {
         max_load: loads.iter().copied().max().unwrap_or(0),
-        allreduce_load,
+        allreduce_load: both_ways_load(torus, &loads),
         depth_hops: depth.0,
         stages: depth.1,
         links_used: loads.iter().filter(|&&l| l > 0).count() as u32,
     })
+}
+
+/// The most a directed link carries when every route also runs reversed
+/// (reduce beside broadcast): `loads` indexed by `Link.0`.
+pub fn both_ways_load(torus: &Torus, loads: &[u32]) -> u32 {
+    (0..loads.len())
+        .filter(|&l| loads[l] > 0)
+        .map(|l| loads[l] + loads[torus.reverse(Link(l as u32)).0 as usize])
+        .max()
+        .unwrap_or(0)
 }
 
 /// The link loads of every colour together, indexed by `Link.0`.

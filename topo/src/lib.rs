@@ -11,7 +11,7 @@ mod schedule;
 mod torus;
 pub mod trees;
 
-pub use check::{check, schedule_loads, Checked, ScheduleError};
+pub use check::{both_ways_load, check, schedule_loads, Checked, ScheduleError};
 pub use fat_tree::FatTree;
 pub use mapping::RankMap;
 pub use members::{Members, MembersError};

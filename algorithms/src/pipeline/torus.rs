@@ -41,9 +41,11 @@ pub fn torus_plan(
     let root_node = node_of(root)?;
     match schedule.root() {
         Some(node) if node == root_node => {}
-        Some(node) => return Err(Error::InvalidArgument(format!(
+        Some(node) => {
+            return Err(Error::InvalidArgument(format!(
             "the schedule is rooted at node {node}, the root rank {root} runs on node {root_node}"
-        ))),
+        )))
+        }
         None => return Err(Error::InvalidArgument("the schedule has no colours".into())),
     }
     let my_node = node_of(me)?;

@@ -4,7 +4,7 @@
 //! (unpipelined) binomial tree pays Σ_j L_j·M over its rounds.
 
 use catena_topo::trees::binomial_rounds;
-use catena_topo::{check, schedule_loads, Members, Schedule, Torus};
+use catena_topo::{both_ways_load, check, schedule_loads, Members, Schedule, Topology, Torus};
 
 use super::cases::{Case, Group};
 use crate::report::Table;
@@ -14,18 +14,14 @@ type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 /// Loads of several schedules running at once: the largest directed load,
 /// and with every edge reversed too (a concurrent allreduce).
 fn combined(torus: &Torus, schedules: &[&Schedule]) -> Result<(u32, u32)> {
-    let mut loads = vec![0u32; catena_topo::Topology::links(torus) as usize];
+    let mut loads = vec![0u32; torus.links() as usize];
     for s in schedules {
         for (l, n) in schedule_loads(torus, s)?.into_iter().enumerate() {
             loads[l] += n;
         }
     }
-    let both = (0..loads.len())
-        .filter(|&l| loads[l] > 0)
-        .map(|l| loads[l] + loads[torus.reverse(catena_topo::Link(l as u32)).0 as usize])
-        .max()
-        .unwrap_or(0);
-    Ok((loads.iter().copied().max().unwrap_or(0), both))
+    let max = loads.iter().copied().max().unwrap_or(0);
+    Ok((max, both_ways_load(torus, &loads)))
 }
 
 pub fn table(torus: &Torus, cases: &[Case]) -> Result<Table> {
