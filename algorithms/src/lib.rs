@@ -5,6 +5,7 @@
 pub mod chain;
 mod codec;
 mod error;
+pub mod groupmap;
 pub mod pipeline;
 pub mod scan;
 pub mod shift;
@@ -14,6 +15,7 @@ pub mod tree;
 pub use chain::{Chain, Neighbours};
 pub use codec::Wire;
 pub use error::{Error, Result};
+pub use groupmap::{GroupMap, GroupMapError};
 pub use pipeline::{torus_plan, PipelineConfig, TreeCollective, TreePlace, TreePlan};
 pub use scan::{allreduce, barrier, double_scan, exscan, exscan_rl, scan, scan_rl, DoubleScan};
 pub use shift::shift;

@@ -1,0 +1,226 @@
+//! Compact group maps (seed 003, Taheri's "Scalability of Communicators in
+//! MPI"): a group's rank-to-world map as an ordered set plus an optional
+//! permutation, each in the representation a [`Strategy`] picks, with
+//! sublinear lookups both ways (`select`: group -> world, `rank`: world -> group).
+
+mod error;
+mod ops;
+mod order;
+mod packed;
+mod repr;
+mod set;
+mod stats;
+mod strategy;
+
+use std::fmt;
+
+pub use error::GroupMapError;
+pub use ops::{Comparison, RankRange};
+pub use repr::{OrderKind, SetKind};
+pub use strategy::{Measured, Report, Strategy};
+
+use order::{Blocks, OrderStats};
+use repr::{OrderRepr, SetRepr};
+use stats::Stats;
+
+/// The world ranks of a group's members, in group order.
+#[derive(Clone, Debug)]
+pub struct GroupMap {
+    world: u32,
+    strategy: Strategy,
+    set: SetRepr,
+    order: OrderRepr,
+}
+
+impl GroupMap {
+    /// The group whose rank `g` is world rank `ranks[g]`.
+    pub fn from_ranks(
+        world: u32,
+        ranks: &[u32],
+        strategy: Strategy,
+    ) -> Result<GroupMap, GroupMapError> {
+        Ok(GroupMap::from_ranks_reported(world, ranks, strategy)?.0)
+    }
+
+    /// As [`from_ranks`](Self::from_ranks), with the strategy's report.
+    pub fn from_ranks_reported(
+        world: u32,
+        ranks: &[u32],
+        strategy: Strategy,
+    ) -> Result<(GroupMap, Report), GroupMapError> {
+        if let Some(&rank) = ranks.iter().find(|&&w| w >= world) {
+            return Err(GroupMapError::WorldRankOutOfRange {
+                rank: u64::from(rank),
+                world,
+            });
+        }
+        let ascending = ranks.windows(2).all(|p| p[0] < p[1]);
+        let (members, pi) = if ascending {
+            (ranks.to_vec(), (0..ranks.len() as u32).collect::<Vec<_>>())
+        } else {
+            let mut by_rank: Vec<(u32, u32)> = ranks
+                .iter()
+                .enumerate()
+                .map(|(g, &w)| (w, g as u32))
+                .collect();
+            by_rank.sort_unstable();
+            if let Some(p) = by_rank.windows(2).find(|p| p[0].0 == p[1].0) {
+                return Err(GroupMapError::DuplicateWorldRank { rank: p[0].0 });
+            }
+            let mut pi = vec![0u32; ranks.len()];
+            for (s, &(_, g)) in by_rank.iter().enumerate() {
+                pi[g as usize] = s as u32;
+            }
+            (by_rank.into_iter().map(|(w, _)| w).collect(), pi)
+        };
+        let stats = Stats::of(&members, world);
+        let order_stats = OrderStats::of(&pi);
+        let choice = strategy::choose(strategy, &members, &stats, &pi, &order_stats)?;
+        let map = GroupMap {
+            world,
+            strategy,
+            set: choice.set,
+            order: choice.order,
+        };
+        Ok((map, choice.report))
+    }
+
+    /// The group of the world ranks the MPI range triples name, in that
+    /// order. A single range becomes a stride in O(1), never a list.
+    pub fn from_ranges(
+        world: u32,
+        ranges: &[RankRange],
+        strategy: Strategy,
+    ) -> Result<GroupMap, GroupMapError> {
+        let counted = ops::count_ranges(ranges, world, ops::world_rank_outside)?;
+        if let ([range], [count]) = (ranges, counted.as_slice()) {
+            if !matches!(strategy, Strategy::Fixed { .. }) {
+                return Ok(GroupMap::progression(
+                    world,
+                    strategy,
+                    range.first,
+                    range.stride,
+                    *count,
+                ));
+            }
+        }
+        let ranks = ops::expand_ranges(ranges, &counted);
+        GroupMap::from_ranks(world, &ranks, strategy)
+    }
+
+    /// Every rank of a world of `world` ranks, in O(1) bytes.
+    pub fn world_group(world: u32) -> GroupMap {
+        GroupMap::progression(world, Strategy::Auto, 0, 1, world)
+    }
+
+    /// `count` world ranks from `first`, `step` apart, which the caller has
+    /// checked lie within the world and are distinct.
+    fn progression(world: u32, strategy: Strategy, first: u32, step: i64, count: u32) -> GroupMap {
+        let magnitude = step.unsigned_abs().min(u64::from(u32::MAX)) as u32;
+        if step > 0 || count <= 1 {
+            let set = SetRepr::stride(first, magnitude, count);
+            return GroupMap {
+                world,
+                strategy,
+                set,
+                order: OrderRepr::Sorted,
+            };
+        }
+        let lowest = (i64::from(first) + step * i64::from(count - 1)) as u32;
+        let set = SetRepr::stride(lowest, magnitude, count);
+        GroupMap {
+            world,
+            strategy,
+            set,
+            order: OrderRepr::Blocks(Box::new(Blocks::falling(count))),
+        }
+    }
+
+    /// Ranks in the world this group is drawn from.
+    pub fn world_size(&self) -> u32 {
+        self.world
+    }
+
+    /// Members of the group.
+    pub fn len(&self) -> u32 {
+        self.set.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The world rank of group rank `g`.
+    #[inline]
+    pub fn select(&self, g: u32) -> Result<u32, GroupMapError> {
+        if g >= self.len() {
+            return Err(GroupMapError::GroupRankOutOfRange {
+                rank: u64::from(g),
+                size: self.len(),
+            });
+        }
+        Ok(self.set.select(self.order.to_sorted(g)))
+    }
+
+    /// The group rank of world rank `w`, or `None` if it is not a member.
+    #[inline]
+    pub fn rank(&self, w: u32) -> Result<Option<u32>, GroupMapError> {
+        if w >= self.world {
+            return Err(GroupMapError::WorldRankOutOfRange {
+                rank: u64::from(w),
+                world: self.world,
+            });
+        }
+        Ok(self.set.rank(w).map(|s| self.order.to_group(s)))
+    }
+
+    /// World ranks in group order.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
+        match self.order {
+            OrderRepr::Sorted => self.set.iter(),
+            _ => Box::new((0..self.len()).map(|g| self.set.select(self.order.to_sorted(g)))),
+        }
+    }
+
+    /// World ranks in increasing order.
+    pub fn members(&self) -> Box<dyn Iterator<Item = u32> + '_> {
+        self.set.iter()
+    }
+
+    /// Whether group order is the increasing order of world ranks.
+    pub fn is_sorted(&self) -> bool {
+        matches!(self.order, OrderRepr::Sorted)
+    }
+
+    pub fn set_kind(&self) -> SetKind {
+        self.set.kind()
+    }
+
+    pub fn order_kind(&self) -> OrderKind {
+        self.order.kind()
+    }
+
+    /// The strategy this map was built with; derived maps use it too.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Bytes the map holds: its own and those on the heap.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<GroupMap>() + self.set.heap_bytes() + self.order.heap_bytes()
+    }
+}
+
+impl fmt::Display for GroupMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of {} ranks: {} + {}, {} B",
+            self.len(),
+            self.world,
+            self.set_kind(),
+            self.order_kind(),
+            self.bytes()
+        )
+    }
+}

@@ -1,0 +1,281 @@
+//! MPI's group operations on maps: translate, compare, union, intersection
+//! and difference (with MPI's ordering and as plain sets), include, exclude
+//! and their range forms. Results take the left operand's strategy.
+
+use super::{GroupMap, GroupMapError};
+
+/// How two groups relate, as MPI_Group_compare defines it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Comparison {
+    /// The same members in the same order.
+    Identical,
+    /// The same members in another order.
+    Similar,
+    Unequal,
+}
+
+/// An MPI range triple: `first, first + stride, ...` up to and including
+/// `last` where the progression meets it. `stride` may be negative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RankRange {
+    pub first: u32,
+    pub last: u32,
+    pub stride: i64,
+}
+
+impl RankRange {
+    pub fn new(first: u32, last: u32, stride: i64) -> RankRange {
+        RankRange {
+            first,
+            last,
+            stride,
+        }
+    }
+}
+
+/// The number of ranks each range names, checking every one is below
+/// `bound` (`outside` names the error for one that is not).
+pub(crate) fn count_ranges(
+    ranges: &[RankRange],
+    bound: u32,
+    outside: fn(u64, u32) -> GroupMapError,
+) -> Result<Vec<u32>, GroupMapError> {
+    ranges
+        .iter()
+        .enumerate()
+        .map(|(index, r)| {
+            let RankRange {
+                first,
+                last,
+                stride,
+            } = *r;
+            if stride == 0 {
+                return Err(GroupMapError::ZeroStride {
+                    index,
+                    first,
+                    last,
+                    stride,
+                });
+            }
+            let distance = i64::from(last) - i64::from(first);
+            if distance != 0 && (distance > 0) != (stride > 0) {
+                return Err(GroupMapError::StrideAwayFromLast {
+                    index,
+                    first,
+                    last,
+                    stride,
+                });
+            }
+            if first.max(last) >= bound {
+                return Err(outside(u64::from(first.max(last)), bound));
+            }
+            Ok((distance / stride) as u32 + 1)
+        })
+        .collect()
+}
+
+/// The ranks the ranges name, in order.
+pub(crate) fn expand_ranges(ranges: &[RankRange], counts: &[u32]) -> Vec<u32> {
+    let mut ranks = Vec::with_capacity(counts.iter().map(|&c| c as usize).sum());
+    for (r, &count) in ranges.iter().zip(counts) {
+        ranks.extend((0..i64::from(count)).map(|k| (i64::from(r.first) + k * r.stride) as u32));
+    }
+    ranks
+}
+
+pub(crate) fn group_rank_outside(rank: u64, size: u32) -> GroupMapError {
+    GroupMapError::GroupRankOutOfRange { rank, size }
+}
+
+pub(crate) fn world_rank_outside(rank: u64, world: u32) -> GroupMapError {
+    GroupMapError::WorldRankOutOfRange { rank, world }
+}
+
+impl GroupMap {
+    fn same_world(&self, other: &GroupMap) -> Result<(), GroupMapError> {
+        if self.world == other.world {
+            Ok(())
+        } else {
+            Err(GroupMapError::WorldMismatch {
+                left: self.world,
+                right: other.world,
+            })
+        }
+    }
+
+    fn derived(&self, ranks: &[u32]) -> Result<GroupMap, GroupMapError> {
+        GroupMap::from_ranks(self.world, ranks, self.strategy)
+    }
+
+    /// The ranks in `other` of this group's ranks `ranks`
+    /// (MPI_Group_translate_ranks; `None` is MPI_UNDEFINED).
+    pub fn translate_ranks(
+        &self,
+        ranks: &[u32],
+        other: &GroupMap,
+    ) -> Result<Vec<Option<u32>>, GroupMapError> {
+        self.same_world(other)?;
+        ranks.iter().map(|&g| other.rank(self.select(g)?)).collect()
+    }
+
+    /// MPI_Group_compare.
+    pub fn compare(&self, other: &GroupMap) -> Comparison {
+        if self.world != other.world
+            || self.len() != other.len()
+            || !self.members().eq(other.members())
+        {
+            Comparison::Unequal
+        } else if self.is_sorted() && other.is_sorted() || self.iter().eq(other.iter()) {
+            Comparison::Identical
+        } else {
+            Comparison::Similar
+        }
+    }
+
+    /// MPI_Group_union: this group's members in its order, then `other`'s
+    /// members not in it, in `other`'s order.
+    pub fn union(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        self.same_world(other)?;
+        let mut ranks: Vec<u32> = self.iter().collect();
+        ranks.extend(other.iter().filter(|&w| self.set.rank(w).is_none()));
+        self.derived(&ranks)
+    }
+
+    /// MPI_Group_intersection: this group's members also in `other`, in this
+    /// group's order.
+    pub fn intersection(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        self.same_world(other)?;
+        let ranks: Vec<u32> = self
+            .iter()
+            .filter(|&w| other.set.rank(w).is_some())
+            .collect();
+        self.derived(&ranks)
+    }
+
+    /// MPI_Group_difference: this group's members not in `other`, in this
+    /// group's order.
+    pub fn difference(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        self.same_world(other)?;
+        let ranks: Vec<u32> = self
+            .iter()
+            .filter(|&w| other.set.rank(w).is_none())
+            .collect();
+        self.derived(&ranks)
+    }
+
+    /// The members of either group, in increasing order.
+    pub fn set_union(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        self.merged(other, |a, b| a || b)
+    }
+
+    /// The members of both groups, in increasing order.
+    pub fn set_intersection(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        self.merged(other, |a, b| a && b)
+    }
+
+    /// The members of this group not in `other`, in increasing order.
+    pub fn set_difference(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        self.merged(other, |a, b| a && !b)
+    }
+
+    /// One merge of both sorted member lists, keeping the ranks `keep`
+    /// accepts given (in this group, in `other`).
+    fn merged(
+        &self,
+        other: &GroupMap,
+        keep: impl Fn(bool, bool) -> bool,
+    ) -> Result<GroupMap, GroupMapError> {
+        self.same_world(other)?;
+        let (mut a, mut b) = (self.members().peekable(), other.members().peekable());
+        let mut ranks = Vec::new();
+        loop {
+            let (w, in_a, in_b) = match (a.peek().copied(), b.peek().copied()) {
+                (None, None) => break,
+                (Some(x), Some(y)) if x == y => (x, true, true),
+                (Some(x), Some(y)) if x < y => (x, true, false),
+                (Some(x), None) => (x, true, false),
+                (_, Some(y)) => (y, false, true),
+            };
+            if in_a {
+                a.next();
+            }
+            if in_b {
+                b.next();
+            }
+            if keep(in_a, in_b) {
+                ranks.push(w);
+            }
+        }
+        self.derived(&ranks)
+    }
+
+    /// MPI_Group_incl: the group whose rank `i` is this group's rank `ranks[i]`.
+    pub fn include(&self, ranks: &[u32]) -> Result<GroupMap, GroupMapError> {
+        let world_ranks: Vec<u32> = ranks
+            .iter()
+            .map(|&g| self.select(g))
+            .collect::<Result<_, _>>()?;
+        GroupMap::from_ranks(self.world, &world_ranks, self.strategy).map_err(|e| match e {
+            GroupMapError::DuplicateWorldRank { rank } => GroupMapError::DuplicateGroupRank {
+                rank: self.set.rank(rank).map_or(rank, |s| self.order.to_group(s)),
+            },
+            e => e,
+        })
+    }
+
+    /// MPI_Group_excl: this group without its ranks `ranks`, in its order.
+    pub fn exclude(&self, ranks: &[u32]) -> Result<GroupMap, GroupMapError> {
+        let mut dropped = ranks.to_vec();
+        dropped.sort_unstable();
+        if let Some(&g) = dropped.iter().find(|&&g| g >= self.len()) {
+            return Err(group_rank_outside(u64::from(g), self.len()));
+        }
+        if let Some(p) = dropped.windows(2).find(|p| p[0] == p[1]) {
+            return Err(GroupMapError::DuplicateGroupRank { rank: p[0] });
+        }
+        let mut next = dropped.iter().peekable();
+        let kept: Vec<u32> = (0..self.len())
+            .filter(|&g| {
+                if next.peek() == Some(&&g) {
+                    next.next().is_none()
+                } else {
+                    true
+                }
+            })
+            .map(|g| self.set.select(self.order.to_sorted(g)))
+            .collect();
+        self.derived(&kept)
+    }
+
+    /// MPI_Group_range_incl. One range of a stride group stays a stride in O(1).
+    pub fn range_include(&self, ranges: &[RankRange]) -> Result<GroupMap, GroupMapError> {
+        let counts = count_ranges(ranges, self.len(), group_rank_outside)?;
+        if let (super::SetRepr::Stride(_), true, [range], [count]) =
+            (&self.set, self.is_sorted(), ranges, counts.as_slice())
+        {
+            if !matches!(self.strategy, super::Strategy::Fixed { .. }) {
+                // Group rank g of a stride is first + g * d: a range of it is a stride.
+                let first = self.set.select(range.first);
+                let d = if self.len() > 1 {
+                    i64::from(self.set.select(1) - self.set.select(0))
+                } else {
+                    1
+                };
+                return Ok(GroupMap::progression(
+                    self.world,
+                    self.strategy,
+                    first,
+                    range.stride * d,
+                    *count,
+                ));
+            }
+        }
+        self.include(&expand_ranges(ranges, &counts))
+    }
+
+    /// MPI_Group_range_excl.
+    pub fn range_exclude(&self, ranges: &[RankRange]) -> Result<GroupMap, GroupMapError> {
+        let counts = count_ranges(ranges, self.len(), group_rank_outside)?;
+        self.exclude(&expand_ranges(ranges, &counts))
+    }
+}
