@@ -595,3 +595,76 @@ fn strategies_choose_as_the_thesis_says() {
     );
     assert!(map.bytes() <= 256, "{map}");
 }
+
+#[test]
+fn space_estimates_match_what_building_takes() {
+    let world = 1 << 20;
+    let mut rng = Rng(11);
+    for (shape, size) in [
+        (Shape::Random, 300),
+        (Shape::Random, 40_000),
+        (Shape::Random, 900_000),
+        (Shape::Ranges, 0),
+    ] {
+        for order in [Order::Sorted, Order::Shuffled, Order::FallingRanges] {
+            let ranks = ordered(members(shape, world, size, &mut rng), order, &mut rng);
+            let (_, report) =
+                GroupMap::from_ranks_reported(world, &ranks, Strategy::Space).unwrap();
+            let fixed = std::mem::size_of::<GroupMap>();
+            for m in &report.sets {
+                let built = GroupMap::from_ranks(
+                    world,
+                    &ranks,
+                    Strategy::Fixed {
+                        set: m.kind,
+                        order: report.order,
+                    },
+                )
+                .unwrap();
+                let order_bytes = report
+                    .orders
+                    .iter()
+                    .find(|o| o.kind == report.order)
+                    .unwrap()
+                    .bytes;
+                let set_bytes = built.bytes() - fixed - order_bytes;
+                let error = (m.bytes as f64 - set_bytes as f64).abs() / set_bytes.max(1) as f64;
+                assert!(
+                    error < 0.05,
+                    "{:?} estimated {} B, built {} B ({:?}, {} members)",
+                    m.kind,
+                    m.bytes,
+                    set_bytes,
+                    shape,
+                    ranks.len()
+                );
+            }
+            for o in &report.orders {
+                let built = GroupMap::from_ranks(
+                    world,
+                    &ranks,
+                    Strategy::Fixed {
+                        set: report.set,
+                        order: o.kind,
+                    },
+                )
+                .unwrap();
+                let set_bytes = report
+                    .sets
+                    .iter()
+                    .find(|m| m.kind == report.set)
+                    .unwrap()
+                    .bytes;
+                let order_bytes = built.bytes() - fixed - set_bytes;
+                let error = (o.bytes as f64 - order_bytes as f64).abs() / order_bytes.max(1) as f64;
+                assert!(
+                    error < 0.05,
+                    "{:?} estimated {} B, built {} B",
+                    o.kind,
+                    o.bytes,
+                    order_bytes
+                );
+            }
+        }
+    }
+}

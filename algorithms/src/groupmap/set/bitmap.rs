@@ -14,13 +14,14 @@ pub(crate) struct Bitmap {
 }
 
 /// Bytes of vers' `RsVec` over `len` bits with `ones` set: the words, a
-/// 16-bit count per 512 bits, a word per 8192 bits and two sentinels plus a
-/// 16-byte select sample per 8192 ones or zeros.
+/// 16-bit count per 512 bits, a word per 8192 bits, and 16-byte select
+/// samples (each holds a one and a zero position) per 8192 of the commoner
+/// bit plus two sentinels.
 pub(crate) fn rs_vec_bytes(len: u64, ones: u64) -> usize {
     let words = len.div_ceil(64);
     let blocks = len.div_ceil(512).max(1);
     let supers = len.div_ceil(8192).max(1);
-    let samples = 3 + ones / 8192 + (len - ones) / 8192;
+    let samples = 2 + ones.max(len - ones) / 8192;
     (words * 8 + blocks * 2 + supers * 8 + samples * 16) as usize
 }
 
