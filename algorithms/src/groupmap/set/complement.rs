@@ -6,6 +6,9 @@ use super::elias_fano::EliasFano;
 use super::SortedSet;
 use crate::groupmap::stats::Stats;
 
+/// Fixed-point steps `select` tries before it binary searches.
+const FIXED_POINT_STEPS: usize = 6;
+
 #[derive(Clone, Debug)]
 pub(crate) struct Complement {
     min: u32,
@@ -39,18 +42,31 @@ impl SortedSet for Complement {
     }
 
     fn select(&self, i: u32) -> u32 {
-        // Hole j comes before member i when fewer than i + 1 members
-        // precede it, i.e. when `hole(j) - j <= i`, which grows with j.
-        let (mut lo, mut hi) = (0, self.holes.len());
+        // The member's offset x is the least fixed point of x = i + #holes <= x.
+        // Iterating from x = i climbs to it; with few, scattered holes (what
+        // this representation is chosen for) a handful of steps get there.
+        let i = u64::from(i);
+        let mut x = i;
+        for _ in 0..FIXED_POINT_STEPS {
+            let next = i + self.holes.count_below(x + 1) as u64;
+            if next == x {
+                return self.min + x as u32;
+            }
+            x = next;
+        }
+        // Clustered holes: binary search for the number of holes before the
+        // member, from the count already passed. Hole j precedes member i
+        // when `hole(j) - j <= i`, which grows with j.
+        let (mut lo, mut hi) = ((x - i) as usize, self.holes.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.holes.get(mid) - mid as u64 <= u64::from(i) {
+            if self.holes.get(mid) - mid as u64 <= i {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        self.min + i + lo as u32
+        self.min + (i + lo as u64) as u32
     }
 
     fn rank(&self, w: u32) -> Option<u32> {
