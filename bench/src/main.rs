@@ -2,6 +2,7 @@
 //! benchmark started from a shell relaunches itself under the launcher with
 //! the ranks it needs, so `catena-bench ring -n 8` is one command.
 
+mod groupmap;
 mod groups;
 mod heap;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
@@ -67,6 +68,8 @@ enum Command {
     /// The split algorithms on the simulator, N = 16 .. 1M virtual ranks in
     /// this process: virtual time, traffic, per-rank memory, events/s.
     Sim(sim::Args),
+    /// Group maps (Taheri's classes A-E, Table 6.1): bytes, bound, lookup ns per representation.
+    Groupmap(groupmap::Args),
     #[command(subcommand)]
     Tree(tree::TreeCommand),
 }
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::Sim(args) => sim::main(&args),
+        Command::Groupmap(args) => groupmap::main(&args),
         Command::Tree(tree::TreeCommand::Run(args)) => as_job(args.job.ranks, args.job.pin)
             .unwrap_or_else(|| tree::main(&tree::TreeCommand::Run(args))),
         Command::Tree(command) => tree::main(&command),

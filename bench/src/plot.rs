@@ -84,3 +84,120 @@ fn bounds(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
         Some((lo, hi)) => Some((v.min(lo), v.max(hi))),
     })
 }
+
+/// How a scatter plot draws a group of points: small filled shapes, or
+/// larger hollow ones that leave what lies under them visible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+    Ring,
+    Frame,
+    Cross,
+}
+
+/// A named group of scatter points, all of one shape and colour.
+pub struct Marks {
+    pub name: String,
+    pub shape: Shape,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Runs `$body` with `$make(at, color)` building `$shape`'s marker element
+/// (each shape is its own element type, so one `match` arm each).
+macro_rules! with_marker {
+    ($shape:expr, $make:ident, $body:expr) => {
+        match $shape {
+            Shape::Circle => {
+                let $make = |at, c: RGBColor| Circle::new(at, 3, c.filled());
+                $body
+            }
+            Shape::Square => {
+                let $make = |at, c: RGBColor| {
+                    EmptyElement::at(at) + Rectangle::new([(-3, -3), (3, 3)], c.filled())
+                };
+                $body
+            }
+            Shape::Triangle => {
+                let $make = |at, c: RGBColor| TriangleMarker::new(at, 4, c.filled());
+                $body
+            }
+            Shape::Diamond => {
+                let $make = |at, c: RGBColor| {
+                    EmptyElement::at(at)
+                        + Polygon::new(vec![(0, -4), (4, 0), (0, 4), (-4, 0)], c.filled())
+                };
+                $body
+            }
+            Shape::Ring => {
+                let $make = |at, c: RGBColor| Circle::new(at, 7, c.stroke_width(2));
+                $body
+            }
+            Shape::Frame => {
+                let $make = |at, c: RGBColor| {
+                    EmptyElement::at(at) + Rectangle::new([(-6, -6), (6, 6)], c.stroke_width(2))
+                };
+                $body
+            }
+            Shape::Cross => {
+                let $make = |at, c: RGBColor| Cross::new(at, 6, c.stroke_width(2));
+                $body
+            }
+        }
+    };
+}
+
+/// Writes `marks` as a log-log scatter plot to `path`, the legend in a
+/// panel to the right so it hides no points however many groups there are.
+pub fn log_log_scatter(path: &Path, title: &str, x: &str, y: &str, marks: &[Marks]) -> Result<()> {
+    font()?;
+    let all = || marks.iter().flat_map(|m| m.points.iter());
+    let (x_lo, x_hi) = bounds(all().map(|p| p.0)).ok_or("nothing to plot")?;
+    let (y_lo, y_hi) = bounds(all().map(|p| p.1)).ok_or("nothing to plot")?;
+    // Tall enough for a legend line per group.
+    let height = 700.max(60 + 20 * marks.len() as u32);
+    let root = BitMapBackend::new(path, (1250, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (plot_area, legend) = root.split_horizontally(960);
+    let mut chart = ChartBuilder::on(&plot_area)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d(
+            (x_lo / 1.5..x_hi * 1.5).log_scale(),
+            (y_lo / 2.0..y_hi * 2.0).log_scale(),
+        )?;
+    let number = |v: &f64| {
+        if *v >= 1.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v}")
+        }
+    };
+    chart
+        .configure_mesh()
+        .x_desc(x)
+        .y_desc(y)
+        .x_label_formatter(&number)
+        .y_label_formatter(&number)
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for m in marks {
+        let points = m.points.iter().copied().filter(|p| p.0 > 0.0 && p.1 > 0.0);
+        with_marker!(m.shape, make, {
+            chart.draw_series(points.map(|at| make(at, m.color)))?;
+        });
+    }
+    for (i, m) in marks.iter().enumerate() {
+        let y = 50 + 20 * i as i32;
+        with_marker!(m.shape, make, legend.draw(&make((14, y), m.color))?);
+        let text = Text::new(m.name.as_str(), (30, y - 8), ("sans-serif", 14).into_font());
+        legend.draw(&text)?;
+    }
+    root.present()?;
+    Ok(())
+}
