@@ -176,8 +176,14 @@ impl GroupMap {
 
     /// World ranks in group order.
     pub fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
-        match self.order {
-            OrderRepr::Sorted => self.set.iter(),
+        match (&self.order, &self.set) {
+            (OrderRepr::Sorted, _) => self.set.iter(),
+            // A compressed select decodes a whole block: decode each block
+            // once, in order, and permute the list instead.
+            (_, SetRepr::Compressed(_)) => {
+                let sorted: Vec<u32> = self.set.iter().collect();
+                Box::new((0..self.len()).map(move |g| sorted[self.order.to_sorted(g) as usize]))
+            }
             _ => Box::new((0..self.len()).map(|g| self.set.select(self.order.to_sorted(g)))),
         }
     }

@@ -234,15 +234,16 @@ impl GroupMap {
             return Err(GroupMapError::DuplicateGroupRank { rank: p[0] });
         }
         let mut next = dropped.iter().peekable();
-        let kept: Vec<u32> = (0..self.len())
-            .filter(|&g| {
+        let kept: Vec<u32> = (0u32..)
+            .zip(self.iter())
+            .filter(|&(g, _)| {
                 if next.peek() == Some(&&g) {
                     next.next().is_none()
                 } else {
                     true
                 }
             })
-            .map(|g| self.set.select(self.order.to_sorted(g)))
+            .map(|(_, w)| w)
             .collect();
         self.derived(&kept)
     }
