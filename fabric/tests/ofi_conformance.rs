@@ -203,3 +203,30 @@ fn unknown_provider_is_unavailable() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// libfabric's shm provider names each rank's region after the job, never
+/// after the pid: a region a killed rank left behind under a pid-based name
+/// made `fi_enable` fail with EBUSY in whichever later process reused the
+/// pid. The job's names are swept with its segments (see `shm_peer_killed_*`).
+#[test]
+fn shm_regions_are_named_after_the_job() {
+    catena_fabric::testing::run_case_on::<OfiTransport>(
+        "shm_regions_are_named_after_the_job",
+        2,
+        Starter::Launcher,
+        SHM,
+        |t| {
+            use catena_fabric::Rma;
+            let job = std::env::var(catena_fabric::bootstrap::ENV_JOB)
+                .expect("the launcher sets the job");
+            let prefix = format!("catena-{job}-ofi-r{}:", t.rank());
+            let regions: Vec<String> = std::fs::read_dir("/dev/shm")
+                .expect("/dev/shm")
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect();
+            assert_eq!(regions.len(), 1, "rank {}: regions {regions:?}", t.rank());
+            Ok(())
+        },
+    );
+}

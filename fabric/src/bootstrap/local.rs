@@ -25,7 +25,7 @@ const SLOT_DATA: usize = SLOT_BYTES - 8;
 const SLICE: Duration = Duration::from_millis(50);
 
 fn segment_name(job: &str) -> String {
-    format!("{}{job}-job", segment::PREFIX)
+    segment::name(job, "job")
 }
 
 pub struct JobSegment {

@@ -9,6 +9,7 @@ use catena_ofi_sys as sys;
 
 use super::errors::strerror;
 use crate::job::Job;
+use crate::shm::segment;
 use crate::{Error, Result};
 
 /// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).
@@ -53,6 +54,12 @@ pub struct Request {
     pub single_node: bool,
     /// Another thread (a progress thread) will call into the endpoint.
     pub thread_safe: bool,
+    /// The name libfabric's shm provider gives this endpoint's region in
+    /// /dev/shm. By default it names regions after the pid, and a region
+    /// left by a killed rank makes `fi_enable` fail with EBUSY in any later
+    /// process that reuses the pid; a job segment name is never reused, and
+    /// the launcher sweeps it with the job's other segments.
+    pub shm_name: String,
 }
 
 impl Request {
@@ -69,6 +76,7 @@ impl Request {
             provider,
             single_node,
             thread_safe,
+            shm_name: segment::name(job.id(), &format!("ofi-r{}", job.rank())),
         }
     }
 }
@@ -216,16 +224,11 @@ impl Hints {
         Ok(hints)
     }
 
-    fn getinfo(&self, single_node: bool, ip: bool) -> std::result::Result<InfoList, i32> {
-        // On one machine an IP provider binds to loopback: the default
-        // interface may not exist in containers and is slower. FI_TCP_IFACE
-        // set by the user wins.
-        let loopback = single_node && ip && std::env::var_os("FI_TCP_IFACE").is_none();
-        let node = c"127.0.0.1";
-        let (node, flags) = if loopback {
-            (node.as_ptr(), sys::FI_SOURCE)
-        } else {
-            (ptr::null(), 0)
+    /// `fi_getinfo` for an endpoint bound to `source` (FI_SOURCE) if given.
+    fn getinfo(&self, source: Option<&CStr>) -> std::result::Result<InfoList, i32> {
+        let (node, flags) = match source {
+            Some(node) => (node.as_ptr(), sys::FI_SOURCE),
+            None => (ptr::null(), 0),
         };
         let mut list = ptr::null_mut();
         // SAFETY: hints is a valid fi_info; `list` receives an owned list.
@@ -250,6 +253,26 @@ impl Drop for Hints {
     }
 }
 
+/// The node the endpoint binds to. On one machine an IP provider binds to
+/// loopback: the default interface may not exist in containers and is
+/// slower (FI_TCP_IFACE set by the user wins). The shm provider takes the
+/// node as its region's name.
+fn source_node(request: &Request) -> Result<Option<CString>> {
+    let Some(provider) = request.provider.as_deref() else {
+        return Ok(None);
+    };
+    if provider == "shm" {
+        return CString::new(request.shm_name.as_str())
+            .map(Some)
+            .map_err(|_| {
+                Error::Bootstrap(format!("job id {:?} contains a NUL byte", request.shm_name))
+            });
+    }
+    let loopback =
+        request.single_node && is_ip(provider) && std::env::var_os("FI_TCP_IFACE").is_none();
+    Ok(loopback.then(|| c"127.0.0.1".to_owned()))
+}
+
 /// Whether a provider name names an IP-based provider.
 fn is_ip(provider: &str) -> bool {
     ["tcp", "udp", "sockets", "net"]
@@ -260,11 +283,11 @@ fn is_ip(provider: &str) -> bool {
 /// Asks libfabric for an endpoint that fits `request`. A named provider that
 /// cannot give one is `Error::Unavailable`, listing the providers that can.
 pub fn select(request: &Request) -> Result<Info> {
-    let ip = request.provider.as_deref().is_some_and(is_ip);
+    let source = source_node(request)?;
     let mut last = sys::FI_ENODATA as i32;
     for (order, _) in ORDERS {
         let hints = Hints::new(request, order, request.provider.as_deref())?;
-        match hints.getinfo(request.single_node, ip) {
+        match hints.getinfo(source.as_deref()) {
             Ok(list) => {
                 let first = list.0;
                 // SAFETY: `first` is the valid head of `list`; the copy is ours.
@@ -301,7 +324,7 @@ pub fn available(request: &Request) -> Result<String> {
     let mut names: Vec<String> = Vec::new();
     for (order, _) in ORDERS {
         let hints = Hints::new(request, order, None)?;
-        let Ok(list) = hints.getinfo(false, false) else {
+        let Ok(list) = hints.getinfo(None) else {
             continue;
         };
         for info in list.iter() {

@@ -127,6 +127,11 @@ pub fn process_alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
+/// The name of segment `what` of `job`: removed with the job's segments.
+pub fn name(job: &str, what: &str) -> String {
+    format!("{PREFIX}{job}-{what}")
+}
+
 /// Removes every segment of `job`; returns how many were removed.
 pub fn remove_job(job: &str) -> usize {
     remove_matching(|name| name.starts_with(&format!("{PREFIX}{job}-")))

@@ -23,7 +23,7 @@ const KEY_TAG: u8 = b'S';
 const KEY_LEN: usize = 17;
 
 pub fn segment_name(job: &str, rank: Rank, id: u32) -> String {
-    format!("{}{job}-r{rank}-w{id}", super::segment::PREFIX)
+    super::segment::name(job, &format!("r{rank}-w{id}"))
 }
 
 /// A decoded shm key: whose window, which one, how long.
