@@ -368,10 +368,12 @@ pub async fn dropped_send_breaks_the_stream<T: Transport>(t: &T) -> Result<()> {
     const TAG: u32 = 60;
     match t.rank() {
         0 => {
+            // Made before the handshake: rank 1's nap must outlast everything
+            // between the handshake and the first poll, even on a loaded host.
+            let big = pattern(0, 60, 16 << 20);
             t.send(1, CTX, TAG, b"hello", deadline(t)).await?;
             t.recv(Some(1), CTX, TAG, deadline(t)).await?;
             // Rank 1 now sleeps without making progress, so no credit comes back.
-            let big = pattern(0, 60, 16 << 20);
             {
                 let mut send = std::pin::pin!(t.send(1, CTX, TAG, &big, deadline(t)));
                 let first_poll =
@@ -392,7 +394,9 @@ pub async fn dropped_send_breaks_the_stream<T: Transport>(t: &T) -> Result<()> {
         1 => {
             t.recv(Some(0), CTX, TAG, deadline(t)).await?;
             t.send(0, CTX, TAG, b"hello", deadline(t)).await?;
-            std::thread::sleep(Duration::from_millis(500));
+            // Long enough that rank 0, descheduled on a loaded CI host, still
+            // polls its big send before this rank's finalize drains the ring.
+            std::thread::sleep(Duration::from_secs(2));
         }
         _ => {}
     }
