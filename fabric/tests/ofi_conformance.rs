@@ -9,6 +9,15 @@ use catena_fabric::testing::{conformance_case, killed_peer_case, Starter};
 
 const SHM: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "shm")];
 const TCP: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")];
+/// libfabric's shm provider completes a write above its inject size (4 KiB)
+/// only when the target calls into libfabric, so a 64 KiB ring write to a
+/// napping rank waits for its nap to end, and its finalize then drains the
+/// whole 16 MiB within that one poll. A ring within the inject size keeps
+/// every ring write an inject, which returns at once.
+const SHM_SMALL_RING: &[(&str, &str)] = &[
+    ("CATENA_OFI_PROVIDER", "shm"),
+    ("CATENA_EAGER_RING_BYTES", "2048"),
+];
 const SHM_THREAD: &[(&str, &str)] = &[
     ("CATENA_OFI_PROVIDER", "shm"),
     ("CATENA_PROGRESS_THREAD", "on"),
@@ -43,7 +52,7 @@ cases! {
     shm_bad_input_2: BadInput on 2, SHM;
     shm_bad_input_4: BadInput on 4, SHM;
     shm_first_contact_retry_2: FirstContactRetry on 2, SHM;
-    shm_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, SHM;
+    shm_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, SHM_SMALL_RING;
     shm_progress_thread_tagged_messages_2: TaggedMessages on 2, SHM_THREAD;
 
     tcp_put_sizes_2: PutSizes on 2, TCP;
