@@ -8,8 +8,8 @@ use catena_algorithms::{
     allgather, allreduce, barrier, bcast, double_scan, exscan, exscan_rl, gather, reduce, scan,
     scan_rl, scatter, Chain,
 };
-use catena_fabric::sim::{LogGp, Sim, SimRank};
 use catena_fabric::{Rma, Transport};
+use catena_sim::{LogGp, Sim, SimRank};
 use common::{deadline, Rng};
 
 type Matrix = [u64; 4];
@@ -184,7 +184,7 @@ async fn every_case<T: Transport>(t: &T) -> catena_algorithms::Result<()> {
     Ok(())
 }
 
-fn collectives<T: Transport>(t: &T) -> catena_fabric::Result<()> {
+fn collectives<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
     catena_fabric::block_on(t, every_case(t)).map_err(common::to_fabric)
 }
 

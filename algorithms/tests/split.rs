@@ -9,8 +9,8 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key, Split};
-use catena_fabric::sim::{LogGp, Sim, SimRank};
 use catena_fabric::Transport;
+use catena_sim::{LogGp, Sim, SimRank};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -303,7 +303,9 @@ impl Case {
     }
 }
 
-fn every_algorithm_matches_the_reference<T: Transport>(t: &T) -> catena_fabric::Result<()> {
+fn every_algorithm_matches_the_reference<T: Transport + catena_fabric::Blocking>(
+    t: &T,
+) -> catena_fabric::Result<()> {
     catena_fabric::block_on(t, check_every_algorithm(t)).map_err(common::to_fabric)
 }
 
@@ -345,7 +347,9 @@ async fn check_every_algorithm<T: Transport>(t: &T) -> catena_algorithms::Result
 }
 
 /// Bad input fails on every process within the deadline.
-fn bad_input_fails_everywhere<T: Transport>(t: &T) -> catena_fabric::Result<()> {
+fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
+    t: &T,
+) -> catena_fabric::Result<()> {
     let short = || t.deadline_in(Duration::from_secs(3));
     let world = |context| Chain::world(t, context);
     let last = t.size() - 1;

@@ -6,8 +6,8 @@
 mod common;
 
 use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
-use catena_fabric::sim::{Routed, Sim, SimRank};
 use catena_fabric::{Rank, Rma, Transport};
+use catena_sim::{Routed, Sim, SimRank};
 use catena_topo::trees::{
     auto, binomial, missing_node_colours, missing_node_tree, planes, rectangle, rectangle_colours,
 };

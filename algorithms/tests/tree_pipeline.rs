@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use bytemuck::{Pod, Zeroable};
 use catena_algorithms::{Error, PipelineConfig, TreeCollective, TreePlace, TreePlan};
-use catena_fabric::sim::{LogGp, Sim, SimRank};
 use catena_fabric::{Rank, Rma, Transport};
+use catena_sim::{LogGp, Sim, SimRank};
 use common::{deadline, Rng};
 
 /// A tree over ranks 0..n: each rank's parent (`None` at the root).
@@ -396,7 +396,7 @@ const SHM_SCALE: Scale = Scale {
     rings: &[(64, 2), (1000, 2), (16 << 10, 4)],
 };
 
-fn shm_every_plan<T: Transport>(t: &T) -> catena_fabric::Result<()> {
+fn shm_every_plan<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
     let inputs = Inputs::new(SEED, t.size(), SHM_SCALE.big_elements.max(1000));
     catena_fabric::block_on(t, every_plan(t, &SHM_SCALE, &inputs)).map_err(common::to_fabric)
 }

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use catena_fabric::launch::{launch, LaunchSpec};
-use catena_fabric::{block_on, LocalWindow, Provider, RemoteKey, Result, Signal, Transport};
+use catena_fabric::{
+    block_on, Blocking, LocalWindow, Provider, RemoteKey, Result, Signal, Transport,
+};
 
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 use crate::native;
@@ -314,7 +316,7 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
 /// Spins until the word at `offset` reaches `at_least`, progressing the
 /// transport as it goes, as `ucp_put_lat` does. A plain put wakes no parked
 /// waiter, so this cannot be `wait_signal`.
-fn poll_word<T: Transport>(
+fn poll_word<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
     offset: usize,
@@ -461,7 +463,7 @@ fn measure<P: Provider>(args: &Args) -> crate::Outcome {
 }
 
 /// Rank 1: answers every latency probe and acknowledges every bandwidth run.
-async fn target<T: Transport>(
+async fn target<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
     origin: &RemoteKey,
@@ -505,7 +507,7 @@ async fn target<T: Transport>(
 
 /// Rank 0: the two ping-pongs, timed in batches so that reading the clock
 /// does not count as latency, then back-to-back puts of each size.
-fn origin<T: Transport>(
+fn origin<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
     target: &RemoteKey,

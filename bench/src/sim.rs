@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{split, Algorithm, Chain, Split};
-use catena_fabric::sim::{CostModel, LogGp, Report, Routed, Sim, SimRank};
 use catena_fabric::Rma;
+use catena_sim::{CostModel, LogGp, Report, Routed, Sim, SimRank};
 use catena_topo::{FatTree, Torus};
 use indicatif::{ProgressBar, ProgressStyle};
 

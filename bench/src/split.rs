@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use catena_algorithms::{allreduce, barrier, split, Algorithm, Chain, Color, Group, Key, Split};
 use catena_fabric::launch::{launch, LaunchSpec};
-use catena_fabric::{block_on, Provider, Rma, Transport};
+use catena_fabric::{block_on, Blocking, Provider, Rma, Transport};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
@@ -188,7 +188,7 @@ pub fn main(args: &Args) -> crate::Outcome {
     Ok(0)
 }
 
-fn measure<T: Transport>(t: &T, args: &Args) -> Result<Vec<Figure>> {
+fn measure<T: Transport + Blocking>(t: &T, args: &Args) -> Result<Vec<Figure>> {
     let world = Chain::world(t, CTX);
     let (rank, size) = (t.rank(), t.size());
     let mut figures = Vec::new();

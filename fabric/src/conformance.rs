@@ -7,7 +7,9 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::{ContextId, Error, LocalWindow, Rank, RemoteKey, Result, Signal, Time, Transport};
+use crate::{
+    ContextId, ControlWindows, Error, LocalWindow, Rank, RemoteKey, Result, Signal, Time, Transport,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const CTX: ContextId = 0xC0_F0;
@@ -311,7 +313,7 @@ pub async fn all_pairs<T: Transport>(t: &T) -> Result<()> {
 
 /// First contact that times out (rank 1's request slots are all held) must
 /// leave no trace: once the slots are free, the next send connects.
-pub async fn first_contact_retry<T: Transport>(t: &T) -> Result<()> {
+pub async fn first_contact_retry<T: Transport + ControlWindows>(t: &T) -> Result<()> {
     use crate::eager::wire::{slot_at, SLOT_CLAIMED, SLOT_COUNT, SLOT_FREE};
     const TAG_DONE: u32 = 50;
     let message = pattern(0, 50, 100);
@@ -566,7 +568,7 @@ pub const SUITE: [Check; 6] = [
 ];
 
 /// Runs `check` on this rank.
-pub async fn run<T: Transport>(t: &T, check: Check) -> Result<()> {
+pub async fn run<T: Transport + ControlWindows>(t: &T, check: Check) -> Result<()> {
     match check {
         Check::PutSizes => put_sizes(t).await,
         Check::ManyPutsInFlight => many_puts_in_flight(t).await,

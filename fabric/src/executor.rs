@@ -7,12 +7,12 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use crate::Rma;
+use crate::Blocking;
 
 /// Runs `future` to completion on `transport`'s calling thread.
 ///
 /// Every wait inside carries a deadline, so this returns in bounded time.
-pub fn block_on<T: Rma + ?Sized, F: Future>(transport: &T, future: F) -> F::Output {
+pub fn block_on<T: Blocking + ?Sized, F: Future>(transport: &T, future: F) -> F::Output {
     let mut future = pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
     let spin = transport.spin_budget();

@@ -6,7 +6,8 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::{self, Bootstrap};
-use crate::shm::segment::process_alive;
+use crate::config::{env_number, ENV_SPIN_US};
+use crate::os::process_alive;
 use crate::{Directory, Error, FlatDirectory, Rank, Result, Time};
 
 /// How often a wait looks whether a peer's process still exists.
@@ -100,7 +101,7 @@ impl Job {
     /// else zero when oversubscribed (a spinning rank only delays the one it
     /// waits for), else the provider's `default`.
     pub fn spin_budget(&self, default: Duration) -> Result<Duration> {
-        Ok(match crate::shm::env_number(crate::shm::ENV_SPIN_US)? {
+        Ok(match env_number(ENV_SPIN_US)? {
             Some(us) => Duration::from_micros(us as u64),
             None if self.oversubscribed() => Duration::ZERO,
             None => default,
@@ -159,6 +160,23 @@ impl Job {
     pub fn take_park_timeout(&self, slice: Duration) -> Duration {
         let until = self.wake_at.replace(Time::MAX);
         until.saturating_sub(self.now()).min(slice)
+    }
+
+    /// Parks a rank of a provider whose incoming data wakes nothing (a plain
+    /// write lands without an event at the target, and with manual progress
+    /// even completion data appears only when the rank reads its queue):
+    /// sleeps until the earliest `wake_at`, at most `slice`, or only yields
+    /// the core when ranks outnumber cores (the rank we wait for may need it).
+    pub fn nap(&self, slice: Duration) {
+        let timeout = self.take_park_timeout(slice);
+        if timeout.is_zero() {
+            return;
+        }
+        if self.oversubscribed() {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(timeout);
+        }
     }
 
     /// Arrives at the finalize barrier; `finalize_done` tests it.

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::bootstrap::{JobSegment, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
+use crate::bootstrap::JobSegment;
+use crate::config::{ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
 use crate::shm::segment;
 use crate::{Error, Rank, Result};
 

@@ -6,6 +6,8 @@
 //! one on a real provider. See `docs/architecture.md` for the full contract.
 
 pub mod bootstrap;
+pub mod bounds;
+pub mod config;
 pub mod conformance;
 mod directory;
 pub mod eager;
@@ -16,11 +18,11 @@ mod key;
 pub mod launch;
 #[cfg(feature = "ofi")]
 pub mod ofi;
+pub mod os;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 pub mod progress_thread;
 mod provider;
 pub mod shm;
-pub mod sim;
 pub mod testing;
 mod time;
 mod transport;
@@ -34,7 +36,8 @@ pub use key::RemoteKey;
 pub use provider::{finalize_barrier, Provider};
 pub use time::Time;
 pub use transport::{
-    wait_until, ContextId, LocalWindow, Message, Rank, Rma, Signal, Tag, Transport,
+    wait_until, Blocking, ContextId, ControlWindows, EagerMessaging, LocalWindow, Message, Rank,
+    Rma, Signal, Tag, Transport,
 };
 
 /// Starts this process's transport on the default provider (shm), taking its

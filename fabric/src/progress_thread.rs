@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::config::ENV_PROGRESS_THREAD;
 use crate::{Error, Result};
 
-pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
 /// Idle polls before the thread naps.
 const IDLE_POLLS: u32 = 256;
 /// The nap: short for latency, long enough not to contend for the

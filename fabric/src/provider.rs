@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use crate::job::Job;
-use crate::{block_on, wait_until, Result, Rma, Transport};
+use crate::{block_on, wait_until, Blocking, Result, Transport};
 
-pub trait Provider: Transport + Sized {
+pub trait Provider: Transport + Blocking + Sized {
     /// The name users choose it by (`shm`, `ofi`, `ucx`).
     const NAME: &'static str;
     /// Joins the job this process was started into (see [`Job::from_env`]),
@@ -20,7 +20,7 @@ pub trait Provider: Transport + Sized {
 }
 
 /// `Provider::finalize` for a transport whose job is `job`.
-pub fn finalize_barrier<T: Rma>(transport: &T, job: &Job, timeout: Duration) -> Result<()> {
+pub fn finalize_barrier<T: Blocking>(transport: &T, job: &Job, timeout: Duration) -> Result<()> {
     let ticket = job.start_finalize()?;
     let deadline = transport.deadline_in(timeout);
     block_on(

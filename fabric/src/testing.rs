@@ -142,7 +142,7 @@ fn run_under_mpiexec(case: &str, ranks: u32, env: &[(&str, &str)]) {
         .arg(&exe)
         .args(rank_args(case))
         .env(ENV_CASE, case)
-        .env(crate::bootstrap::ENV_MPI_JOB, &job)
+        .env(crate::config::ENV_MPI_JOB, &job)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -187,7 +187,7 @@ fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String
 }
 
 /// Runs conformance `check` as test `case` on `ranks` processes of `P`.
-pub fn conformance_case<P: Provider>(
+pub fn conformance_case<P: Provider + crate::ControlWindows>(
     case: &str,
     ranks: u32,
     starter: Starter,

@@ -1,12 +1,14 @@
-//! The transport contract. [`Rma`] is what a provider implements: identity,
-//! a clock, windows, one-sided puts with remote signals, atomics, and the hooks
-//! an executor uses to wait well. [`Transport`] adds tagged messages, which
-//! real providers get from [`crate::eager`] (rings built on puts).
+//! The transport contract. [`Rma`] is the data plane every provider offers:
+//! identity, a clock, windows, one-sided puts with remote signals, atomics.
+//! [`Transport`] adds tagged messages, which real providers get from
+//! [`crate::eager`] (rings built on puts) by implementing [`EagerMessaging`];
+//! [`Blocking`] holds the hooks a blocking executor needs on real providers.
 
 use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::eager::Messenger;
 use crate::{Error, RemoteKey, Result, Time};
 
 /// A world rank: the only address algorithms ever use.
@@ -121,23 +123,25 @@ pub trait Rma {
         })
     }
 
-    /// The key of `rank`'s control window, where first contact for messaging
-    /// is made (published through the directory at start-up).
-    fn control_key(&self, rank: Rank) -> Result<RemoteKey>;
-
     /// `Err(PeerGone)` once the job is known to have lost a rank.
     fn check_health(&self) -> Result<()>;
     /// `Err(PeerGone)` if `rank` itself is known to be gone.
     fn check_peer(&self, rank: Rank) -> Result<()>;
+    /// A pending wait asks to be polled again no later than `at` (its
+    /// deadline): a real provider bounds its park by it, the simulator
+    /// schedules a wake-up event.
+    fn wake_at(&self, at: Time);
+}
 
-    // Executor hooks (see `block_on`).
+/// The hooks [`block_on`](crate::block_on) uses to wait well on a real
+/// provider: drive the fabric, spin a while, then block in the provider's
+/// wait object. The simulator has its own executor and does not offer them.
+pub trait Blocking: Rma {
     /// Handles incoming work that no future polls for (connection requests,
     /// draining message rings, returning credits).
     fn progress(&self);
     /// How long a waiting executor re-polls before it blocks.
     fn spin_budget(&self) -> Duration;
-    /// A pending future asks to be polled again no later than `at`.
-    fn wake_at(&self, at: Time);
     /// Announces that the executor is about to block; returns a ticket. Any
     /// signal or message that lands after this call wakes `park(ticket)`.
     fn prepare_park(&self) -> u64;
@@ -146,6 +150,21 @@ pub trait Rma {
     fn park(&self, ticket: u64);
     /// Withdraws a `prepare_park` after which the executor did not block.
     fn cancel_park(&self);
+}
+
+/// What eager messaging ([`crate::eager`]) needs besides puts, signals and
+/// compare-and-swap: the control window of each rank, where first contact
+/// is made (published through the directory at start-up).
+pub trait ControlWindows: Rma {
+    /// The key of `rank`'s control window.
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey>;
+}
+
+/// A provider whose tagged messages come from eager messaging over its own
+/// puts; [`Transport`] follows from this by one blanket implementation.
+pub trait EagerMessaging: ControlWindows {
+    /// This rank's messenger, made over its control window.
+    fn messenger(&self) -> &Messenger<Self::Window>;
 }
 
 /// Tagged messages: matched by (source, context, tag), in order per sender.
@@ -167,6 +186,33 @@ pub trait Transport: Rma {
         tag: Tag,
         deadline: Time,
     ) -> impl Future<Output = Result<Message>>;
+}
+
+impl<T: EagerMessaging> Transport for T {
+    async fn send(
+        &self,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        self.messenger()
+            .send(self, target, context, tag, data, deadline)
+            .await
+    }
+
+    async fn recv(
+        &self,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        deadline: Time,
+    ) -> Result<Message> {
+        self.messenger()
+            .recv(self, source, context, tag, deadline)
+            .await
+    }
 }
 
 /// The one waiting primitive: resolves when `ready` yields a value, fails with

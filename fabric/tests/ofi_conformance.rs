@@ -226,8 +226,8 @@ fn shm_regions_are_named_after_the_job() {
         SHM,
         |t| {
             use catena_fabric::Rma;
-            let job = std::env::var(catena_fabric::bootstrap::ENV_JOB)
-                .expect("the launcher sets the job");
+            let job =
+                std::env::var(catena_fabric::config::ENV_JOB).expect("the launcher sets the job");
             let prefix = format!("catena-{job}-ofi-r{}:", t.rank());
             let regions: Vec<String> = std::fs::read_dir("/dev/shm")
                 .expect("/dev/shm")

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
-use catena_fabric::{block_on, Provider, Rank, Transport};
+use catena_fabric::{block_on, Blocking, Provider, Rank, Transport};
 use catena_topo::trees::{auto, binomial};
 use catena_topo::{Node, RankMap, Schedule, Torus};
 
@@ -253,7 +253,7 @@ async fn one_call<T: Transport>(
 }
 
 /// Rank 0 gathers every rank's medians and prints the slowest per row.
-fn report<T: Transport>(t: &T, rows: &[(String, &str, usize, f64)]) -> Result<()> {
+fn report<T: Transport + Blocking>(t: &T, rows: &[(String, &str, usize, f64)]) -> Result<()> {
     let encoded: Vec<u8> = rows.iter().flat_map(|r| r.3.to_le_bytes()).collect();
     let deadline = t.deadline_in(TIMEOUT);
     let me = t.rank();

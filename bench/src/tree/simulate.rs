@@ -8,8 +8,8 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
-use catena_fabric::sim::{Routed, Sim, SimRank};
 use catena_fabric::{Rank, Rma, Time};
+use catena_sim::{Routed, Sim, SimRank};
 use catena_topo::{check, Members, RankMap, Schedule, Topology, Torus};
 
 use super::baseline::{ring_allreduce, scatter_allgather};

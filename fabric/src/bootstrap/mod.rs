@@ -13,17 +13,8 @@ pub use local::{JobSegment, LocalBootstrap};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiBootstrap;
 
+use crate::config::{required, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
 use crate::{Error, Rank, Result};
-
-pub const ENV_JOB: &str = "CATENA_JOB";
-pub const ENV_RANK: &str = "CATENA_RANK";
-pub const ENV_SIZE: &str = "CATENA_SIZE";
-/// Ranks the launcher started on this machine (decides spinning vs sleeping).
-pub const ENV_LOCAL_SIZE: &str = "CATENA_LOCAL_SIZE";
-/// Job id of a job started by `mpiexec` (rank 0 makes one up if unset).
-pub const ENV_MPI_JOB: &str = "CATENA_MPI_JOB";
-/// Core this rank pins itself to (`--pin`).
-pub const ENV_PIN_CORE: &str = "CATENA_PIN_CORE";
 
 pub trait Bootstrap {
     fn rank(&self) -> Rank;
@@ -96,17 +87,17 @@ impl LaunchEnv {
         let Ok(job) = std::env::var(ENV_JOB) else {
             return Ok(None);
         };
-        let rank: Rank = parse_var(ENV_RANK)?;
-        let size: u32 = parse_var(ENV_SIZE)?;
+        let rank: Rank = required(ENV_RANK)?;
+        let size: u32 = required(ENV_SIZE)?;
         if size == 0 || rank >= size {
             return Err(Error::Bootstrap(format!(
                 "{ENV_RANK}={rank} is not below {ENV_SIZE}={size}"
             )));
         }
-        let local_size = parse_var(ENV_LOCAL_SIZE).unwrap_or(size);
+        let local_size = required(ENV_LOCAL_SIZE).unwrap_or(size);
         let pin_core = std::env::var(ENV_PIN_CORE)
             .ok()
-            .map(|_| parse_var(ENV_PIN_CORE))
+            .map(|_| required(ENV_PIN_CORE))
             .transpose()?;
         Ok(Some(LaunchEnv {
             job,
@@ -116,11 +107,4 @@ impl LaunchEnv {
             pin_core,
         }))
     }
-}
-
-fn parse_var<T: std::str::FromStr>(name: &str) -> Result<T> {
-    let raw = std::env::var(name).map_err(|_| Error::Bootstrap(format!("{name} is not set")))?;
-    raw.trim()
-        .parse()
-        .map_err(|_| Error::Bootstrap(format!("{name}={raw:?} is not a number")))
 }

@@ -12,7 +12,8 @@ use mpi::environment::Universe;
 use mpi::request::Request;
 use mpi::topology::{Communicator, SimpleCommunicator};
 
-use super::{BarrierTicket, Bootstrap, ENV_MPI_JOB};
+use super::{BarrierTicket, Bootstrap};
+use crate::config::ENV_MPI_JOB;
 use crate::shm::segment::new_job_id;
 use crate::{Error, Rank, Result};
 

@@ -20,8 +20,8 @@ use std::time::Duration;
 use wire::*;
 
 use crate::{
-    wait_until, ContextId, Error, LocalWindow, Message, Rank, RemoteKey, Result, Rma, Signal, Tag,
-    Time,
+    wait_until, ContextId, ControlWindows, Error, LocalWindow, Message, Rank, RemoteKey, Result,
+    Rma, Signal, Tag, Time,
 };
 
 pub use wire::CONTROL_WINDOW_BYTES;
@@ -114,7 +114,7 @@ impl<W: LocalWindow> Messenger<W> {
         self.connections.borrow().len()
     }
 
-    pub async fn send<R: Rma<Window = W>>(
+    pub async fn send<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         target: Rank,
@@ -150,7 +150,7 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Writes `frame` at stream position `start` as ring credit allows.
-    async fn write_frame<R: Rma<Window = W>>(
+    async fn write_frame<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         target: Rank,
@@ -210,7 +210,7 @@ impl<W: LocalWindow> Messenger<W> {
         Ok(())
     }
 
-    pub async fn recv<R: Rma<Window = W>>(
+    pub async fn recv<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         source: Option<Rank>,
@@ -242,7 +242,7 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Accepts connection requests, takes in replies, drains rings into the
     /// inbox and returns credits.
-    pub fn progress<R: Rma<Window = W>>(&self, rma: &R) {
+    pub fn progress<R: ControlWindows<Window = W>>(&self, rma: &R) {
         if let Err(e) = self.try_progress(rma) {
             self.failure
                 .borrow_mut()
@@ -250,7 +250,7 @@ impl<W: LocalWindow> Messenger<W> {
         }
     }
 
-    fn try_progress<R: Rma<Window = W>>(&self, rma: &R) -> Result<()> {
+    fn try_progress<R: ControlWindows<Window = W>>(&self, rma: &R) -> Result<()> {
         self.accept_requests(rma)?;
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
@@ -273,7 +273,7 @@ impl<W: LocalWindow> Messenger<W> {
         Ok(())
     }
 
-    fn accept_requests<R: Rma<Window = W>>(&self, rma: &R) -> Result<()> {
+    fn accept_requests<R: ControlWindows<Window = W>>(&self, rma: &R) -> Result<()> {
         let bell = self.control.signal(REQUEST_BELL)?;
         if bell == self.bell_seen.get() {
             return Ok(());
@@ -304,7 +304,12 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Records `from`'s window and replies with ours (creating it if this
     /// is first contact; on simultaneous contact both sides keep one window).
-    fn accept<R: Rma<Window = W>>(&self, rma: &R, from: Rank, key: RemoteKey) -> Result<()> {
+    fn accept<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        from: Rank,
+        key: RemoteKey,
+    ) -> Result<()> {
         let mut conns = self.connections.borrow_mut();
         let conn = match conns.entry(from) {
             Entry::Occupied(e) => e.into_mut(),
@@ -327,7 +332,7 @@ impl<W: LocalWindow> Messenger<W> {
         )
     }
 
-    fn new_connection<R: Rma<Window = W>>(&self, rma: &R) -> Result<Connection<W>> {
+    fn new_connection<R: ControlWindows<Window = W>>(&self, rma: &R) -> Result<Connection<W>> {
         Ok(Connection {
             window: rma.alloc_window(connection_window_bytes(self.ring_bytes))?,
             remote: None,
@@ -342,7 +347,7 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Makes sure a connection to `target` exists, asking for one if needed.
-    async fn connect<R: Rma<Window = W>>(
+    async fn connect<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         target: Rank,
@@ -380,7 +385,7 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Claims a slot in `target`'s control window and files our key there.
-    async fn request<R: Rma<Window = W>>(
+    async fn request<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         target: Rank,

@@ -8,12 +8,11 @@ use std::ptr;
 use catena_ofi_sys as sys;
 
 use super::errors::strerror;
+use crate::config::ENV_OFI_PROVIDER;
 use crate::job::Job;
 use crate::shm::segment;
 use crate::{Error, Result};
 
-/// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).
-pub const ENV_PROVIDER: &str = "CATENA_OFI_PROVIDER";
 /// The API version catena is written against.
 pub const API_VERSION: u32 = sys::FI_VERSION(1, 17);
 
@@ -67,7 +66,7 @@ impl Request {
     /// job on one machine, else whatever libfabric lists first.
     pub fn for_job(job: &Job, thread_safe: bool) -> Request {
         let single_node = job.single_node();
-        let provider = match std::env::var(ENV_PROVIDER) {
+        let provider = match std::env::var(ENV_OFI_PROVIDER) {
             Ok(p) if !p.trim().is_empty() => Some(p.trim().to_string()),
             _ if single_node => Some("shm".to_string()),
             _ => None,

@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 use catena_ofi_sys as sys;
 use rustc_hash::FxHashMap;
 
+use crate::bounds::{check_bounds, check_word};
+use crate::config;
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
 use crate::job::Job;
-use crate::shm::window::{check_bounds, check_word};
-use crate::shm::{env_number, ENV_RING_BYTES};
 use crate::{
-    finalize_barrier, wait_until, ContextId, Error, LocalWindow, Message, Provider, Rank,
-    RemoteKey, Result, Rma, Signal, Tag, Time, Transport,
+    finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
+    Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
 };
 use domain::Domain;
 use engine::Engine;
@@ -54,7 +54,6 @@ pub struct OfiTransport {
     peers: RefCell<FxHashMap<Rank, sys::fi_addr_t>>,
     next_window: Cell<u32>,
     spin: Duration,
-    oversubscribed: bool,
     inject_size: usize,
     max_msg: usize,
     /// Remote CQ data holds a whole signal (cq_data_size >= 8).
@@ -89,8 +88,7 @@ impl OfiTransport {
         let control = OfiWindow::create(&engine, job.rank(), 0, CONTROL_WINDOW_BYTES)?;
         let name = engine.domain.name()?;
         job.exchange_addresses(&directory_entry(&name, &control.key()))?;
-        let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
-        let oversubscribed = job.oversubscribed();
+        let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         Ok(OfiTransport {
             job,
@@ -99,7 +97,6 @@ impl OfiTransport {
             peers: RefCell::new(FxHashMap::default()),
             next_window: Cell::new(1),
             spin,
-            oversubscribed,
             inject_size,
             max_msg,
             signal_data,
@@ -544,11 +541,6 @@ impl Rma for OfiTransport {
         Ok(())
     }
 
-    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        let (_, key) = parse_entry(self.job.address(rank)?, rank)?;
-        RemoteKey::from_bytes(key)
-    }
-
     fn check_health(&self) -> Result<()> {
         self.job.check_health()
     }
@@ -557,6 +549,12 @@ impl Rma for OfiTransport {
         self.job.check_peer(rank)
     }
 
+    fn wake_at(&self, at: Time) {
+        self.job.wake_at(at);
+    }
+}
+
+impl Blocking for OfiTransport {
     fn progress(&self) {
         self.engine.poll();
         self.engine.quietly(|| self.messenger.progress(self));
@@ -566,54 +564,27 @@ impl Rma for OfiTransport {
         self.spin
     }
 
-    fn wake_at(&self, at: Time) {
-        self.job.wake_at(at);
-    }
-
     fn prepare_park(&self) -> u64 {
         0
     }
 
-    /// Nothing can wake a parked rank reliably: a plain write lands without
-    /// any event at the target, and with manual progress even CQ data only
-    /// appears when the rank itself reads the CQ. So a parked rank sleeps a
-    /// short slice (or only yields its core when ranks outnumber cores).
     fn park(&self, _: u64) {
-        let timeout = self.job.take_park_timeout(PARK_SLICE);
-        if self.oversubscribed {
-            std::thread::yield_now();
-        } else if !timeout.is_zero() {
-            std::thread::sleep(timeout);
-        }
+        self.job.nap(PARK_SLICE);
     }
 
     fn cancel_park(&self) {}
 }
 
-impl Transport for OfiTransport {
-    async fn send(
-        &self,
-        target: Rank,
-        context: ContextId,
-        tag: Tag,
-        data: &[u8],
-        deadline: Time,
-    ) -> Result<()> {
-        self.messenger
-            .send(self, target, context, tag, data, deadline)
-            .await
+impl ControlWindows for OfiTransport {
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
+        let (_, key) = parse_entry(self.job.address(rank)?, rank)?;
+        RemoteKey::from_bytes(key)
     }
+}
 
-    async fn recv(
-        &self,
-        source: Option<Rank>,
-        context: ContextId,
-        tag: Tag,
-        deadline: Time,
-    ) -> Result<Message> {
-        self.messenger
-            .recv(self, source, context, tag, deadline)
-            .await
+impl EagerMessaging for OfiTransport {
+    fn messenger(&self) -> &Messenger<OfiWindow> {
+        &self.messenger
     }
 }
 

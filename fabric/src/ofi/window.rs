@@ -12,7 +12,7 @@ use memmap2::MmapMut;
 
 use super::domain::Mr;
 use super::engine::Engine;
-use crate::shm::window::{check_bounds, check_word};
+use crate::bounds::{check_bounds, check_word};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'O';

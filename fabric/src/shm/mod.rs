@@ -18,19 +18,18 @@ pub use window::ShmWindow;
 use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
 
 use crate::bootstrap::Bootstrap;
+use crate::config;
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
 use crate::job::Job;
 use crate::{
-    finalize_barrier, ContextId, Error, LocalWindow, Message, Provider, Rank, RemoteKey, Result,
-    Rma, Signal, Tag, Time, Transport,
+    finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, Provider, Rank,
+    RemoteKey, Result, Rma, Signal, Time,
 };
 
 /// Re-polling budget of a waiting rank when it has a core to itself.
 const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// Longest sleep before a parked rank re-checks job health.
 const PARK_SLICE: Duration = Duration::from_millis(50);
-pub const ENV_SPIN_US: &str = "CATENA_SPIN_US";
-pub const ENV_RING_BYTES: &str = "CATENA_EAGER_RING_BYTES";
 
 pub struct ShmTransport {
     messenger: Messenger<ShmWindow>,
@@ -58,7 +57,7 @@ impl ShmTransport {
     fn new(mut job: Job) -> Result<ShmTransport> {
         let control = ShmWindow::create(job.id(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
         job.exchange_addresses(control.key().as_bytes())?;
-        let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
+        let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         Ok(ShmTransport {
             job,
@@ -143,18 +142,6 @@ fn wake(w: &MappedWindow) {
     if sleepers.load(Ordering::SeqCst) != 0 {
         doorbell.fetch_add(1, Ordering::SeqCst);
         futex::wake(doorbell, 1);
-    }
-}
-
-/// The value of a numeric `CATENA_*` setting, if set.
-pub(crate) fn env_number(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Err(_) => Ok(None),
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a number"))),
     }
 }
 
@@ -250,10 +237,6 @@ impl Rma for ShmTransport {
         self.job.check_rank(target)
     }
 
-    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        RemoteKey::from_bytes(self.job.address(rank)?)
-    }
-
     fn check_health(&self) -> Result<()> {
         self.job.check_health()
     }
@@ -262,16 +245,18 @@ impl Rma for ShmTransport {
         self.job.check_peer(rank)
     }
 
+    fn wake_at(&self, at: Time) {
+        self.job.wake_at(at);
+    }
+}
+
+impl Blocking for ShmTransport {
     fn progress(&self) {
         self.messenger.progress(self);
     }
 
     fn spin_budget(&self) -> Duration {
         self.spin
-    }
-
-    fn wake_at(&self, at: Time) {
-        self.job.wake_at(at);
     }
 
     fn prepare_park(&self) -> u64 {
@@ -297,30 +282,15 @@ impl Rma for ShmTransport {
     }
 }
 
-impl Transport for ShmTransport {
-    async fn send(
-        &self,
-        target: Rank,
-        context: ContextId,
-        tag: Tag,
-        data: &[u8],
-        deadline: Time,
-    ) -> Result<()> {
-        self.messenger
-            .send(self, target, context, tag, data, deadline)
-            .await
+impl ControlWindows for ShmTransport {
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
+        RemoteKey::from_bytes(self.job.address(rank)?)
     }
+}
 
-    async fn recv(
-        &self,
-        source: Option<Rank>,
-        context: ContextId,
-        tag: Tag,
-        deadline: Time,
-    ) -> Result<Message> {
-        self.messenger
-            .recv(self, source, context, tag, deadline)
-            .await
+impl EagerMessaging for ShmTransport {
+    fn messenger(&self) -> &Messenger<ShmWindow> {
+        &self.messenger
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use memmap2::{MmapMut, MmapOptions};
 
+use crate::os::process_alive;
 use crate::{Error, Result};
 
 pub const SHM_DIR: &str = "/dev/shm";
@@ -120,11 +121,6 @@ pub fn new_job_id() -> String {
 fn job_owner_pid(name: &str) -> Option<i32> {
     let rest = name.strip_prefix(PREFIX)?.strip_prefix('p')?;
     rest[..rest.find('n')?].parse().ok()
-}
-
-pub fn process_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
 /// The name of segment `what` of `job`: removed with the job's segments.

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::segment::Segment;
+use crate::bounds::{check_bounds, check_word};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 pub const HEADER_BYTES: usize = 4096;
@@ -180,24 +181,6 @@ impl ShmWindow {
         // SAFETY: in bounds of the data area, checked above.
         Ok(unsafe { self.segment.base().add(HEADER_BYTES + offset) })
     }
-}
-
-pub fn check_bounds(offset: usize, len: usize, window_len: usize) -> Result<()> {
-    match offset.checked_add(len) {
-        Some(end) if end <= window_len => Ok(()),
-        _ => Err(Error::OutOfBounds {
-            offset,
-            len,
-            window_len,
-        }),
-    }
-}
-
-pub fn check_word(offset: usize, window_len: usize) -> Result<()> {
-    if offset % 8 != 0 {
-        return Err(Error::Misaligned { offset });
-    }
-    check_bounds(offset, 8, window_len)
 }
 
 impl LocalWindow for ShmWindow {

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use catena_ucx_sys as sys;
 use sys::ucs_status_t;
 
+use crate::config::ENV_UCX_TLS;
 pub use crate::progress_thread::{ProgressMode, ProgressThread};
 use crate::{Error, Result};
 
@@ -41,14 +42,10 @@ pub(crate) fn check(call: &'static str, status: ucs_status_t) -> Result<()> {
     }
 }
 
-/// Transports for catena's own UCP context only, overriding `UCX_TLS`: under
-/// `mpiexec`, MPICH's UCP context in the same process reads `UCX_TLS` too.
-pub const ENV_TLS: &str = "CATENA_UCX_TLS";
-
 /// The transports UCX was configured with, for error messages.
 pub(crate) fn configured_tls() -> String {
-    if let Ok(tls) = std::env::var(ENV_TLS) {
-        return format!("{ENV_TLS}={tls}");
+    if let Ok(tls) = std::env::var(ENV_UCX_TLS) {
+        return format!("{ENV_UCX_TLS}={tls}");
     }
     match std::env::var(UCX_TLS) {
         Ok(tls) => format!("{UCX_TLS}={tls}"),
@@ -98,7 +95,7 @@ impl Context {
     /// `shared` makes the context safe to use while a progress thread
     /// drives a worker of it.
     pub fn new(shared: bool) -> Result<Rc<Context>> {
-        let tls = std::env::var(ENV_TLS).ok();
+        let tls = std::env::var(ENV_UCX_TLS).ok();
         match Context::init(tls.as_deref(), shared) {
             Ok(context) => Ok(Rc::new(context)),
             Err(e) => {

@@ -16,6 +16,7 @@ use sys::ucs_status_t;
 use super::context::{configured_tls, print_to_string, status_text, Worker};
 use super::request::{posted, Request};
 use super::window::UcxKey;
+use crate::config::ENV_UCX_ERR_MODE;
 use crate::{Error, Rank, Result};
 
 /// Unpacked rkeys kept per process; beyond this the least recently used
@@ -35,17 +36,15 @@ pub enum ErrMode {
     None,
 }
 
-pub const ENV_ERR_MODE: &str = "CATENA_UCX_ERR_MODE";
-
 impl ErrMode {
     /// The user's choice, else `Peer` unless UCX may use shared memory.
     pub fn from_env(has_shared_memory: bool) -> Result<ErrMode> {
-        match std::env::var(ENV_ERR_MODE).as_deref().map(str::trim) {
+        match std::env::var(ENV_UCX_ERR_MODE).as_deref().map(str::trim) {
             Err(_) | Ok("" | "auto") if has_shared_memory => Ok(ErrMode::None),
             Err(_) | Ok("" | "auto" | "peer") => Ok(ErrMode::Peer),
             Ok("none") => Ok(ErrMode::None),
             Ok(v) => Err(Error::Bootstrap(format!(
-                "{ENV_ERR_MODE}={v:?}: want auto, peer or none"
+                "{ENV_UCX_ERR_MODE}={v:?}: want auto, peer or none"
             ))),
         }
     }

@@ -14,20 +14,19 @@ use std::time::Duration;
 use catena_ucx_sys as sys;
 
 use context::{check, Context, ProgressMode, Worker};
-pub use endpoint::ENV_ERR_MODE;
 use endpoint::{Endpoints, ErrMode, Route};
 use request::{posted, reply_done, FetchOp, Request};
 use window::UcxKey;
 pub use window::UcxWindow;
 
 use crate::bootstrap::Bootstrap;
+use crate::bounds::{check_bounds, check_word};
+use crate::config;
 use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
 use crate::job::Job;
-use crate::shm::window::{check_bounds, check_word};
-use crate::shm::{env_number, ENV_RING_BYTES};
 use crate::{
-    finalize_barrier, wait_until, ContextId, Error, LocalWindow, Message, Provider, Rank,
-    RemoteKey, Result, Rma, Signal, Tag, Time, Transport,
+    finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
+    Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
 };
 
 /// Re-polling budget of a waiting rank when it has a core to itself. Longer
@@ -56,7 +55,6 @@ pub struct UcxTransport {
     /// every message that had landed (so none of them is lost to the news).
     lost: Cell<Option<Rank>>,
     spin: Duration,
-    oversubscribed: bool,
     // Declared last: windows (in the messenger) and endpoints go first.
     worker: Worker,
     /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
@@ -78,7 +76,7 @@ impl UcxTransport {
 
     fn new(mut job: Job) -> Result<UcxTransport> {
         let progress_thread = ProgressMode::from_env()?;
-        let ring_bytes = env_number(ENV_RING_BYTES)?.unwrap_or(DEFAULT_RING_BYTES);
+        let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         let context = Context::new(progress_thread != ProgressMode::Off)?;
         let err_mode = ErrMode::from_env(context.has_shared_memory())?;
@@ -86,7 +84,6 @@ impl UcxTransport {
         let control = UcxWindow::create(worker.context(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
         job.exchange_addresses(&encode_address(&control.key(), &worker.address()?))?;
         Ok(UcxTransport {
-            oversubscribed: job.oversubscribed(),
             job,
             messenger: Messenger::new(control, ring_bytes),
             next_window: Cell::new(1),
@@ -470,10 +467,6 @@ impl Rma for UcxTransport {
         .await
     }
 
-    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        RemoteKey::from_bytes(decode_address(self.job.address(rank)?)?.0)
-    }
-
     fn check_health(&self) -> Result<()> {
         // A failed endpoint says one peer is gone (`check_peer`), not that
         // the job lost it: as with shm, the bootstrap decides that.
@@ -488,6 +481,12 @@ impl Rma for UcxTransport {
         self.job.check_peer(rank)
     }
 
+    fn wake_at(&self, at: Time) {
+        self.job.wake_at(at);
+    }
+}
+
+impl Blocking for UcxTransport {
     fn progress(&self) {
         self.worker.progress(PROGRESS_ROUNDS);
         // Data put by a peer lands only when this worker progresses (tcp
@@ -505,54 +504,26 @@ impl Rma for UcxTransport {
         self.spin
     }
 
-    fn wake_at(&self, at: Time) {
-        self.job.wake_at(at);
-    }
-
     fn prepare_park(&self) -> u64 {
         0
     }
 
     fn park(&self, _: u64) {
-        let timeout = self.job.take_park_timeout(PARK_SLICE);
-        if timeout.is_zero() {
-            return;
-        }
-        if self.oversubscribed {
-            // The rank we wait for may need this core.
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(timeout);
-        }
+        self.job.nap(PARK_SLICE);
     }
 
     fn cancel_park(&self) {}
 }
 
-impl Transport for UcxTransport {
-    async fn send(
-        &self,
-        target: Rank,
-        context: ContextId,
-        tag: Tag,
-        data: &[u8],
-        deadline: Time,
-    ) -> Result<()> {
-        self.messenger
-            .send(self, target, context, tag, data, deadline)
-            .await
+impl ControlWindows for UcxTransport {
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
+        RemoteKey::from_bytes(decode_address(self.job.address(rank)?)?.0)
     }
+}
 
-    async fn recv(
-        &self,
-        source: Option<Rank>,
-        context: ContextId,
-        tag: Tag,
-        deadline: Time,
-    ) -> Result<Message> {
-        self.messenger
-            .recv(self, source, context, tag, deadline)
-            .await
+impl EagerMessaging for UcxTransport {
+    fn messenger(&self) -> &Messenger<UcxWindow> {
+        &self.messenger
     }
 }
 

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use catena_ucx_sys as sys;
 
 use super::context::{check, Context};
+use crate::bounds::{check_bounds, check_word};
 use crate::key::MAX_KEY_BYTES;
-use crate::shm::window::{check_bounds, check_word};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'U';

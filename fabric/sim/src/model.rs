@@ -7,7 +7,7 @@ use std::fmt;
 use catena_topo::{Link, Node, RouteError, Schedule, Topology, Torus};
 use rustc_hash::FxHashMap;
 
-use crate::{Rank, Time};
+use catena_fabric::{Rank, Time};
 
 /// When a message of `bytes` bytes that leaves `from` at `depart` has fully
 /// arrived at `to`, and what sending and receiving cost the processes.

@@ -4,13 +4,12 @@
 //! waits complete when the simulator polls the rank after such an event.
 
 use std::future::{ready, Future};
-use std::time::Duration;
 
 use super::window::{check_bounds, check_word, SimKey, SimWindow};
 use super::{Action, AtomicOp, Envelope, RankState, Sim};
-use crate::{
-    wait_until, ContextId, Error, Message, Rank, RemoteKey, Result, Rma, Signal, Tag, Time,
-    Transport,
+use catena_fabric::{
+    wait_until, ContextId, ControlWindows, Error, Message, Rank, RemoteKey, Result, Rma, Signal,
+    Tag, Time, Transport,
 };
 
 /// The transport of one simulated rank; only [`Sim::run`] drives its futures.
@@ -196,25 +195,12 @@ impl<'s> Rma for SimRank<'s> {
         ready(flushed)
     }
 
-    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        self.check_rank(rank)?;
-        Err(Error::InvalidKey(
-            "the simulator has no control windows: its messages are native".into(),
-        ))
-    }
-
     fn check_health(&self) -> Result<()> {
         Ok(())
     }
 
     fn check_peer(&self, rank: Rank) -> Result<()> {
         self.check_rank(rank)
-    }
-
-    fn progress(&self) {}
-
-    fn spin_budget(&self) -> Duration {
-        Duration::ZERO
     }
 
     fn wake_at(&self, at: Time) {
@@ -224,16 +210,15 @@ impl<'s> Rma for SimRank<'s> {
             self.sim.schedule(at, Action::Wake { rank: self.rank });
         }
     }
+}
 
-    // The simulator polls ranks itself; `block_on` on a simulated rank is
-    // not a thing.
-    fn prepare_park(&self) -> u64 {
-        0
+impl ControlWindows for SimRank<'_> {
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
+        self.check_rank(rank)?;
+        Err(Error::InvalidKey(
+            "the simulator has no control windows: its messages are native".into(),
+        ))
     }
-
-    fn park(&self, _ticket: u64) {}
-
-    fn cancel_park(&self) {}
 }
 
 impl Transport for SimRank<'_> {

@@ -5,8 +5,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::Sim;
-pub(super) use crate::shm::window::{check_bounds, check_word};
-use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
+pub(super) use catena_fabric::bounds::{check_bounds, check_word};
+use catena_fabric::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 /// What a simulated window's key names.
 pub(super) struct SimKey {

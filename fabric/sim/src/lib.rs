@@ -26,7 +26,7 @@ pub use model::{CostModel, LogGp, Routed};
 pub use rank::SimRank;
 pub use window::SimWindow;
 
-use crate::{ContextId, Message, Rank, Signal, Time};
+use catena_fabric::{ContextId, Message, Rank, Signal, Time};
 
 /// A message in flight or waiting in an inbox.
 struct Envelope {
