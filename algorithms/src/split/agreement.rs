@@ -6,7 +6,7 @@
 use catena_fabric::{ContextId, Time, Transport};
 use serde::{Deserialize, Serialize};
 
-use super::{radix, Algorithm, Color, Key};
+use super::{Algorithm, Color, Key};
 use crate::chain::{claim_context, highest_context, Chain};
 use crate::scan::allreduce;
 use crate::{Error, Result};
@@ -21,6 +21,9 @@ pub(crate) struct Agreed {
     pub split: bool,
     /// The context of the new groups (they are disjoint, so they share it).
     pub context: ContextId,
+    /// Some member asked for Radix with a key or color it cannot sort, so
+    /// every process fails the split alike.
+    pub radix_refused: bool,
 }
 
 const SPLIT: u8 = 1;
@@ -121,21 +124,19 @@ pub(crate) async fn agree<T: Transport, C, K>(
             what: "whether to reorder (some members passed Key::ParentOrder, others a key)".into(),
         });
     }
-    if all.modes & RADIX_REFUSED != 0 {
-        return Err(Error::InvalidArgument(format!(
-            "Radix sorts primitive integer keys in their own order (split, not split_by) \
-             and packed colors of at most {} bytes; a member passed another",
-            radix::MAX_DIGIT_BYTES - 20
-        )));
-    }
     let context = all.context.checked_add(1).ok_or_else(|| {
         Error::InvalidArgument("context ids are exhausted (3 x 2^30 groups were made)".into())
     })?;
-    claim_context(context);
+    let radix_refused = all.modes & RADIX_REFUSED != 0;
+    // A refused split makes no groups, so it takes no context.
+    if !radix_refused {
+        claim_context(context);
+    }
     Ok(Agreed {
         members: all.members,
         reorder: all.modes & KEYED != 0,
         split: all.modes & SPLIT != 0,
         context,
+        radix_refused,
     })
 }

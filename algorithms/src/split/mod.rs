@@ -327,6 +327,9 @@ where
     let agreed =
         agreement::agree::<T, C, K>(t, parent, &color, &key, algorithm, radix_refused, deadline)
             .await?;
+    if agreed.radix_refused {
+        return Err(radix::refused());
+    }
     let me = member.then(|| Item {
         color: packed_color,
         key: match key {

@@ -25,6 +25,16 @@ const BINS: usize = 16;
 /// Radix keeps per-level collective calls apart below this many digit bytes.
 pub(crate) const MAX_DIGIT_BYTES: usize = 1 << 16;
 
+/// The error of a split where some member asked for Radix with a key or
+/// color it cannot sort (every process returns it alike).
+pub(crate) fn refused() -> Error {
+    Error::InvalidArgument(format!(
+        "Radix sorts primitive integer keys in their own order (split, not split_by) \
+         and packed colors of at most {} bytes; a member passed another",
+        MAX_DIGIT_BYTES - 20
+    ))
+}
+
 /// Collective calls the sorted chain makes (its placement), then those each
 /// level makes on its chain: distinct tags for chains sharing processes.
 const SORTED_CALLS: u32 = 2;
