@@ -6,6 +6,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::conformance::Check;
 use crate::launch::{launch, LaunchReport, LaunchSpec};
 use crate::shm::{segment, ShmTransport};
 use crate::{Error, Provider, Result};
@@ -49,8 +50,29 @@ pub fn run_as_rank<P: Provider>(case: &str, body: impl FnOnce(&P) -> Result<()>)
     true
 }
 
+/// Separates a test's name from the variant of a case it runs (a case id is
+/// `test` or `test@variant`, e.g. one rank count of several).
+const VARIANT: char = '@';
+
+/// The arguments that make a re-executed test binary run only the test of
+/// `case` (its name up to any `@variant`).
 fn rank_args(case: &str) -> [&str; 4] {
-    [case, "--exact", "--nocapture", "--test-threads=1"]
+    let test = case.split(VARIANT).next().unwrap_or(case);
+    [test, "--exact", "--nocapture", "--test-threads=1"]
+}
+
+/// Whether this process is a rank of some case (not the test process).
+pub fn in_a_rank() -> bool {
+    std::env::var_os(ENV_CASE).is_some()
+}
+
+/// The name `cargo test --exact` knows a test by: `module` is the test's
+/// `module_path!()` (whose first segment, the crate, the filter omits).
+pub fn test_name(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{test}"),
+        None => test.to_string(),
+    }
 }
 
 /// In the test process: runs `case` (a top-level `#[test]` fn of this binary)
@@ -186,13 +208,61 @@ fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String
     })
 }
 
+/// The environment of a provider configuration's conformance cases: one for
+/// every case (a slice), or chosen per check (a function; `None` asks for
+/// the killed-peer case's).
+pub trait CaseEnv {
+    /// The variables to set in the ranks of `check`'s case.
+    fn env(&self, check: Option<Check>) -> &'static [(&'static str, &'static str)];
+}
+
+impl CaseEnv for &'static [(&'static str, &'static str)] {
+    fn env(&self, _: Option<Check>) -> &'static [(&'static str, &'static str)] {
+        self
+    }
+}
+
+impl CaseEnv for fn(Option<Check>) -> &'static [(&'static str, &'static str)] {
+    fn env(&self, check: Option<Check>) -> &'static [(&'static str, &'static str)] {
+        self(check)
+    }
+}
+
+/// Runs conformance `check` as test `test` once per rank count in `ranks`,
+/// each in a job of its own (case `test@N`). In a rank, runs only the case
+/// this process belongs to.
+pub fn conformance_on<P: Provider + crate::ControlWindows>(
+    test: &str,
+    ranks: &[u32],
+    starter: Starter,
+    env: &dyn CaseEnv,
+    check: Check,
+) {
+    for &n in ranks {
+        let case = format!("{test}{VARIANT}{n}");
+        if !in_a_rank() || is_rank_of(&case) {
+            conformance_case::<P>(&case, n, starter, env.env(Some(check)), check);
+        }
+    }
+}
+
+/// [`killed_peer_case`] once per rank count in `ranks` (cases `test@N`).
+pub fn killed_peer_on<P: Provider>(test: &str, ranks: &[u32], env: &dyn CaseEnv) {
+    for &n in ranks {
+        let case = format!("{test}{VARIANT}{n}");
+        if !in_a_rank() || is_rank_of(&case) {
+            killed_peer_case::<P>(&case, n, env.env(None));
+        }
+    }
+}
+
 /// Runs conformance `check` as test `case` on `ranks` processes of `P`.
 pub fn conformance_case<P: Provider + crate::ControlWindows>(
     case: &str,
     ranks: u32,
     starter: Starter,
     env: &[(&str, &str)],
-    check: crate::conformance::Check,
+    check: Check,
 ) {
     run_case_on::<P>(case, ranks, starter, env, |t| {
         crate::block_on(t, crate::conformance::run(t, check))
@@ -235,4 +305,91 @@ pub fn killed_peer_case<P: Provider>(case: &str, ranks: u32, env: &[(&str, &str)
         }
     }
     assert_ne!(report.exit_code(), 0);
+}
+
+/// Every conformance case of one provider, as `#[test]`s: for each
+/// configuration (a module of tests), every check of
+/// [`Check`] but `Suite` on each of the rank counts, the killed-peer case on each, and (feature `mpi` of the calling
+/// crate) the whole [`SUITE`](crate::conformance::SUITE) under `mpiexec`:
+///
+/// ```ignore
+/// catena_fabric::conformance_tests! {
+///     provider: OfiTransport;
+///     shm: SHM, ranks [2, 4], mpiexec [2, 4];
+///     tcp: TCP, ranks [2, 4], mpiexec [2, 4];
+/// }
+/// ```
+///
+/// A configuration's environment is a [`CaseEnv`]. A new check added to
+/// `Check` and this macro's list runs on every provider by itself.
+#[macro_export]
+macro_rules! conformance_tests {
+    (
+        provider: $provider:ty;
+        $($config:ident: $env:expr, ranks [$($n:literal),+] $(, mpiexec [$($m:literal),+])?;)+
+    ) => {$(
+        mod $config {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn case_env() -> &'static dyn $crate::testing::CaseEnv {
+                &$env
+            }
+
+            $crate::conformance_tests!(@checks $provider, [$($n),+];
+                put_sizes PutSizes,
+                many_puts_in_flight ManyPutsInFlight,
+                signals_and_atomics SignalsAndAtomics,
+                tagged_messages TaggedMessages,
+                all_pairs AllPairs,
+                bad_input BadInput,
+                first_contact_retry FirstContactRetry,
+                dropped_send_breaks_the_stream DroppedSendBreaksTheStream,
+            );
+
+            #[test]
+            fn peer_killed() {
+                $crate::testing::killed_peer_on::<$provider>(
+                    &$crate::testing::test_name(module_path!(), "peer_killed"),
+                    &[$($n),+],
+                    case_env(),
+                );
+            }
+
+            $(
+                #[cfg(feature = "mpi")]
+                #[test]
+                fn suite_under_mpiexec() {
+                    $crate::testing::conformance_on::<$provider>(
+                        &$crate::testing::test_name(module_path!(), "suite_under_mpiexec"),
+                        &[$($m),+],
+                        $crate::testing::Starter::Mpiexec,
+                        case_env(),
+                        $crate::conformance::Check::Suite,
+                    );
+                }
+            )?
+        }
+    )+};
+    (@checks $provider:ty, $ranks:tt; $($name:ident $check:ident,)+) => {
+        /// Fails to compile when `Check` gains a check this list lacks.
+        #[allow(dead_code)]
+        fn every_check_is_listed(check: $crate::conformance::Check) {
+            match check {
+                $($crate::conformance::Check::$check)|+ | $crate::conformance::Check::Suite => {}
+            }
+        }
+        $(
+            #[test]
+            fn $name() {
+                $crate::testing::conformance_on::<$provider>(
+                    &$crate::testing::test_name(module_path!(), stringify!($name)),
+                    &$ranks,
+                    $crate::testing::Starter::Launcher,
+                    case_env(),
+                    $crate::conformance::Check::$check,
+                );
+            }
+        )+
+    };
 }

@@ -1,11 +1,12 @@
 //! The provider conformance suite on the libfabric provider, over libfabric's
 //! `shm` and `tcp;ofi_rxm` providers, with 2 and 4 processes started by the
-//! launcher (and by `mpiexec` with the `mpi` feature).
+//! launcher (and by `mpiexec` with the `mpi` feature), plus the libfabric
+//! provider's own promises.
 #![cfg(feature = "ofi")]
 
 use catena_fabric::conformance::Check;
 use catena_fabric::ofi::OfiTransport;
-use catena_fabric::testing::{conformance_case, killed_peer_case, Starter};
+use catena_fabric::testing::{conformance_case, Starter};
 
 const SHM: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "shm")];
 const TCP: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")];
@@ -23,72 +24,32 @@ const SHM_THREAD: &[(&str, &str)] = &[
     ("CATENA_PROGRESS_THREAD", "on"),
 ];
 
-macro_rules! cases {
-    ($($name:ident: $check:ident on $ranks:expr, $env:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            conformance_case::<OfiTransport>(
-                stringify!($name),
-                $ranks,
-                Starter::Launcher,
-                $env,
-                Check::$check,
-            );
-        }
-    )*};
+/// The libfabric-shm configuration: the small ring for the dropped-send case.
+fn shm_env(check: Option<Check>) -> &'static [(&'static str, &'static str)] {
+    match check {
+        Some(Check::DroppedSendBreaksTheStream) => SHM_SMALL_RING,
+        _ => SHM,
+    }
 }
 
-cases! {
-    shm_put_sizes_2: PutSizes on 2, SHM;
-    shm_put_sizes_4: PutSizes on 4, SHM;
-    shm_many_puts_in_flight_2: ManyPutsInFlight on 2, SHM;
-    shm_many_puts_in_flight_4: ManyPutsInFlight on 4, SHM;
-    shm_signals_and_atomics_2: SignalsAndAtomics on 2, SHM;
-    shm_signals_and_atomics_4: SignalsAndAtomics on 4, SHM;
-    shm_tagged_messages_2: TaggedMessages on 2, SHM;
-    shm_tagged_messages_4: TaggedMessages on 4, SHM;
-    shm_all_pairs_2: AllPairs on 2, SHM;
-    shm_all_pairs_4: AllPairs on 4, SHM;
-    shm_bad_input_2: BadInput on 2, SHM;
-    shm_bad_input_4: BadInput on 4, SHM;
-    shm_first_contact_retry_2: FirstContactRetry on 2, SHM;
-    shm_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, SHM_SMALL_RING;
-    shm_progress_thread_tagged_messages_2: TaggedMessages on 2, SHM_THREAD;
+type Env = fn(Option<Check>) -> &'static [(&'static str, &'static str)];
 
-    tcp_put_sizes_2: PutSizes on 2, TCP;
-    tcp_put_sizes_4: PutSizes on 4, TCP;
-    tcp_many_puts_in_flight_2: ManyPutsInFlight on 2, TCP;
-    tcp_many_puts_in_flight_4: ManyPutsInFlight on 4, TCP;
-    tcp_signals_and_atomics_2: SignalsAndAtomics on 2, TCP;
-    tcp_signals_and_atomics_4: SignalsAndAtomics on 4, TCP;
-    tcp_tagged_messages_2: TaggedMessages on 2, TCP;
-    tcp_tagged_messages_4: TaggedMessages on 4, TCP;
-    tcp_all_pairs_2: AllPairs on 2, TCP;
-    tcp_all_pairs_4: AllPairs on 4, TCP;
-    tcp_bad_input_2: BadInput on 2, TCP;
-    tcp_bad_input_4: BadInput on 4, TCP;
-    tcp_first_contact_retry_2: FirstContactRetry on 2, TCP;
-    tcp_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, TCP;
+catena_fabric::conformance_tests! {
+    provider: OfiTransport;
+    shm: shm_env as Env, ranks [2, 4], mpiexec [2, 4];
+    tcp: TCP, ranks [2, 4], mpiexec [2, 4];
 }
 
+/// A progress thread drives libfabric-shm beside the rank.
 #[test]
-fn shm_peer_killed_2() {
-    killed_peer_case::<OfiTransport>("shm_peer_killed_2", 2, SHM);
-}
-
-#[test]
-fn shm_peer_killed_4() {
-    killed_peer_case::<OfiTransport>("shm_peer_killed_4", 4, SHM);
-}
-
-#[test]
-fn tcp_peer_killed_2() {
-    killed_peer_case::<OfiTransport>("tcp_peer_killed_2", 2, TCP);
-}
-
-#[test]
-fn tcp_peer_killed_4() {
-    killed_peer_case::<OfiTransport>("tcp_peer_killed_4", 4, TCP);
+fn shm_progress_thread_tagged_messages_2() {
+    conformance_case::<OfiTransport>(
+        "shm_progress_thread_tagged_messages_2",
+        2,
+        Starter::Launcher,
+        SHM_THREAD,
+        Check::TaggedMessages,
+    );
 }
 
 /// Signals that do not fit in remote CQ data (window ids past 16 bits, an
@@ -149,33 +110,6 @@ fn tcp_wide_signals_4() {
         TCP,
         |t| wide_signals(t, "tcp;ofi_rxm"),
     );
-}
-
-#[cfg(feature = "mpi")]
-mod mpiexec {
-    use super::*;
-
-    macro_rules! suites {
-        ($($name:ident: $ranks:expr, $env:expr;)*) => {$(
-            #[test]
-            fn $name() {
-                conformance_case::<OfiTransport>(
-                    concat!("mpiexec::", stringify!($name)),
-                    $ranks,
-                    Starter::Mpiexec,
-                    $env,
-                    Check::Suite,
-                );
-            }
-        )*};
-    }
-
-    suites! {
-        shm_suite_2: 2, SHM;
-        shm_suite_4: 4, SHM;
-        tcp_suite_2: 2, TCP;
-        tcp_suite_4: 4, TCP;
-    }
 }
 
 /// A provider libfabric does not have is refused up front, naming the ones

@@ -1,56 +1,16 @@
 //! The provider conformance suite on the shm provider, with 2, 3 and 8
-//! processes started by the launcher.
+//! processes started by the launcher (and 2 and 4 by `mpiexec` with the
+//! `mpi` feature), plus the shm provider's own promises.
 
 use catena_fabric::shm::ShmTransport;
-use catena_fabric::testing::{killed_peer_case, run_case};
+use catena_fabric::testing::run_case;
 use catena_fabric::{block_on, conformance, Rma, Transport};
 
-macro_rules! conformance_cases {
-    ($($name:ident: $check:ident on $ranks:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            run_case(stringify!($name), $ranks, |t| block_on(t, conformance::$check(t)));
-        }
-    )*};
-}
+const NO_ENV: &[(&str, &str)] = &[];
 
-conformance_cases! {
-    put_sizes_2: put_sizes on 2;
-    put_sizes_3: put_sizes on 3;
-    put_sizes_8: put_sizes on 8;
-    many_puts_in_flight_2: many_puts_in_flight on 2;
-    many_puts_in_flight_3: many_puts_in_flight on 3;
-    many_puts_in_flight_8: many_puts_in_flight on 8;
-    signals_and_atomics_2: signals_and_atomics on 2;
-    signals_and_atomics_3: signals_and_atomics on 3;
-    signals_and_atomics_8: signals_and_atomics on 8;
-    tagged_messages_2: tagged_messages on 2;
-    tagged_messages_3: tagged_messages on 3;
-    tagged_messages_8: tagged_messages on 8;
-    all_pairs_2: all_pairs on 2;
-    all_pairs_3: all_pairs on 3;
-    all_pairs_8: all_pairs on 8;
-    bad_input_2: bad_input on 2;
-    bad_input_3: bad_input on 3;
-    bad_input_8: bad_input on 8;
-    first_contact_retry_2: first_contact_retry on 2;
-    first_contact_retry_3: first_contact_retry on 3;
-    dropped_send_breaks_the_stream_2: dropped_send_breaks_the_stream on 2;
-}
-
-#[test]
-fn peer_killed_2() {
-    killed_peer_case::<ShmTransport>("peer_killed_2", 2, &[]);
-}
-
-#[test]
-fn peer_killed_3() {
-    killed_peer_case::<ShmTransport>("peer_killed_3", 3, &[]);
-}
-
-#[test]
-fn peer_killed_8() {
-    killed_peer_case::<ShmTransport>("peer_killed_8", 8, &[]);
+catena_fabric::conformance_tests! {
+    provider: ShmTransport;
+    shm: NO_ENV, ranks [2, 3, 8], mpiexec [2, 4];
 }
 
 /// A rank that talks to two partners holds two connections, whatever the
@@ -129,35 +89,4 @@ fn mappings_of_freed_windows_are_dropped() {
             Ok(())
         })
     });
-}
-
-/// The same suite on processes started by MPICH's `mpiexec`, bootstrapped
-/// from MPI instead of the launcher.
-#[cfg(feature = "mpi")]
-mod under_mpiexec {
-    use catena_fabric::conformance::Check;
-    use catena_fabric::shm::ShmTransport;
-    use catena_fabric::testing::{conformance_case, Starter};
-
-    #[test]
-    fn shm_suite_mpiexec_2() {
-        conformance_case::<ShmTransport>(
-            "under_mpiexec::shm_suite_mpiexec_2",
-            2,
-            Starter::Mpiexec,
-            &[],
-            Check::Suite,
-        );
-    }
-
-    #[test]
-    fn shm_suite_mpiexec_4() {
-        conformance_case::<ShmTransport>(
-            "under_mpiexec::shm_suite_mpiexec_4",
-            4,
-            Starter::Mpiexec,
-            &[],
-            Check::Suite,
-        );
-    }
 }

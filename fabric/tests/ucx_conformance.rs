@@ -5,105 +5,62 @@
 #![cfg(feature = "ucx")]
 
 use catena_fabric::conformance::Check;
-use catena_fabric::testing::{conformance_case, killed_peer_case, Starter};
+use catena_fabric::testing::{conformance_case, Starter};
 use catena_fabric::ucx::UcxTransport;
 
 const SHM: &[(&str, &str)] = &[("UCX_TLS", "posix,cma,self")];
 const TCP: &[(&str, &str)] = &[("UCX_TLS", "tcp,self")];
-// Under mpiexec MPICH's own UCP context reads `UCX_TLS` too (and MPICH 4.0's
-// finalize over tcp alone hangs), so catena's transports are set for catena only.
-// A progress thread drives the tcp worker (software-emulated RMA) beside the rank.
 const TCP_THREAD: &[(&str, &str)] = &[("UCX_TLS", "tcp,self"), ("CATENA_PROGRESS_THREAD", "on")];
 const SHM_CATENA_ONLY: &[(&str, &str)] = &[("CATENA_UCX_TLS", "posix,cma,self")];
 const TCP_CATENA_ONLY: &[(&str, &str)] = &[("CATENA_UCX_TLS", "tcp,self")];
 
-macro_rules! conformance_cases {
-    ($($name:ident: $check:ident on $ranks:expr, $env:ident;)*) => {$(
-        #[test]
-        fn $name() {
-            conformance_case::<UcxTransport>(
-                stringify!($name),
-                $ranks,
-                Starter::Launcher,
-                $env,
-                Check::$check,
-            );
-        }
-    )*};
+/// Under mpiexec MPICH's own UCP context reads `UCX_TLS` too (and MPICH
+/// 4.0's finalize over tcp alone hangs), so catena's transports are set for
+/// catena only.
+fn shm_env(check: Option<Check>) -> &'static [(&'static str, &'static str)] {
+    match check {
+        Some(Check::Suite) => SHM_CATENA_ONLY,
+        _ => SHM,
+    }
 }
 
-conformance_cases! {
-    shm_put_sizes_2: PutSizes on 2, SHM;
-    shm_put_sizes_4: PutSizes on 4, SHM;
-    shm_many_puts_in_flight_2: ManyPutsInFlight on 2, SHM;
-    shm_many_puts_in_flight_4: ManyPutsInFlight on 4, SHM;
-    shm_signals_and_atomics_2: SignalsAndAtomics on 2, SHM;
-    shm_signals_and_atomics_4: SignalsAndAtomics on 4, SHM;
-    shm_tagged_messages_2: TaggedMessages on 2, SHM;
-    shm_tagged_messages_4: TaggedMessages on 4, SHM;
-    shm_all_pairs_2: AllPairs on 2, SHM;
-    shm_all_pairs_4: AllPairs on 4, SHM;
-    shm_bad_input_2: BadInput on 2, SHM;
-    shm_bad_input_4: BadInput on 4, SHM;
-    shm_first_contact_retry_2: FirstContactRetry on 2, SHM;
-    shm_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, SHM;
-
-    tcp_put_sizes_2: PutSizes on 2, TCP;
-    tcp_progress_thread_signals_and_atomics_4: SignalsAndAtomics on 4, TCP_THREAD;
-    tcp_progress_thread_all_pairs_4: AllPairs on 4, TCP_THREAD;
-    tcp_put_sizes_4: PutSizes on 4, TCP;
-    tcp_many_puts_in_flight_2: ManyPutsInFlight on 2, TCP;
-    tcp_many_puts_in_flight_4: ManyPutsInFlight on 4, TCP;
-    tcp_signals_and_atomics_2: SignalsAndAtomics on 2, TCP;
-    tcp_signals_and_atomics_4: SignalsAndAtomics on 4, TCP;
-    tcp_tagged_messages_2: TaggedMessages on 2, TCP;
-    tcp_tagged_messages_4: TaggedMessages on 4, TCP;
-    tcp_all_pairs_2: AllPairs on 2, TCP;
-    tcp_all_pairs_4: AllPairs on 4, TCP;
-    tcp_bad_input_2: BadInput on 2, TCP;
-    tcp_bad_input_4: BadInput on 4, TCP;
-    tcp_first_contact_retry_2: FirstContactRetry on 2, TCP;
-    tcp_dropped_send_breaks_the_stream_2: DroppedSendBreaksTheStream on 2, TCP;
+fn tcp_env(check: Option<Check>) -> &'static [(&'static str, &'static str)] {
+    match check {
+        Some(Check::Suite) => TCP_CATENA_ONLY,
+        _ => TCP,
+    }
 }
 
-macro_rules! killed_peer_cases {
-    ($($name:ident: on $ranks:expr, $env:ident;)*) => {$(
-        #[test]
-        fn $name() {
-            killed_peer_case::<UcxTransport>(stringify!($name), $ranks, $env);
-        }
-    )*};
+type Env = fn(Option<Check>) -> &'static [(&'static str, &'static str)];
+
+catena_fabric::conformance_tests! {
+    provider: UcxTransport;
+    shm: shm_env as Env, ranks [2, 4], mpiexec [2, 4];
+    tcp: tcp_env as Env, ranks [2, 4], mpiexec [2, 4];
 }
 
-killed_peer_cases! {
-    shm_peer_killed_2: on 2, SHM;
-    shm_peer_killed_4: on 4, SHM;
-    tcp_peer_killed_2: on 2, TCP;
-    tcp_peer_killed_4: on 4, TCP;
+/// A progress thread drives the tcp worker (software-emulated RMA) beside
+/// the rank.
+#[test]
+fn tcp_progress_thread_signals_and_atomics_4() {
+    conformance_case::<UcxTransport>(
+        "tcp_progress_thread_signals_and_atomics_4",
+        4,
+        Starter::Launcher,
+        TCP_THREAD,
+        Check::SignalsAndAtomics,
+    );
 }
 
-#[cfg(feature = "mpi")]
-macro_rules! mpiexec_cases {
-    ($($name:ident: on $ranks:expr, $env:ident;)*) => {$(
-        #[test]
-        fn $name() {
-            conformance_case::<UcxTransport>(
-                stringify!($name),
-                $ranks,
-                Starter::Mpiexec,
-                $env,
-                Check::Suite,
-            );
-        }
-    )*};
-}
-
-#[cfg(feature = "mpi")]
-mpiexec_cases! {
-    shm_suite_under_mpiexec_2: on 2, SHM_CATENA_ONLY;
-    shm_suite_under_mpiexec_4: on 4, SHM_CATENA_ONLY;
-    tcp_suite_under_mpiexec_2: on 2, TCP_CATENA_ONLY;
-    tcp_suite_under_mpiexec_4: on 4, TCP_CATENA_ONLY;
+#[test]
+fn tcp_progress_thread_all_pairs_4() {
+    conformance_case::<UcxTransport>(
+        "tcp_progress_thread_all_pairs_4",
+        4,
+        Starter::Launcher,
+        TCP_THREAD,
+        Check::AllPairs,
+    );
 }
 
 /// Put-signal ping-pong (8 B) and 1 MiB put bandwidth between two ranks,
