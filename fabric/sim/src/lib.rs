@@ -6,7 +6,14 @@
 //! A rank's clock advances by what the [`CostModel`] charges for its sends
 //! and receives, and jumps forward while it waits; local computation is
 //! free. Messages and puts become visible at their arrival time.
+//!
+//! Tagged messages are the simulator's own by default. With
+//! [`Sim::with_eager_messages`] they go through the real providers' eager
+//! messaging over simulated puts instead, and [`Sim::with_delays`] makes
+//! puts land late in a seeded, deterministic disorder: the eager protocol's
+//! races (first contact, credit, full rings) run here, reproducibly.
 
+mod jitter;
 pub mod model;
 mod rank;
 mod window;
@@ -22,11 +29,14 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
+pub use jitter::{Delays, Enumerated, Seeded};
 pub use model::{CostModel, LogGp, Routed};
 pub use rank::SimRank;
 pub use window::SimWindow;
 
+use catena_fabric::eager::CONTROL_WINDOW_BYTES;
 use catena_fabric::{ContextId, Message, Rank, Signal, Time};
+use jitter::Jitter;
 
 /// A message in flight or waiting in an inbox.
 struct Envelope {
@@ -124,6 +134,29 @@ pub struct Report {
     /// (unconsumed messages and windows).
     pub peak_transport_bytes: u64,
     pub wall: Duration,
+    /// Puts and atomics that [`Sim::with_delays`] delayed (0 without).
+    pub delayed_operations: u64,
+    /// Every event in the order it happened, if [`Sim::with_trace`] asked.
+    pub trace: Vec<TraceEvent>,
+}
+
+/// One event as it happened: when, at which rank, what, and how many bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TraceEvent {
+    pub at: Time,
+    pub rank: Rank,
+    pub what: &'static str,
+    pub bytes: usize,
+}
+
+/// How the simulated ranks exchange tagged messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Messages {
+    /// The simulator's own: one event per message (cheap at a million ranks).
+    Native,
+    /// The real providers' eager messaging (`catena_fabric::eager`) over
+    /// simulated puts, with rings of `ring_bytes`.
+    Eager { ring_bytes: usize },
 }
 
 impl Report {
@@ -161,6 +194,11 @@ pub struct Sim {
     observer: Option<Observer>,
     /// The rank whose code runs now.
     running: Cell<Option<Rank>>,
+    mode: Messages,
+    /// The id of rank 0's control window in eager mode (rank r's is this + r).
+    control_base: Cell<u64>,
+    jitter: RefCell<Option<Jitter>>,
+    trace: Option<RefCell<Vec<TraceEvent>>>,
 }
 
 impl Sim {
@@ -186,6 +224,65 @@ impl Sim {
             peak_held: Cell::new(0),
             observer: None,
             running: Cell::new(None),
+            mode: Messages::Native,
+            control_base: Cell::new(0),
+            jitter: RefCell::new(None),
+            trace: None,
+        }
+    }
+
+    /// Tagged messages go through eager messaging over simulated puts, with
+    /// rings of `ring_bytes` (a control window and a connection window per
+    /// partner per rank, as on a real provider).
+    pub fn with_eager_messages(mut self, ring_bytes: usize) -> Sim {
+        self.mode = Messages::Eager { ring_bytes };
+        self
+    }
+
+    /// Every put and atomic lands `delays` nanoseconds late, within the
+    /// transport contract's ordering (see [`Delays`]).
+    pub fn with_delays(self, delays: impl Delays + 'static) -> Sim {
+        *self.jitter.borrow_mut() = Some(Jitter::new(delays));
+        self
+    }
+
+    /// Records every event into the report's `trace`.
+    pub fn with_trace(mut self) -> Sim {
+        self.trace = Some(RefCell::new(Vec::new()));
+        self
+    }
+
+    /// How the ranks exchange tagged messages.
+    pub fn messages(&self) -> Messages {
+        self.mode
+    }
+
+    /// When a put to `to` that would land at `at` lands.
+    fn put_lands(&self, from: Rank, to: Rank, at: Time, signals: bool) -> Time {
+        match &mut *self.jitter.borrow_mut() {
+            Some(jitter) => Time(jitter.put(from, to, at.0, signals)),
+            None => at,
+        }
+    }
+
+    /// When an atomic to `to` that would arrive at `at` arrives.
+    fn atomic_arrives(&self, from: Rank, to: Rank, at: Time) -> Time {
+        match &mut *self.jitter.borrow_mut() {
+            Some(jitter) => Time(jitter.atomic(from, to, at.0)),
+            None => at,
+        }
+    }
+
+    fn record(&self, at: Time, rank: Rank, what: &'static str, bytes: usize) {
+        if let Some(trace) = &self.trace {
+            self.as_transport(|| {
+                trace.borrow_mut().push(TraceEvent {
+                    at,
+                    rank,
+                    what,
+                    bytes,
+                })
+            });
         }
     }
 
@@ -262,7 +359,7 @@ impl Sim {
     /// in rank order and the run's figures.
     pub fn run<R>(&self, body: impl AsyncFn(&SimRank<'_>) -> R) -> Result<(Vec<R>, Report), Stuck> {
         let started = Instant::now();
-        let handles: Vec<SimRank<'_>> = (0..self.size).map(|r| SimRank::new(self, r)).collect();
+        let handles = self.handles();
         let mut futures: Vec<Option<Pin<Box<dyn Future<Output = R> + '_>>>> = handles
             .iter()
             .map(|h| {
@@ -277,12 +374,16 @@ impl Sim {
         let mut events = 0u64;
         // Polls `rank` at `at`; true when it just finished.
         let mut poll = |rank: Rank, at: Time| -> bool {
-            let Some(future) = futures[rank as usize].as_mut() else {
-                return false;
-            };
             let clock = &self.state(rank).clock;
             clock.set(clock.get().max(at.0));
             self.observe(Some(rank));
+            // As on a real provider, a rank serves its peers (first contact,
+            // credit) whenever it runs, also after its own work is done.
+            handles[rank as usize].progress();
+            let Some(future) = futures[rank as usize].as_mut() else {
+                self.observe(None);
+                return false;
+            };
             let polled = future
                 .as_mut()
                 .poll(&mut Context::from_waker(Waker::noop()));
@@ -329,12 +430,51 @@ impl Sim {
             events,
             peak_transport_bytes: self.peak_held.get(),
             wall: started.elapsed(),
+            delayed_operations: self.jitter.borrow().as_ref().map_or(0, |j| j.operations),
+            trace: self.trace.as_ref().map(|t| t.take()).unwrap_or_default(),
         };
         Ok((results.into_iter().flatten().collect(), report))
     }
 
+    /// Every rank's transport; in eager mode each first makes its control
+    /// window, so that rank r's has a known id (its key needs no directory).
+    fn handles(&self) -> Vec<SimRank<'_>> {
+        let Messages::Eager { ring_bytes } = self.mode else {
+            return (0..self.size)
+                .map(|r| SimRank::new(self, r, None))
+                .collect();
+        };
+        self.control_base.set(self.next_window.get());
+        (0..self.size)
+            .map(|r| {
+                let control = SimWindow::new(self, r, CONTROL_WINDOW_BYTES);
+                SimRank::new(self, r, Some((control, ring_bytes)))
+            })
+            .collect()
+    }
+
     /// Carries out an event; returns the rank to poll because of it.
     fn apply(&self, at: Time, action: Action) -> Option<Rank> {
+        if self.trace.is_some() {
+            let (rank, what, bytes) = match &action {
+                Action::Deliver { to, envelope } => (*to, "message", envelope.message.data.len()),
+                Action::Put {
+                    to, data, signal, ..
+                } => (
+                    *to,
+                    if signal.is_some() {
+                        "put+signal"
+                    } else {
+                        "put"
+                    },
+                    data.len(),
+                ),
+                Action::Atomic { to, .. } => (*to, "atomic", 8),
+                Action::Reply { to, .. } => (*to, "atomic reply", 8),
+                Action::Wake { rank } => (*rank, "wake", 0),
+            };
+            self.record(at, rank, what, bytes);
+        }
         match action {
             Action::Deliver { to, envelope } => {
                 self.hold(to, envelope.message.data.len() as u64);

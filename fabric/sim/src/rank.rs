@@ -5,6 +5,8 @@
 
 use std::future::{ready, Future};
 
+use catena_fabric::eager::{Messenger, CONTROL_WINDOW_BYTES};
+
 use super::window::{check_bounds, check_word, SimKey, SimWindow};
 use super::{Action, AtomicOp, Envelope, RankState, Sim};
 use catena_fabric::{
@@ -16,11 +18,40 @@ use catena_fabric::{
 pub struct SimRank<'s> {
     sim: &'s Sim,
     rank: Rank,
+    /// Eager messaging over this rank's control window, in eager mode.
+    messenger: Option<Messenger<SimWindow<'s>>>,
 }
 
 impl<'s> SimRank<'s> {
-    pub(super) fn new(sim: &'s Sim, rank: Rank) -> SimRank<'s> {
-        SimRank { sim, rank }
+    /// Rank `rank` of `sim`; `eager` gives its control window and ring size
+    /// when its messages go through eager messaging.
+    pub(super) fn new(
+        sim: &'s Sim,
+        rank: Rank,
+        eager: Option<(SimWindow<'s>, usize)>,
+    ) -> SimRank<'s> {
+        let messenger = eager.map(|(control, ring_bytes)| Messenger::new(control, ring_bytes));
+        SimRank {
+            sim,
+            rank,
+            messenger,
+        }
+    }
+
+    /// Serves peers in eager mode: accepts first contact, drains rings,
+    /// returns credit (what a real provider's `progress` does).
+    pub(super) fn progress(&self) {
+        if let Some(messenger) = &self.messenger {
+            messenger.progress(self);
+        }
+    }
+
+    /// Peers this rank holds an eager messaging connection with (0 when
+    /// messages are native).
+    pub fn connection_count(&self) -> usize {
+        self.messenger
+            .as_ref()
+            .map_or(0, Messenger::connection_count)
     }
 
     pub(super) fn rank_id(&self) -> Rank {
@@ -75,6 +106,7 @@ impl<'s> SimRank<'s> {
             check_word(s.offset, key.len)?;
         }
         let at = self.sim.transmit(self.rank, target, data.len());
+        let at = self.sim.put_lands(self.rank, target, at, signal.is_some());
         let landed = &self.state().puts_landed;
         landed.set(landed.get().max(at.0));
         let data = self.sim.as_transport(|| data.to_vec());
@@ -102,6 +134,7 @@ impl<'s> SimRank<'s> {
         let reply = self.sim.next_reply.get();
         self.sim.next_reply.set(reply + 1);
         let at = self.sim.transmit(self.rank, target, 8);
+        let at = self.sim.atomic_arrives(self.rank, target, at);
         let action = Action::Atomic {
             origin: self.rank,
             to: target,
@@ -215,22 +248,31 @@ impl<'s> Rma for SimRank<'s> {
 impl ControlWindows for SimRank<'_> {
     fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
         self.check_rank(rank)?;
-        Err(Error::InvalidKey(
-            "the simulator has no control windows: its messages are native".into(),
-        ))
+        if self.messenger.is_none() {
+            return Err(Error::InvalidKey(
+                "the simulator's messages are native: it has no control windows".into(),
+            ));
+        }
+        let id = self.sim.control_base.get() + u64::from(rank);
+        Ok(SimKey::encode(rank, id, CONTROL_WINDOW_BYTES))
     }
 }
 
 impl Transport for SimRank<'_> {
-    fn send(
+    async fn send(
         &self,
         target: Rank,
         context: ContextId,
         tag: Tag,
         data: &[u8],
-        _deadline: Time,
-    ) -> impl Future<Output = Result<()>> {
-        let sent = self.check_rank(target).map(|()| {
+        deadline: Time,
+    ) -> Result<()> {
+        if let Some(messenger) = &self.messenger {
+            return messenger
+                .send(self, target, context, tag, data, deadline)
+                .await;
+        }
+        self.check_rank(target).map(|()| {
             let at = self.sim.transmit(self.rank, target, data.len());
             let message = self.sim.as_transport(|| Message {
                 source: self.rank,
@@ -240,8 +282,7 @@ impl Transport for SimRank<'_> {
             let to = target;
             let envelope = Envelope { context, message };
             self.sim.schedule(at, Action::Deliver { to, envelope });
-        });
-        ready(sent)
+        })
     }
 
     async fn recv(
@@ -251,6 +292,9 @@ impl Transport for SimRank<'_> {
         tag: Tag,
         deadline: Time,
     ) -> Result<Message> {
+        if let Some(messenger) = &self.messenger {
+            return messenger.recv(self, source, context, tag, deadline).await;
+        }
         if let Some(source) = source {
             self.check_rank(source)?;
         }

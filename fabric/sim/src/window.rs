@@ -17,7 +17,7 @@ pub(super) struct SimKey {
 const KEY_TAG: u8 = b'S';
 
 impl SimKey {
-    fn encode(owner: Rank, id: u64, len: usize) -> RemoteKey {
+    pub fn encode(owner: Rank, id: u64, len: usize) -> RemoteKey {
         let mut bytes = vec![KEY_TAG];
         bytes.extend_from_slice(&owner.to_le_bytes());
         bytes.extend_from_slice(&id.to_le_bytes());
