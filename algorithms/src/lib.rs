@@ -2,6 +2,8 @@
 //! `catena_fabric::Transport` contract so it runs unchanged on every provider
 //! and in the simulator.
 
+#![forbid(unsafe_code)]
+
 pub mod chain;
 mod codec;
 mod error;

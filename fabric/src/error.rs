@@ -6,6 +6,7 @@ use crate::Rank;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     #[error("timed out waiting for {what}")]
     Timeout { what: &'static str },

@@ -167,6 +167,7 @@ impl Report {
 
 /// Ranks that were still waiting when nothing was left to happen.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 #[error("{waiting} of {ranks} simulated ranks were still waiting with no event left (first: rank {first})")]
 pub struct Stuck {
     pub ranks: u32,
