@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs the Debian packages it needs
-# when they are missing, then formatting, clippy and every test with all
+# when they are missing, then formatting, clippy, docs (no warnings) and every test with all
 # features, and finally checks that no catena segment was left in /dev/shm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +27,7 @@ fi
 before=$(ls /dev/shm | grep -c '^catena-' || true)
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 cargo test --workspace --all-features
 after=$(ls /dev/shm | grep -c '^catena-' || true)
 if [ "$after" -gt "$before" ]; then

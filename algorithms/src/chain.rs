@@ -14,8 +14,9 @@ use serde::Serialize;
 use crate::codec::{decode, encode};
 use crate::{Error, Result};
 
-/// Context ids from this one up are handed out by [`allocate_context`]; ids
-/// below it are the caller's (e.g. for [`Chain::world`]).
+/// Context ids from this one up are handed out to new groups (one above the
+/// highest any member uses); ids below it are the caller's (e.g. for
+/// [`Chain::world`]).
 pub const FIRST_ALLOCATED_CONTEXT: ContextId = 0x4000_0000;
 
 /// The highest context id this process has handed out.

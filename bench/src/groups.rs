@@ -12,7 +12,7 @@ use catena_fabric::{block_on, Provider, Rma};
 pub struct Args {
     #[command(flatten)]
     pub job: crate::JobArgs,
-    /// Split algorithm (AllgatherGroup, GatherScatter, Cheng<M>, Bitonic, Radix, Hash, Hash64, Auto).
+    /// Split algorithm (AllgatherGroup, GatherScatter, `Cheng<M>`, Bitonic, Radix, Hash, Hash64, Auto).
     #[arg(long, default_value = "Auto")]
     algorithm: Algorithm,
 }

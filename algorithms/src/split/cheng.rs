@@ -1,4 +1,4 @@
-//! Cheng<M> (seed 000, section 3.2, after Sack and Gropp): each block of M
+//! `Cheng<M>` (seed 000, section 3.2, after Sack and Gropp): each block of M
 //! consecutive processes gathers its items, merged, to its first process;
 //! those P = ceil(N/M) leaders sort by Cheng et al.'s exact splitting (a
 //! parallel selection finds the P-1 cuts that give each leader exactly its

@@ -217,7 +217,7 @@ pub fn communicator(id: usize, world: u32, rng: &mut Rng) -> Vec<u32> {
     }
 }
 
-/// The face [0,*,*,0,*,*] of a row-major 6-D grid of sides (4, f, f, 5, f, f)
+/// The face `[0,*,*,0,*,*]` of a row-major 6-D grid of sides (4, f, f, 5, f, f)
 /// with the largest f that fits the world: on 200,000 ranks f = 10 and the
 /// grid is exactly the world, so the face has the thesis's 10^4 members.
 fn grid_face(world: u32) -> Vec<u32> {

@@ -3,5 +3,7 @@
 
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 #![allow(clippy::all, rustdoc::all)]
+// missing_docs stays off here: every item is bindgen's, documented by the
+// library's own headers and man pages.
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
