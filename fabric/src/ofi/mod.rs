@@ -12,6 +12,7 @@ pub mod engine;
 pub mod errors;
 pub mod info;
 pub mod progress;
+pub mod raw;
 pub mod signal;
 mod window;
 
