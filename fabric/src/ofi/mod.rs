@@ -7,13 +7,13 @@
 //! on one machine); `CATENA_PROGRESS_THREAD` (`off`, `on`, a core) adds a
 //! thread that drives the provider while the rank computes.
 
-pub mod domain;
-pub mod engine;
-pub mod errors;
-pub mod info;
-pub mod progress;
+mod domain;
+mod engine;
+mod errors;
+mod info;
+mod progress;
 pub mod raw;
-pub mod signal;
+mod signal;
 mod window;
 
 use std::cell::{Cell, RefCell};
