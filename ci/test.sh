@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs the Debian packages it needs
-# when they are missing, then formatting, clippy, docs (no warnings) and every test with all
-# features, and finally checks that no catena segment was left in /dev/shm.
+# when they are missing, then formatting, clippy, docs (no warnings) and
+# every test with all features, and finally checks that no catena segment
+# was left in /dev/shm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

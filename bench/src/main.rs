@@ -7,8 +7,6 @@ mod groups;
 mod heap;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 mod native;
-#[cfg(feature = "ofi")]
-mod ofi_raw;
 mod physical;
 mod plot;
 mod put;

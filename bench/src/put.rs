@@ -421,7 +421,7 @@ pub fn main(args: &Args) -> crate::Outcome {
         #[cfg(feature = "ofi")]
         "raw-ofi" => {
             // Rank 0 times the ping-pong; rank 1 only answers.
-            if let (Some(ns),) = crate::ofi_raw::writedata_pingpong(args.round_trips)? {
+            if let Some(ns) = catena_fabric::ofi::raw::writedata_pingpong(args.round_trips)? {
                 Figures {
                     put_signal_ns: Some(ns),
                     ..Figures::default()

@@ -127,10 +127,6 @@ impl Domain {
         Ok(ep)
     }
 
-    pub fn cq(&self) -> *mut sys::fid_cq {
-        self.cq
-    }
-
     /// This endpoint's address, as peers insert it into their AV.
     pub fn name(&self) -> Result<Vec<u8>> {
         let ep = self.ep()?;

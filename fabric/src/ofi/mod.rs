@@ -7,12 +7,13 @@
 //! on one machine); `CATENA_PROGRESS_THREAD` (`off`, `on`, a core) adds a
 //! thread that drives the provider while the rank computes.
 
-pub mod domain;
-pub mod engine;
-pub mod errors;
-pub mod info;
-pub mod progress;
-pub mod signal;
+mod domain;
+mod engine;
+mod errors;
+mod info;
+mod progress;
+pub mod raw;
+mod signal;
 mod window;
 
 use std::cell::{Cell, RefCell};

@@ -88,7 +88,12 @@ pub struct OfiWindow {
 impl OfiWindow {
     /// `len` zeroed bytes (anonymous pages: FI_MR_ALLOCATED is satisfied),
     /// registered for remote reads, writes and atomics.
-    pub fn create(engine: &Rc<Engine>, owner: Rank, id: u32, len: usize) -> Result<OfiWindow> {
+    pub(crate) fn create(
+        engine: &Rc<Engine>,
+        owner: Rank,
+        id: u32,
+        len: usize,
+    ) -> Result<OfiWindow> {
         let mut map = MmapMut::map_anon(len.max(1))
             .map_err(|e| Error::io(format!("mapping a window of {len} bytes"), e))?;
         let base = map.as_mut_ptr();

@@ -1,20 +1,31 @@
-//! The floor under catena's ofi put-signal latency: an 8-byte `fi_writedata`
-//! ping-pong written directly on libfabric, on the provider catena would pick
-//! (same selection, same endpoint setup), between the two ranks of a job.
+//! A reference measurement for benchmarks: the floor under catena's ofi
+//! put-signal latency, an 8-byte `fi_writedata` ping-pong written directly on
+//! libfabric between the two ranks of a job, on the provider catena would
+//! pick (same selection by `CATENA_OFI_PROVIDER`, same endpoint setup, same
+//! memory registration), with none of catena's layers on the path.
+//! `catena-bench put` prints it beside `OfiTransport`'s put + signal.
+//!
+//! This module is the only door into the libfabric internals (domain,
+//! provider selection, error mapping, progress), which are otherwise private.
+//! It is one function rather than a raw endpoint API (open, exchange names,
+//! register, post `fi_writedata`, poll the CQ) because that API would have
+//! to publish raw endpoint, memory-registration and CQ types with their
+//! `unsafe` lifetime rules, for the sake of one caller. The measurement
+//! itself is small, so it lives here whole and only its result crosses the
+//! crate boundary.
 
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-use catena_fabric::job::Job;
-use catena_fabric::ofi::domain::{CqEvent, Domain};
-use catena_fabric::ofi::errors::{fabric_error, is_again};
-use catena_fabric::ofi::info::{select, Request};
-use catena_fabric::ofi::progress::ProgressMode;
-use catena_fabric::{Error, Result};
 use catena_ofi_sys as sys;
 
-use crate::report::quantile;
+use super::domain::{CqEvent, Domain};
+use super::errors::{fabric_error, is_again};
+use super::info::{select, Request};
+use super::progress::ProgressMode;
+use crate::job::Job;
+use crate::{Error, Result};
 
 /// Round trips timed together, so that reading the clock is not latency.
 const BATCH: usize = 100;
@@ -22,10 +33,19 @@ const BATCH: usize = 100;
 const TIMEOUT: Duration = Duration::from_secs(30);
 const SIZE: usize = 8;
 
-/// Rank 0 gets the median half round trip in ns; rank 1 (which only
-/// answers) gets `None`. `round_trips` are timed after a tenth as many
-/// warm-up ones.
-pub fn writedata_pingpong(round_trips: usize) -> Result<(Option<f64>,)> {
+/// Runs the ping-pong in the job this process was started into (see
+/// [`Job::from_env`]), which must have exactly two ranks; both call this.
+///
+/// Rank 0 sends an 8-byte `fi_writedata` (`fi_inject_writedata` where the
+/// provider's inject size allows, else waited for locally) carrying remote
+/// CQ data, rank 1 answers each with one of its own, and each side learns
+/// of the other's write by reading its CQ (no progress thread). Rank 0
+/// times `round_trips` round trips in batches of 100, after a tenth as many
+/// warm-up ones, and gets the median batch's mean half round trip in ns;
+/// rank 1 (which only answers) gets `None`, and so does rank 0 when
+/// `round_trips` are too few to time a batch. Both serve the peer until the
+/// job's final barrier, so no write is cut off.
+pub fn writedata_pingpong(round_trips: usize) -> Result<Option<f64>> {
     let mut job = Job::from_env()?;
     if job.size() != 2 {
         return Err(Error::Bootstrap(format!(
@@ -100,8 +120,14 @@ pub fn writedata_pingpong(round_trips: usize) -> Result<(Option<f64>,)> {
         }
     }
     drop((source_mr, target_mr, target));
-    let median = (job.rank() == 0 && !rtts.is_empty()).then(|| quantile(&mut rtts, 0.5) / 2.0);
-    Ok((median,))
+    Ok((job.rank() == 0 && !rtts.is_empty()).then(|| median(&mut rtts) / 2.0))
+}
+
+/// The middle sample (the upper one of an even count), as `catena-bench`'s
+/// reports take medians.
+fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[((samples.len() - 1) as f64 * 0.5).round() as usize]
 }
 
 struct Peer<'a> {
