@@ -7,12 +7,13 @@
 //! and receives, and jumps forward while it waits; local computation is
 //! free. Messages and puts become visible at their arrival time.
 //!
-//! Tagged messages are the simulator's own by default. With
-//! [`Sim::with_eager_messages`] they go through the real providers' eager
-//! messaging over simulated puts instead, and [`Sim::with_delays`] makes
+//! Tagged messages are the simulator's own ([`Sim::run`]). With
+//! [`Sim::run_eager`] they go through the real providers' eager messaging
+//! over simulated puts instead, and [`Sim::with_delays`] makes
 //! puts land late in a seeded, deterministic disorder: the eager protocol's
 //! races (first contact, credit, full rings) run here, reproducibly.
 
+mod eager;
 mod jitter;
 pub mod model;
 mod rank;
@@ -29,12 +30,12 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
+pub use eager::EagerRank;
 pub use jitter::{Delays, Enumerated, Seeded};
 pub use model::{CostModel, LogGp, Routed};
 pub use rank::SimRank;
 pub use window::SimWindow;
 
-use catena_fabric::eager::CONTROL_WINDOW_BYTES;
 use catena_fabric::{ContextId, Message, Rank, Signal, Time};
 use jitter::Jitter;
 
@@ -149,16 +150,6 @@ pub struct TraceEvent {
     pub bytes: usize,
 }
 
-/// How the simulated ranks exchange tagged messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Messages {
-    /// The simulator's own: one event per message (cheap at a million ranks).
-    Native,
-    /// The real providers' eager messaging (`catena_fabric::eager`) over
-    /// simulated puts, with rings of `ring_bytes`.
-    Eager { ring_bytes: usize },
-}
-
 impl Report {
     pub fn events_per_second(&self) -> f64 {
         self.events as f64 / self.wall.as_secs_f64().max(1e-9)
@@ -173,6 +164,32 @@ pub struct Stuck {
     pub ranks: u32,
     pub waiting: u32,
     pub first: Rank,
+}
+
+/// A rank as the event loop drives it: its transport, and what it does for
+/// its peers whenever it runs.
+trait Served<'s> {
+    fn sim_rank(&self) -> &SimRank<'s>;
+    /// Work no future polls for (eager messaging's progress).
+    fn serve(&self);
+}
+
+impl<'s> Served<'s> for SimRank<'s> {
+    fn sim_rank(&self) -> &SimRank<'s> {
+        self
+    }
+
+    fn serve(&self) {}
+}
+
+impl<'s> Served<'s> for EagerRank<'s> {
+    fn sim_rank(&self) -> &SimRank<'s> {
+        EagerRank::sim_rank(self)
+    }
+
+    fn serve(&self) {
+        EagerRank::serve(self);
+    }
 }
 
 /// A live window's bytes, by (owner, id).
@@ -195,7 +212,6 @@ pub struct Sim {
     observer: Option<Observer>,
     /// The rank whose code runs now.
     running: Cell<Option<Rank>>,
-    mode: Messages,
     /// The id of rank 0's control window in eager mode (rank r's is this + r).
     control_base: Cell<u64>,
     jitter: RefCell<Option<Jitter>>,
@@ -225,19 +241,10 @@ impl Sim {
             peak_held: Cell::new(0),
             observer: None,
             running: Cell::new(None),
-            mode: Messages::Native,
             control_base: Cell::new(0),
             jitter: RefCell::new(None),
             trace: None,
         }
-    }
-
-    /// Tagged messages go through eager messaging over simulated puts, with
-    /// rings of `ring_bytes` (a control window and a connection window per
-    /// partner per rank, as on a real provider).
-    pub fn with_eager_messages(mut self, ring_bytes: usize) -> Sim {
-        self.mode = Messages::Eager { ring_bytes };
-        self
     }
 
     /// Every put and atomic lands `delays` nanoseconds late, within the
@@ -251,11 +258,6 @@ impl Sim {
     pub fn with_trace(mut self) -> Sim {
         self.trace = Some(RefCell::new(Vec::new()));
         self
-    }
-
-    /// How the ranks exchange tagged messages.
-    pub fn messages(&self) -> Messages {
-        self.mode
     }
 
     /// When a put to `to` that would land at `at` lands.
@@ -359,12 +361,31 @@ impl Sim {
     /// Runs `body` as every rank, to completion; returns each rank's result
     /// in rank order and the run's figures.
     pub fn run<R>(&self, body: impl AsyncFn(&SimRank<'_>) -> R) -> Result<(Vec<R>, Report), Stuck> {
+        let handles = (0..self.size).map(|r| SimRank::new(self, r)).collect();
+        self.run_ranks(handles, body)
+    }
+
+    /// [`Sim::run`] with tagged messages through the real providers' eager
+    /// messaging over simulated puts, with rings of `ring_bytes` (a control
+    /// window, and a connection window per partner, per rank).
+    pub fn run_eager<R>(
+        &self,
+        ring_bytes: usize,
+        body: impl AsyncFn(&EagerRank<'_>) -> R,
+    ) -> Result<(Vec<R>, Report), Stuck> {
+        self.run_ranks(eager::ranks(self, ring_bytes), body)
+    }
+
+    fn run_ranks<'s, H: Served<'s>, R>(
+        &'s self,
+        handles: Vec<H>,
+        body: impl AsyncFn(&H) -> R,
+    ) -> Result<(Vec<R>, Report), Stuck> {
         let started = Instant::now();
-        let handles = self.handles();
         let mut futures: Vec<Option<Pin<Box<dyn Future<Output = R> + '_>>>> = handles
             .iter()
             .map(|h| {
-                self.observe(Some(h.rank_id()));
+                self.observe(Some(h.sim_rank().rank_id()));
                 let f: Pin<Box<dyn Future<Output = R> + '_>> = Box::pin(body(h));
                 self.observe(None);
                 Some(f)
@@ -378,9 +399,7 @@ impl Sim {
             let clock = &self.state(rank).clock;
             clock.set(clock.get().max(at.0));
             self.observe(Some(rank));
-            // As on a real provider, a rank serves its peers (first contact,
-            // credit) whenever it runs, also after its own work is done.
-            handles[rank as usize].progress();
+            handles[rank as usize].serve();
             let Some(future) = futures[rank as usize].as_mut() else {
                 self.observe(None);
                 return false;
@@ -435,23 +454,6 @@ impl Sim {
             trace: self.trace.as_ref().map(|t| t.take()).unwrap_or_default(),
         };
         Ok((results.into_iter().flatten().collect(), report))
-    }
-
-    /// Every rank's transport; in eager mode each first makes its control
-    /// window, so that rank r's has a known id (its key needs no directory).
-    fn handles(&self) -> Vec<SimRank<'_>> {
-        let Messages::Eager { ring_bytes } = self.mode else {
-            return (0..self.size)
-                .map(|r| SimRank::new(self, r, None))
-                .collect();
-        };
-        self.control_base.set(self.next_window.get());
-        (0..self.size)
-            .map(|r| {
-                let control = SimWindow::new(self, r, CONTROL_WINDOW_BYTES);
-                SimRank::new(self, r, Some((control, ring_bytes)))
-            })
-            .collect()
     }
 
     /// Carries out an event; returns the rank to poll because of it.

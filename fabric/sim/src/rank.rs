@@ -5,8 +5,6 @@
 
 use std::future::{ready, Future};
 
-use catena_fabric::eager::{Messenger, CONTROL_WINDOW_BYTES};
-
 use super::window::{check_bounds, check_word, SimKey, SimWindow};
 use super::{Action, AtomicOp, Envelope, RankState, Sim};
 use catena_fabric::{
@@ -18,40 +16,15 @@ use catena_fabric::{
 pub struct SimRank<'s> {
     sim: &'s Sim,
     rank: Rank,
-    /// Eager messaging over this rank's control window, in eager mode.
-    messenger: Option<Messenger<SimWindow<'s>>>,
 }
 
 impl<'s> SimRank<'s> {
-    /// Rank `rank` of `sim`; `eager` gives its control window and ring size
-    /// when its messages go through eager messaging.
-    pub(super) fn new(
-        sim: &'s Sim,
-        rank: Rank,
-        eager: Option<(SimWindow<'s>, usize)>,
-    ) -> SimRank<'s> {
-        let messenger = eager.map(|(control, ring_bytes)| Messenger::new(control, ring_bytes));
-        SimRank {
-            sim,
-            rank,
-            messenger,
-        }
+    pub(super) fn new(sim: &'s Sim, rank: Rank) -> SimRank<'s> {
+        SimRank { sim, rank }
     }
 
-    /// Serves peers in eager mode: accepts first contact, drains rings,
-    /// returns credit (what a real provider's `progress` does).
-    pub(super) fn progress(&self) {
-        if let Some(messenger) = &self.messenger {
-            messenger.progress(self);
-        }
-    }
-
-    /// Peers this rank holds an eager messaging connection with (0 when
-    /// messages are native).
-    pub fn connection_count(&self) -> usize {
-        self.messenger
-            .as_ref()
-            .map_or(0, Messenger::connection_count)
+    pub(super) fn sim(&self) -> &'s Sim {
+        self.sim
     }
 
     pub(super) fn rank_id(&self) -> Rank {
@@ -248,31 +221,22 @@ impl<'s> Rma for SimRank<'s> {
 impl ControlWindows for SimRank<'_> {
     fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
         self.check_rank(rank)?;
-        if self.messenger.is_none() {
-            return Err(Error::InvalidKey(
-                "the simulator's messages are native: it has no control windows".into(),
-            ));
-        }
-        let id = self.sim.control_base.get() + u64::from(rank);
-        Ok(SimKey::encode(rank, id, CONTROL_WINDOW_BYTES))
+        Err(Error::InvalidKey(
+            "the simulator has no control windows: its messages are native".into(),
+        ))
     }
 }
 
 impl Transport for SimRank<'_> {
-    async fn send(
+    fn send(
         &self,
         target: Rank,
         context: ContextId,
         tag: Tag,
         data: &[u8],
-        deadline: Time,
-    ) -> Result<()> {
-        if let Some(messenger) = &self.messenger {
-            return messenger
-                .send(self, target, context, tag, data, deadline)
-                .await;
-        }
-        self.check_rank(target).map(|()| {
+        _deadline: Time,
+    ) -> impl Future<Output = Result<()>> {
+        let sent = self.check_rank(target).map(|()| {
             let at = self.sim.transmit(self.rank, target, data.len());
             let message = self.sim.as_transport(|| Message {
                 source: self.rank,
@@ -282,7 +246,8 @@ impl Transport for SimRank<'_> {
             let to = target;
             let envelope = Envelope { context, message };
             self.sim.schedule(at, Action::Deliver { to, envelope });
-        })
+        });
+        ready(sent)
     }
 
     async fn recv(
@@ -292,9 +257,6 @@ impl Transport for SimRank<'_> {
         tag: Tag,
         deadline: Time,
     ) -> Result<Message> {
-        if let Some(messenger) = &self.messenger {
-            return messenger.recv(self, source, context, tag, deadline).await;
-        }
         if let Some(source) = source {
             self.check_rank(source)?;
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use catena_fabric::conformance::{self, Check, SUITE};
 use catena_fabric::eager::wire::SLOT_COUNT;
 use catena_fabric::{Error, Rank, Rma, Transport};
-use catena_sim::{Enumerated, LogGp, Report, Seeded, Sim, SimRank};
+use catena_sim::{EagerRank, Enumerated, LogGp, Report, Seeded, Sim};
 
 const MODEL: LogGp = LogGp {
     latency_ns: 1_000.0,
@@ -21,7 +21,7 @@ const MODEL: LogGp = LogGp {
 const MAX_DELAY_NS: u64 = 10_000;
 const RING: usize = 64 * 1024;
 
-fn deadline(t: &SimRank<'_>) -> catena_fabric::Time {
+fn deadline(t: &EagerRank<'_>) -> catena_fabric::Time {
     t.deadline_in(Duration::from_secs(60))
 }
 
@@ -31,13 +31,14 @@ fn eager_run(
     ranks: u32,
     ring: usize,
     seed: u64,
-    body: impl AsyncFn(&SimRank<'_>) -> catena_fabric::Result<()>,
+    body: impl AsyncFn(&EagerRank<'_>) -> catena_fabric::Result<()>,
 ) -> Report {
     let sim = Sim::new(ranks, MODEL)
-        .with_eager_messages(ring)
         .with_delays(Seeded::new(seed, MAX_DELAY_NS))
         .with_trace();
-    let (results, report) = sim.run(body).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let (results, report) = sim
+        .run_eager(ring, body)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     for (rank, r) in results.into_iter().enumerate() {
         if let Err(e) = r {
             panic!("seed {seed}, rank {rank}: {e}");
@@ -97,7 +98,7 @@ fn the_same_seed_gives_the_same_trace() {
 
 /// What two ranks that contact each other at once must end with: each
 /// got the other's messages, in order, over one connection each.
-async fn contact_each_other(t: &SimRank<'_>) -> catena_fabric::Result<()> {
+async fn contact_each_other(t: &EagerRank<'_>) -> catena_fabric::Result<()> {
     let peer = 1 - t.rank();
     for i in 0..3u8 {
         t.send(peer, 7, 1, &[t.rank() as u8, i], deadline(t))
@@ -128,11 +129,10 @@ fn simultaneous_first_contact_in_every_order() {
     for delay in [300, 1_500, 6_000] {
         for mask in 0..1u64 << OPERATIONS {
             let sim = Sim::new(2, MODEL)
-                .with_eager_messages(RING)
                 .with_delays(Enumerated::new(mask, delay))
                 .with_trace();
             let (results, report) = sim
-                .run(contact_each_other)
+                .run_eager(RING, contact_each_other)
                 .unwrap_or_else(|e| panic!("mask {mask:#b}, delay {delay}: {e}"));
             for (rank, r) in results.into_iter().enumerate() {
                 if let Err(e) = r {

@@ -1,0 +1,151 @@
+//! A simulated rank whose tagged messages go through the real providers'
+//! eager messaging (`catena_fabric::eager`) over simulated puts: the same
+//! messenger, the same blanket `Transport`, so the protocol's races can be
+//! played out in virtual time ([`Sim::run_eager`]).
+
+use std::future::Future;
+
+use catena_fabric::eager::{Messenger, CONTROL_WINDOW_BYTES};
+use catena_fabric::{ControlWindows, EagerMessaging, Rank, RemoteKey, Result, Rma, Signal, Time};
+
+use super::window::{SimKey, SimWindow};
+use super::{Sim, SimRank};
+
+/// One simulated rank with eager messaging: a [`SimRank`]'s puts, plus a
+/// control window and a messenger, as on a real provider.
+pub struct EagerRank<'s> {
+    rank: SimRank<'s>,
+    messenger: Messenger<SimWindow<'s>>,
+}
+
+impl<'s> EagerRank<'s> {
+    /// Rank `rank` of `sim`, whose control window is `control`.
+    pub(super) fn new(rank: SimRank<'s>, control: SimWindow<'s>, ring_bytes: usize) -> Self {
+        EagerRank {
+            rank,
+            messenger: Messenger::new(control, ring_bytes),
+        }
+    }
+
+    /// Peers this rank holds a connection with.
+    pub fn connection_count(&self) -> usize {
+        self.messenger.connection_count()
+    }
+
+    /// Serves peers (first contact, draining rings, credit), as a real
+    /// provider's progress does; the simulator calls it whenever this rank
+    /// runs, also after its own work is done (as finalize keeps serving).
+    pub(super) fn serve(&self) {
+        self.messenger.progress(self);
+    }
+
+    pub(super) fn sim_rank(&self) -> &SimRank<'s> {
+        &self.rank
+    }
+}
+
+impl<'s> Rma for EagerRank<'s> {
+    type Window = SimWindow<'s>;
+
+    fn rank(&self) -> Rank {
+        self.rank.rank()
+    }
+
+    fn size(&self) -> u32 {
+        self.rank.size()
+    }
+
+    fn job_id(&self) -> &str {
+        self.rank.job_id()
+    }
+
+    fn now(&self) -> Time {
+        self.rank.now()
+    }
+
+    fn alloc_window(&self, len: usize) -> Result<SimWindow<'s>> {
+        self.rank.alloc_window(len)
+    }
+
+    fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
+        self.rank.put(target, window, offset, data)
+    }
+
+    fn put_signal(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        data: &[u8],
+        signal: Signal,
+    ) -> Result<()> {
+        self.rank.put_signal(target, window, offset, data, signal)
+    }
+
+    fn fetch_add(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        value: u64,
+        deadline: Time,
+    ) -> impl Future<Output = Result<u64>> {
+        self.rank.fetch_add(target, window, offset, value, deadline)
+    }
+
+    fn compare_swap(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        expected: u64,
+        new: u64,
+        deadline: Time,
+    ) -> impl Future<Output = Result<u64>> {
+        self.rank
+            .compare_swap(target, window, offset, expected, new, deadline)
+    }
+
+    fn flush(&self, target: Rank, deadline: Time) -> impl Future<Output = Result<()>> {
+        self.rank.flush(target, deadline)
+    }
+
+    fn check_health(&self) -> Result<()> {
+        self.rank.check_health()
+    }
+
+    fn check_peer(&self, rank: Rank) -> Result<()> {
+        self.rank.check_peer(rank)
+    }
+
+    fn wake_at(&self, at: Time) {
+        self.rank.wake_at(at);
+    }
+}
+
+impl ControlWindows for EagerRank<'_> {
+    /// Control windows are made first, in rank order, so rank r's id is
+    /// known and its key needs no directory.
+    fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
+        self.rank.check_peer(rank)?;
+        let id = self.rank.sim().control_base.get() + u64::from(rank);
+        Ok(SimKey::encode(rank, id, CONTROL_WINDOW_BYTES))
+    }
+}
+
+impl<'s> EagerMessaging for EagerRank<'s> {
+    fn messenger(&self) -> &Messenger<SimWindow<'s>> {
+        &self.messenger
+    }
+}
+
+/// Makes `sim`'s eager ranks, each after making its control window.
+pub(super) fn ranks(sim: &Sim, ring_bytes: usize) -> Vec<EagerRank<'_>> {
+    sim.control_base.set(sim.next_window.get());
+    (0..sim.size())
+        .map(|r| {
+            let control = SimWindow::new(sim, r, CONTROL_WINDOW_BYTES);
+            EagerRank::new(SimRank::new(sim, r), control, ring_bytes)
+        })
+        .collect()
+}
