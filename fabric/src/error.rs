@@ -60,8 +60,9 @@ pub enum Error {
         /// The rank that owned the window.
         rank: Rank,
     },
-    /// A protocol invariant broke: a malformed or unexpected message, a send
-    /// after a cancelled one, or ids exhausted; the text says which.
+    /// Messaging or window bookkeeping cannot go on: a peer broke the eager
+    /// protocol, an earlier send dropped half-way broke the stream, window
+    /// ids ran out, or a conformance check failed; the text says which.
     #[error("messaging protocol failure: {0}")]
     Protocol(String),
     /// A call into a fabric library failed; `message` is the library's own

@@ -48,7 +48,7 @@ pub trait LocalWindow {
     fn key(&self) -> RemoteKey;
     /// The window's size in bytes, as requested at allocation.
     fn len(&self) -> usize;
-    /// True for a zero-byte window (which still has a key).
+    /// True for a zero-byte window.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -1,6 +1,6 @@
 //! How a process learns who it is and meets its peers: rank, size, job id,
 //! one allgather of provider addresses, barriers, and job-failure news.
-//! The local launcher's bootstrap lives in [`local`]; an MPI one plugs in
+//! The local launcher's bootstrap is [`LocalBootstrap`]; an MPI one plugs in
 //! behind the same trait.
 
 mod local;

@@ -218,7 +218,7 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Waits until `deadline` for the first message matching (source,
-    /// context, tag), serving peers meanwhile; backs
+    /// context, tag); backs
     /// [`Transport::recv`](crate::Transport::recv).
     pub async fn recv<R: ControlWindows<Window = W>>(
         &self,
