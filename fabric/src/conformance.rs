@@ -543,13 +543,22 @@ pub async fn peer_killed<T: Transport>(t: &T, victim: Rank, die: impl FnOnce()) 
 /// them per provider and starter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Check {
+    /// [`put_sizes`]: puts of every size in `PUT_SIZES` arrive byte-exactly.
     PutSizes,
+    /// [`many_puts_in_flight`]: a signal after a flush covers 1024 puts.
     ManyPutsInFlight,
+    /// [`signals_and_atomics`]: signals add up, fetch-add and
+    /// compare-and-swap hand out unique results.
     SignalsAndAtomics,
+    /// [`tagged_messages`]: matching by source, context and tag, in order.
     TaggedMessages,
+    /// [`all_pairs`]: simultaneous first contact between every pair of ranks.
     AllPairs,
+    /// [`bad_input`]: bad puts fail at the origin with the right error.
     BadInput,
+    /// [`first_contact_retry`]: a timed-out first contact leaves no trace.
     FirstContactRetry,
+    /// [`dropped_send_breaks_the_stream`]: later sends fail with `Protocol`.
     DroppedSendBreaksTheStream,
     /// The checks of [`SUITE`] one after another (for starters where a job
     /// per check costs too much, like `mpiexec`).

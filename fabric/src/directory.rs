@@ -4,7 +4,9 @@
 
 use crate::{Error, Rank, Result};
 
+/// Maps world ranks to the address blobs providers connect with.
 pub trait Directory {
+    /// The number of ranks in the job.
     fn size(&self) -> u32;
     /// The address blob `rank` published at start-up.
     fn address(&self, rank: Rank) -> Result<&[u8]>;
@@ -16,6 +18,7 @@ pub struct FlatDirectory {
 }
 
 impl FlatDirectory {
+    /// The table of `addresses`, indexed by rank.
     pub fn new(addresses: Vec<Vec<u8>>) -> FlatDirectory {
         FlatDirectory {
             addresses: addresses.into_iter().map(Vec::into_boxed_slice).collect(),

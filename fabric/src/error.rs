@@ -3,52 +3,100 @@
 
 use crate::Rank;
 
+/// The result of every fallible transport call; the error defaults to [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Why a transport call failed. Non-exhaustive: providers may add causes;
+/// match the variants you react to and treat the rest as fatal.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A wait (receive, send slot, put completion, barrier) passed its deadline
+    /// before the awaited event happened.
     #[error("timed out waiting for {what}")]
-    Timeout { what: &'static str },
+    Timeout {
+        /// What was being waited for, e.g. "a message" or "the barrier".
+        what: &'static str,
+    },
+    /// The bootstrap or provider saw a peer process exit or die; operations
+    /// involving it cannot complete.
     #[error("peer rank {rank} is gone (the process exited or was killed)")]
-    PeerGone { rank: Rank },
+    PeerGone {
+        /// The rank that was lost.
+        rank: Rank,
+    },
+    /// A put, read or atomic would touch bytes past the end of its window.
     #[error("access of {len} bytes at offset {offset} is outside a window of {window_len} bytes")]
     OutOfBounds {
+        /// Byte offset of the access into the window.
         offset: usize,
+        /// Length of the access in bytes.
         len: usize,
+        /// Size of the window in bytes.
         window_len: usize,
     },
+    /// A signal or atomic targets a word whose offset is not a multiple of 8.
     #[error("offset {offset} of a signal or atomic word is not 8-byte aligned")]
-    Misaligned { offset: usize },
+    Misaligned {
+        /// The offending byte offset into the window.
+        offset: usize,
+    },
+    /// A call named a rank that is not in `0..size`.
     #[error("rank {rank} does not exist in a job of {size} ranks")]
-    InvalidRank { rank: Rank, size: u32 },
+    InvalidRank {
+        /// The rank that was asked for.
+        rank: Rank,
+        /// The number of ranks in the job.
+        size: u32,
+    },
+    /// A remote key is malformed, belongs to another provider or rank, or no
+    /// longer matches the window it names; the text says which.
     #[error("invalid remote key: {0}")]
     InvalidKey(String),
+    /// The target window was freed by its owner before (or while) it was
+    /// accessed through a remote key.
     #[error("window is no longer exposed by rank {rank} (it was freed)")]
-    WindowFreed { rank: Rank },
+    WindowFreed {
+        /// The rank that owned the window.
+        rank: Rank,
+    },
+    /// Messaging or window bookkeeping cannot go on: a peer broke the eager
+    /// protocol, an earlier send dropped half-way broke the stream, window
+    /// ids ran out, or a conformance check failed; the text says which.
     #[error("messaging protocol failure: {0}")]
     Protocol(String),
     /// A call into a fabric library failed; `message` is the library's own
     /// (`fi_strerror`, `fi_cq_strerror`, `ucs_status_string`).
     #[error("{library} {call} failed: {message}")]
     Fabric {
+        /// The library that failed, e.g. "libfabric" or "UCX".
         library: &'static str,
+        /// The library function that returned the error.
         call: &'static str,
+        /// The library's own description of the failure.
         message: String,
     },
     /// The provider (or libfabric provider, or UCX transport) asked for
     /// cannot run here.
     #[error("provider {requested} is unavailable: {why}; available here: {available}")]
     Unavailable {
+        /// The provider that was asked for.
         requested: String,
+        /// Why it cannot run here.
         why: String,
+        /// What could run here instead (providers or transports), comma-separated.
         available: String,
     },
+    /// Starting the job failed: a missing or malformed launcher setting, a
+    /// corrupt directory entry, or a failed exchange between ranks.
     #[error("bootstrap failed: {0}")]
     Bootstrap(String),
+    /// An OS call (shared memory, files, sockets) failed.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done, e.g. the path being opened.
         context: String,
+        /// The underlying OS error.
         #[source]
         source: std::io::Error,
     },

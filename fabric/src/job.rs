@@ -16,6 +16,8 @@ const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Directory entry header: pid, then a hash of the host name.
 const HEADER: usize = 12;
 
+/// This rank's membership in a job, shared by every provider: who it is, its
+/// peers' addresses, the transport clock, failure checks and finalize.
 pub struct Job {
     rank: Rank,
     size: u32,
@@ -70,18 +72,23 @@ impl Job {
         Ok(())
     }
 
+    /// This process's rank.
     pub fn rank(&self) -> Rank {
         self.rank
     }
 
+    /// The number of ranks in the job.
     pub fn size(&self) -> u32 {
         self.size
     }
 
+    /// The job id shared by every rank; names shared resources.
     pub fn id(&self) -> &str {
         &self.id
     }
 
+    /// Nanoseconds since this rank joined: the transport clock of real
+    /// providers.
     pub fn now(&self) -> Time {
         Time::from_duration(self.epoch.elapsed())
     }
@@ -184,6 +191,8 @@ impl Job {
         self.bootstrap.start_barrier()
     }
 
+    /// Whether every rank has arrived at the finalize barrier of `ticket`;
+    /// `PeerGone` if the job lost a rank meanwhile.
     pub fn finalize_done(&self, ticket: bootstrap::BarrierTicket) -> Result<bool> {
         self.bootstrap.barrier_done(ticket)
     }

@@ -2,8 +2,11 @@
 //! a window. Keys are plain bytes so algorithms can ship them in messages.
 
 /// Largest packed key any provider may produce (UCX rkeys are the biggest).
-pub const MAX_KEY_BYTES: usize = 232;
+pub(crate) const MAX_KEY_BYTES: usize = 232;
 
+/// Names a window of one rank for one-sided access: its owner ships it to
+/// peers, who pass it to [`Rma::put`](crate::Rma::put) and the atomics.
+/// At most 232 bytes, opaque outside the provider that packed it.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct RemoteKey(Box<[u8]>);
 
@@ -19,6 +22,8 @@ impl RemoteKey {
         Ok(RemoteKey(bytes.into()))
     }
 
+    /// The packed bytes, to ship in a message and rebuild with
+    /// [`RemoteKey::from_bytes`].
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }

@@ -22,10 +22,14 @@ const LOST_CHILD_STATUS: i32 = 255 << 8;
 /// How long output forwarding may lag behind the ranks' exit.
 const FORWARD_FLUSH: Duration = Duration::from_secs(2);
 
+/// What to launch and how: the input of [`launch`].
 #[derive(Clone, Debug)]
 pub struct LaunchSpec {
+    /// How many ranks (processes) to start.
     pub ranks: u32,
+    /// The executable every rank runs.
     pub program: PathBuf,
+    /// Arguments passed to every rank.
     pub args: Vec<OsString>,
     /// Pin rank r to core r mod cores.
     pub pin: bool,
@@ -39,6 +43,8 @@ pub struct LaunchSpec {
 }
 
 impl LaunchSpec {
+    /// `ranks` copies of `program` without arguments, unpinned, with a 3 s
+    /// grace period, their output forwarded to ours.
     pub fn new(ranks: u32, program: impl Into<PathBuf>) -> LaunchSpec {
         LaunchSpec {
             ranks,
@@ -52,9 +58,12 @@ impl LaunchSpec {
     }
 }
 
+/// How a launched job ended.
 #[derive(Debug)]
 pub struct LaunchReport {
+    /// The id the job ran under.
     pub job_id: String,
+    /// Each rank's exit status, in rank order.
     pub statuses: Vec<ExitStatus>,
     /// The first rank seen to fail, with its status.
     pub first_failure: Option<(Rank, ExitStatus)>,
@@ -65,6 +74,7 @@ pub struct LaunchReport {
 }
 
 impl LaunchReport {
+    /// Whether every rank exited successfully.
     pub fn success(&self) -> bool {
         self.first_failure.is_none()
     }

@@ -5,6 +5,8 @@
 //! Algorithms are `async fn`s generic over `T: Transport`; [`block_on`] drives
 //! one on a real provider. See `docs/architecture.md` for the full contract.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod bootstrap;
 pub mod bounds;
 pub mod config;

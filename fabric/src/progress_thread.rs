@@ -20,6 +20,7 @@ const NAP: Duration = Duration::from_micros(20);
 /// Whether and where the progress thread runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgressMode {
+    /// No thread: the rank drives the provider itself whenever it waits.
     Off,
     /// A thread the OS schedules freely.
     On,

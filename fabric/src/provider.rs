@@ -7,6 +7,8 @@ use std::time::Duration;
 use crate::job::Job;
 use crate::{block_on, wait_until, Blocking, Result, Transport};
 
+/// A transport a process can be started on by name, with its start-up and
+/// orderly shutdown; the launcher, tests and benchmarks are generic over it.
 pub trait Provider: Transport + Blocking + Sized {
     /// The name users choose it by (`shm`, `ofi`, `ucx`).
     const NAME: &'static str;

@@ -22,15 +22,20 @@ pub type Tag = u32;
 /// target window (OpenSHMEM's `put_signal` with `SIGNAL_ADD`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Signal {
+    /// Byte offset of the signal word in the target window; 8-byte aligned.
     pub offset: usize,
+    /// The amount added to the signal word (wrapping).
     pub add: u64,
 }
 
 /// A received tagged message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
+    /// The rank that sent it.
     pub source: Rank,
+    /// The tag it was sent with.
     pub tag: Tag,
+    /// The payload, exactly as sent.
     pub data: Vec<u8>,
 }
 
@@ -41,11 +46,17 @@ pub trait LocalWindow {
     /// The key peers pass to `put`; ship it to them in a message. It names
     /// its owner: used with another target rank, a put fails with `InvalidKey`.
     fn key(&self) -> RemoteKey;
+    /// The window's size in bytes, as requested at allocation.
     fn len(&self) -> usize;
+    /// True for a zero-byte window.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Copies `buf.len()` bytes at `offset` out of the window; fails with
+    /// `OutOfBounds` past its end.
     fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()>;
+    /// Copies `data` into the window at `offset`, as a local store (no peer is
+    /// notified); fails with `OutOfBounds` past its end.
     fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
     /// The current value of the signal word at `offset` (acquire ordered: the
     /// data of every put whose signal is counted in it is visible).
@@ -62,13 +73,18 @@ pub trait LocalWindow {
 /// Puts return once `data` may be reused; `flush` waits for remote completion.
 /// Bounds are checked at the origin against the window the owner published.
 pub trait Rma {
+    /// The provider's windows, as returned by [`Rma::alloc_window`].
     type Window: LocalWindow;
 
+    /// This process's rank, in `0..size()`.
     fn rank(&self) -> Rank;
+    /// The number of ranks in the job.
     fn size(&self) -> u32;
     /// Unique per job; names shared resources and keeps jobs apart.
     fn job_id(&self) -> &str;
+    /// The transport clock (virtual in the simulator); deadlines are on it.
     fn now(&self) -> Time;
+    /// The deadline `timeout` from now, saturating at [`Time::MAX`].
     fn deadline_in(&self, timeout: Duration) -> Time {
         self.now().saturating_add(timeout)
     }
@@ -76,7 +92,11 @@ pub trait Rma {
     /// Exposes `len` fresh zeroed bytes to one-sided access by every rank.
     fn alloc_window(&self, len: usize) -> Result<Self::Window>;
 
+    /// Copies `data` to `offset` of `target`'s window named by `window`;
+    /// returns once `data` may be reused, not when it has landed.
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()>;
+    /// A put followed by `signal` at the target, which becomes visible no
+    /// earlier than this put's data and every earlier put's to that target.
     fn put_signal(
         &self,
         target: Rank,
@@ -169,6 +189,9 @@ pub trait EagerMessaging: ControlWindows {
 
 /// Tagged messages: matched by (source, context, tag), in order per sender.
 pub trait Transport: Rma {
+    /// Sends `data` to `target` under (context, tag); completes once it is
+    /// handed to the target (the buffer may be reused), or fails with
+    /// `Timeout` if flow control holds it past `deadline`.
     fn send(
         &self,
         target: Rank,

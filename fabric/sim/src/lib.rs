@@ -13,6 +13,8 @@
 //! puts land late in a seeded, deterministic disorder: the eager protocol's
 //! races (first contact, credit, full rings) run here, reproducibly.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod eager;
 mod jitter;
 pub mod model;
@@ -125,15 +127,20 @@ pub type Observer = Box<dyn Fn(Option<Rank>)>;
 /// The figures of one run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
+    /// How many ranks ran.
     pub ranks: u32,
     /// The latest clock of any rank when all had finished.
     pub completion: Duration,
+    /// Sends charged by the cost model: tagged messages, puts and atomics.
     pub messages: u64,
+    /// Payload bytes of those sends.
     pub bytes: u64,
+    /// Events the simulator carried out (deliveries, puts, wake-ups, ...).
     pub events: u64,
     /// The most bytes the transport held for one rank at any time
     /// (unconsumed messages and windows).
     pub peak_transport_bytes: u64,
+    /// Real (host) time the run took.
     pub wall: Duration,
     /// Puts and atomics that [`Sim::with_delays`] delayed (0 without).
     pub delayed_operations: u64,
@@ -144,13 +151,19 @@ pub struct Report {
 /// One event as it happened: when, at which rank, what, and how many bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TraceEvent {
+    /// Virtual time at which it happened.
     pub at: Time,
+    /// The rank it happened at (the receiver of a message or put).
     pub rank: Rank,
+    /// The kind: "message", "put", "put+signal", "atomic", "atomic reply"
+    /// or "wake".
     pub what: &'static str,
+    /// Payload bytes (8 for atomics, 0 for wake-ups).
     pub bytes: usize,
 }
 
 impl Report {
+    /// Simulation speed: events carried out per second of wall time.
     pub fn events_per_second(&self) -> f64 {
         self.events as f64 / self.wall.as_secs_f64().max(1e-9)
     }
@@ -161,8 +174,11 @@ impl Report {
 #[non_exhaustive]
 #[error("{waiting} of {ranks} simulated ranks were still waiting with no event left (first: rank {first})")]
 pub struct Stuck {
+    /// How many ranks the run had.
     pub ranks: u32,
+    /// How many of them had not finished.
     pub waiting: u32,
+    /// The lowest rank that had not finished.
     pub first: Rank,
 }
 
@@ -219,6 +235,8 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// A machine of `size` ranks whose sends cost what `model` charges, with
+    /// native messages, no delays, no trace and no observer.
     pub fn new(size: u32, model: impl CostModel + 'static) -> Sim {
         let ranks = (0..size)
             .map(|_| RankState {
@@ -295,6 +313,7 @@ impl Sim {
         self
     }
 
+    /// The number of simulated ranks.
     pub fn size(&self) -> u32 {
         self.size
     }

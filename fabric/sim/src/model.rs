@@ -26,9 +26,13 @@ pub trait CostModel {
 /// arrives at s + o + L + k G, and costs the receiver o.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LogGp {
+    /// L: wire latency of a message, in nanoseconds.
     pub latency_ns: f64,
+    /// o: CPU time a send or receive costs its rank, in nanoseconds.
     pub overhead_ns: f64,
+    /// g: least time between two sends of one rank, in nanoseconds.
     pub gap_ns: f64,
+    /// G: time per payload byte, in nanoseconds.
     pub per_byte_ns: f64,
 }
 
@@ -87,8 +91,11 @@ impl CostModel for LogGp {
 pub struct Routed<T: Topology> {
     topology: T,
     ranks_per_node: u32,
+    /// Time a link takes per byte, in nanoseconds (inverse bandwidth).
     pub link_ns_per_byte: f64,
+    /// Latency added per hop (router traversal), in nanoseconds.
     pub hop_ns: f64,
+    /// The model of messages between ranks of one node.
     pub local: LogGp,
     busy: Vec<u64>,
     route: Vec<Link>,
@@ -118,6 +125,7 @@ impl<T: Topology> Routed<T> {
         }
     }
 
+    /// The network the messages are routed through.
     pub fn topology(&self) -> &T {
         &self.topology
     }

@@ -17,7 +17,7 @@ pub(super) struct SimKey {
 const KEY_TAG: u8 = b'S';
 
 impl SimKey {
-    pub fn encode(owner: Rank, id: u64, len: usize) -> RemoteKey {
+    pub(crate) fn encode(owner: Rank, id: u64, len: usize) -> RemoteKey {
         let mut bytes = vec![KEY_TAG];
         bytes.extend_from_slice(&owner.to_le_bytes());
         bytes.extend_from_slice(&id.to_le_bytes());
@@ -26,7 +26,7 @@ impl SimKey {
     }
 
     /// The key's window, which must be `target`'s.
-    pub fn decode(key: &RemoteKey, target: Rank) -> Result<SimKey> {
+    pub(crate) fn decode(key: &RemoteKey, target: Rank) -> Result<SimKey> {
         let bytes = key.as_bytes();
         if bytes.len() != 21 || bytes[0] != KEY_TAG {
             return Err(Error::InvalidKey(format!("not a simulator key: {key:?}")));

@@ -28,12 +28,16 @@ fn segment_name(job: &str) -> String {
     segment::name(job, "job")
 }
 
+/// The shared job segment as one rank (or the launcher, which creates it and
+/// raises the failure flag) sees it; the launcher keeps it for the job's life.
 pub struct JobSegment {
     segment: Segment,
     size: u32,
 }
 
 impl JobSegment {
+    /// Creates the segment of job `job` with a slot per rank; called by the
+    /// launcher before it starts the ranks.
     pub fn create(job: &str, size: u32) -> Result<JobSegment> {
         let segment = Segment::create(&segment_name(job), SLOTS_AT + size as usize * SLOT_BYTES)?;
         segment
@@ -43,6 +47,8 @@ impl JobSegment {
         Ok(JobSegment { segment, size })
     }
 
+    /// Opens the segment the launcher created; fails with `Bootstrap` if it
+    /// is missing or was made for another number of ranks.
     pub fn open(job: &str, size: u32) -> Result<JobSegment> {
         let segment = Segment::open(&segment_name(job)).map_err(|e| {
             Error::Bootstrap(format!(
@@ -72,6 +78,7 @@ impl JobSegment {
         futex::wake(self.arrivals(), i32::MAX);
     }
 
+    /// The rank the launcher reported failed, if any.
     pub fn failed_rank(&self) -> Option<Rank> {
         match self.segment.u32_at(FAILED_AT).load(Ordering::Acquire) {
             0 => None,
@@ -144,6 +151,7 @@ pub struct LocalBootstrap {
 }
 
 impl LocalBootstrap {
+    /// Joins the job the launcher described in `env` through its segment.
     pub fn from_launch_env(env: &LaunchEnv) -> Result<LocalBootstrap> {
         Ok(LocalBootstrap {
             segment: JobSegment::open(&env.job, env.size)?,

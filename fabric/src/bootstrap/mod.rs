@@ -16,9 +16,14 @@ pub use mpi::MpiBootstrap;
 use crate::config::{required, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
 use crate::{Error, Rank, Result};
 
+/// What a provider's [`Job`](crate::job::Job) needs from whoever started the
+/// process: identity, one address exchange, barriers and failure news.
 pub trait Bootstrap {
+    /// This process's rank, in `0..size()`.
     fn rank(&self) -> Rank;
+    /// The number of ranks in the job.
     fn size(&self) -> u32;
+    /// The id shared by every rank of the job (names its shared resources).
     fn job_id(&self) -> &str;
     /// Ranks sharing this machine.
     fn local_size(&self) -> u32;
@@ -74,10 +79,15 @@ pub fn from_env() -> Result<Box<dyn Bootstrap>> {
 /// What the launcher put in the environment of one rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchEnv {
+    /// The job id, which names the job segment.
     pub job: String,
+    /// This process's rank.
     pub rank: Rank,
+    /// The number of ranks in the job.
     pub size: u32,
+    /// Ranks sharing this machine.
     pub local_size: u32,
+    /// The core to pin this process to, if the launcher was asked to pin.
     pub pin_core: Option<usize>,
 }
 

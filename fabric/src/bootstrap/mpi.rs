@@ -20,6 +20,8 @@ use crate::{Error, Rank, Result};
 /// Longest job id rank 0 may hand out.
 const MAX_JOB_ID: usize = 64;
 
+/// Bootstrap of a rank started by `mpiexec`: identity, the allgather and
+/// barriers come from `MPI_COMM_WORLD`; rank 0 hands out the job id.
 pub struct MpiBootstrap {
     /// `Some` when catena initialized MPI (and so finalizes it on drop);
     /// `None` when the program had initialized MPI itself.

@@ -32,6 +32,9 @@ pub const DEFAULT_RING_BYTES: usize = 64 * 1024;
 /// slots are taken (many ranks contacting one at once).
 const SLOT_RETRY: Duration = Duration::from_micros(100);
 
+/// One rank's end of eager messaging: its control window, its connections
+/// by peer and the messages received but not yet matched. A provider holds
+/// one and hands it out through [`EagerMessaging`](crate::EagerMessaging).
 pub struct Messenger<W> {
     control: W,
     ring_bytes: usize,
@@ -105,6 +108,7 @@ impl<W: LocalWindow> Messenger<W> {
         }
     }
 
+    /// The window peers claim request slots in on first contact.
     pub fn control_window(&self) -> &W {
         &self.control
     }
@@ -114,6 +118,9 @@ impl<W: LocalWindow> Messenger<W> {
         self.connections.borrow().len()
     }
 
+    /// Sends a framed message to `target` over `rma`, connecting first if
+    /// needed and waiting for ring credit until `deadline`; backs
+    /// [`Transport::send`](crate::Transport::send).
     pub async fn send<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
@@ -210,6 +217,9 @@ impl<W: LocalWindow> Messenger<W> {
         Ok(())
     }
 
+    /// Waits until `deadline` for the first message matching (source,
+    /// context, tag); backs
+    /// [`Transport::recv`](crate::Transport::recv).
     pub async fn recv<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,

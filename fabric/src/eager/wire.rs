@@ -5,21 +5,32 @@ use crate::key::MAX_KEY_BYTES;
 
 /// Signal word bumped after a request slot was filled.
 pub const REQUEST_BELL: usize = 0;
+/// Offset of the first request slot in the control window.
 pub const SLOTS_AT: usize = 64;
+/// Request slots per control window: how many peers can be mid-contact at once.
 pub const SLOT_COUNT: usize = 32;
+/// Size of one request slot: state word, requester rank, key length and key.
 pub const SLOT_BYTES: usize = 256;
+/// Size every provider's control window must have.
 pub const CONTROL_WINDOW_BYTES: usize = SLOTS_AT + SLOT_COUNT * SLOT_BYTES;
 
 // Within a slot: the state word (0 free, 1 claimed, 2 filled), then the
 // requester's rank and its connection window key.
+/// Slot state: open to be claimed by compare-and-swap.
 pub const SLOT_FREE: u64 = 0;
+/// Slot state: claimed by a requester that is still writing its request.
 pub const SLOT_CLAIMED: u64 = 1;
+/// Slot state: the request is complete and waits for the owner to serve it.
 pub const SLOT_FILLED: u64 = 2;
+/// Offset in a slot of the requester's rank (u64).
 pub const SLOT_FROM_AT: usize = 8;
+/// Offset in a slot of the length of the requester's key (u64).
 pub const SLOT_KEY_LEN_AT: usize = 16;
+/// Offset in a slot of the requester's connection window key bytes.
 pub const SLOT_KEY_AT: usize = 24;
 const _: () = assert!(SLOT_KEY_AT + MAX_KEY_BYTES <= SLOT_BYTES);
 
+/// Offset of request slot `slot` in the control window.
 pub fn slot_at(slot: usize) -> usize {
     SLOTS_AT + slot * SLOT_BYTES
 }
@@ -32,11 +43,15 @@ pub const REPLY_SIGNAL: usize = 0;
 pub const CREDIT_SIGNAL: usize = 8;
 /// Bytes of the peer's stream that have landed in our ring.
 pub const RING_SIGNAL: usize = 16;
+/// Offset of the length of the peer's connection window key (u64).
 pub const REPLY_KEY_LEN_AT: usize = 64;
+/// Offset of the peer's connection window key bytes.
 pub const REPLY_KEY_AT: usize = 72;
+/// Offset of the ring the peer writes its stream into.
 pub const RING_AT: usize = 512;
 const _: () = assert!(REPLY_KEY_AT + MAX_KEY_BYTES <= RING_AT);
 
+/// Size of a connection window whose ring holds `ring_bytes`.
 pub fn connection_window_bytes(ring_bytes: usize) -> usize {
     RING_AT + ring_bytes
 }
@@ -44,6 +59,8 @@ pub fn connection_window_bytes(ring_bytes: usize) -> usize {
 /// A message in the stream: this header, then `len` payload bytes.
 pub const FRAME_HEADER_BYTES: usize = 16;
 
+/// The frame header of a `len`-byte payload (little-endian length, context,
+/// tag); the inverse of [`decode_header`].
 pub fn encode_header(len: usize, context: u32, tag: u32) -> [u8; FRAME_HEADER_BYTES] {
     let mut h = [0u8; FRAME_HEADER_BYTES];
     h[0..8].copy_from_slice(&(len as u64).to_le_bytes());

@@ -14,10 +14,10 @@ use super::progress::{self, ProgressMode, ProgressThread};
 use crate::{Error, Result};
 
 /// `FI_ADDR_UNSPEC` (a macro bindgen cannot see).
-pub const ADDR_UNSPEC: sys::fi_addr_t = u64::MAX;
+pub(crate) const ADDR_UNSPEC: sys::fi_addr_t = u64::MAX;
 
 /// What one `fi_cq_read` produced.
-pub enum CqEvent {
+pub(crate) enum CqEvent {
     /// This many entries were written to the buffer.
     Entries(usize),
     Empty,
@@ -29,7 +29,7 @@ pub enum CqEvent {
 }
 
 /// The fabric objects; `ep` is null once [`Domain::close_endpoint`] ran.
-pub struct Domain {
+pub(crate) struct Domain {
     info: Info,
     fabric: *mut sys::fid_fabric,
     domain: *mut sys::fid_domain,
@@ -44,7 +44,7 @@ pub struct Domain {
 impl Domain {
     /// Opens everything `info` describes and enables the endpoint; with a
     /// progress `mode` other than `Off`, `info` must be FI_THREAD_SAFE.
-    pub fn open(info: Info, mode: ProgressMode) -> Result<Domain> {
+    pub(crate) fn open(info: Info, mode: ProgressMode) -> Result<Domain> {
         let mut d = Domain {
             info,
             fabric: ptr::null_mut(),
@@ -108,12 +108,12 @@ impl Domain {
         Ok(d)
     }
 
-    pub fn info(&self) -> &Info {
+    pub(crate) fn info(&self) -> &Info {
         &self.info
     }
 
     /// The endpoint, unless it was closed after a failure.
-    pub fn ep(&self) -> Result<*mut sys::fid_ep> {
+    pub(crate) fn ep(&self) -> Result<*mut sys::fid_ep> {
         let ep = self.ep.get();
         if ep.is_null() {
             return Err(Error::Fabric {
@@ -128,7 +128,7 @@ impl Domain {
     }
 
     /// This endpoint's address, as peers insert it into their AV.
-    pub fn name(&self) -> Result<Vec<u8>> {
+    pub(crate) fn name(&self) -> Result<Vec<u8>> {
         let ep = self.ep()?;
         let mut buf = vec![0u8; 256];
         loop {
@@ -146,7 +146,7 @@ impl Domain {
     }
 
     /// Inserts a peer's address (from [`Domain::name`]) into the AV.
-    pub fn insert(&self, address: &[u8]) -> Result<sys::fi_addr_t> {
+    pub(crate) fn insert(&self, address: &[u8]) -> Result<sys::fi_addr_t> {
         let mut out = ADDR_UNSPEC;
         // SAFETY: `address` is one address of the provider's format; `out`
         // receives its handle.
@@ -180,7 +180,7 @@ impl Domain {
     /// # Safety
     /// The memory must stay valid until the returned [`Mr`] is dropped, and
     /// the [`Mr`] must be dropped before this domain.
-    pub unsafe fn register(&self, base: *const u8, len: usize, access: u64) -> Result<Mr> {
+    pub(crate) unsafe fn register(&self, base: *const u8, len: usize, access: u64) -> Result<Mr> {
         let key = if self.info.has_mr_mode(sys::FI_MR_PROV_KEY) {
             0
         } else {
@@ -227,7 +227,7 @@ impl Domain {
     }
 
     /// Reads up to `buf.len()` completions (zero drives progress only).
-    pub fn read_cq(&self, buf: &mut [sys::fi_cq_data_entry]) -> Result<CqEvent> {
+    pub(crate) fn read_cq(&self, buf: &mut [sys::fi_cq_data_entry]) -> Result<CqEvent> {
         // SAFETY: `buf` holds `len` entries of the CQ's format (FI_CQ_FORMAT_DATA).
         let ret = unsafe { sys::fi_cq_read(self.cq, buf.as_mut_ptr().cast(), buf.len()) };
         if ret >= 0 {
@@ -279,7 +279,7 @@ impl Domain {
     /// Closes the endpoint, which cancels every operation in flight, so that
     /// the provider no longer touches memory an abandoned operation named.
     /// Every later operation fails.
-    pub fn close_endpoint(&self) {
+    pub(crate) fn close_endpoint(&self) {
         drop(self.progress.take());
         let ep = self.ep.replace(ptr::null_mut());
         if !ep.is_null() {
@@ -312,19 +312,19 @@ impl Drop for Domain {
 }
 
 /// A memory registration, closed on drop (before its domain).
-pub struct Mr {
+pub(crate) struct Mr {
     raw: *mut sys::fid_mr,
 }
 
 impl Mr {
     /// The key peers name this region by.
-    pub fn key(&self) -> u64 {
+    pub(crate) fn key(&self) -> u64 {
         // SAFETY: `raw` is an open MR.
         unsafe { sys::fi_mr_key(self.raw) }
     }
 
     /// The local descriptor FI_MR_LOCAL providers want with a buffer.
-    pub fn desc(&self) -> *mut c_void {
+    pub(crate) fn desc(&self) -> *mut c_void {
         // SAFETY: `raw` is an open MR.
         unsafe { sys::fi_mr_desc(self.raw) }
     }

@@ -38,17 +38,17 @@ enum OpState {
 }
 
 /// Where an operation's buffer is, for posting it.
-pub struct OpSlot {
-    pub token: u64,
+pub(crate) struct OpSlot {
+    pub(crate) token: u64,
     /// Three u64: [operand, compare, result].
-    pub buf: *mut u64,
+    pub(crate) buf: *mut u64,
     /// Descriptor of `buf` (null unless FI_MR_LOCAL).
-    pub desc: *mut c_void,
+    pub(crate) desc: *mut c_void,
 }
 
 impl OpSlot {
     /// The libfabric context naming this operation (never null).
-    pub fn context(&self) -> *mut c_void {
+    pub(crate) fn context(&self) -> *mut c_void {
         self.token as *mut c_void
     }
 }
@@ -60,7 +60,7 @@ struct Exposed {
     len: usize,
 }
 
-pub struct Engine {
+pub(crate) struct Engine {
     ops: RefCell<FxHashMap<u64, Op>>,
     next_token: Cell<u64>,
     windows: RefCell<FxHashMap<u32, Exposed>>,
@@ -70,13 +70,13 @@ pub struct Engine {
     /// Set while the messenger makes progress, so that window reads inside
     /// it do not read the CQ again.
     quiet: Cell<bool>,
-    pub mr_local: bool,
+    pub(crate) mr_local: bool,
     // Last: dropped after the operations' registrations (see Drop).
-    pub domain: Domain,
+    pub(crate) domain: Domain,
 }
 
 impl Engine {
-    pub fn new(domain: Domain) -> Engine {
+    pub(crate) fn new(domain: Domain) -> Engine {
         Engine {
             ops: RefCell::new(FxHashMap::default()),
             next_token: Cell::new(1),
@@ -90,7 +90,7 @@ impl Engine {
 
     /// Reads every available completion: finishes operations and applies
     /// the signals peers sent.
-    pub fn poll(&self) {
+    pub(crate) fn poll(&self) {
         let mut entries = [sys::fi_cq_data_entry::default(); BATCH];
         loop {
             match self.domain.read_cq(&mut entries) {
@@ -113,14 +113,14 @@ impl Engine {
     }
 
     /// [`Engine::poll`] unless the messenger is making progress right now.
-    pub fn poll_unless_quiet(&self) {
+    pub(crate) fn poll_unless_quiet(&self) {
         if !self.quiet.get() {
             self.poll();
         }
     }
 
     /// Runs `f` with window reads not polling the CQ.
-    pub fn quietly<R>(&self, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn quietly<R>(&self, f: impl FnOnce() -> R) -> R {
         let was = self.quiet.replace(true);
         let out = f();
         self.quiet.set(was);
@@ -171,17 +171,17 @@ impl Engine {
     }
 
     /// Makes window `id`'s memory a target for signals.
-    pub fn expose(&self, id: u32, base: *mut u8, len: usize) {
+    pub(crate) fn expose(&self, id: u32, base: *mut u8, len: usize) {
         self.windows.borrow_mut().insert(id, Exposed { base, len });
     }
 
-    pub fn withdraw(&self, id: u32) {
+    pub(crate) fn withdraw(&self, id: u32) {
         self.windows.borrow_mut().remove(&id);
     }
 
     /// Starts tracking an operation with buffer `init` (registered where
     /// FI_MR_LOCAL asks for it).
-    pub fn start(&self, init: [u64; 3]) -> Result<OpSlot> {
+    pub(crate) fn start(&self, init: [u64; 3]) -> Result<OpSlot> {
         let mut mrs = Vec::new();
         let mut buf = Box::new(init);
         let ptr = buf.as_mut_ptr();
@@ -214,7 +214,7 @@ impl Engine {
     }
 
     /// Starts tracking an operation that needs no buffer (a write).
-    pub fn track(&self) -> u64 {
+    pub(crate) fn track(&self) -> u64 {
         let token = self.next_token.get();
         self.next_token.set(token + 1);
         self.ops.borrow_mut().insert(
@@ -230,7 +230,7 @@ impl Engine {
     }
 
     /// Whether `token` was posted and has not completed.
-    pub fn is_pending(&self, token: u64) -> bool {
+    pub(crate) fn is_pending(&self, token: u64) -> bool {
         self.ops
             .borrow()
             .get(&token)
@@ -239,7 +239,7 @@ impl Engine {
 
     /// The result word of a finished operation (removing it), `None` while
     /// it is in flight.
-    pub fn finish(&self, token: u64) -> Option<Result<u64>> {
+    pub(crate) fn finish(&self, token: u64) -> Option<Result<u64>> {
         let mut ops = self.ops.borrow_mut();
         let op = ops.get(&token)?;
         let result = match &op.state {
@@ -257,7 +257,7 @@ impl Engine {
 
     /// The waiter of `token` gives up: forget it now if it never reached the
     /// provider or is finished, else when its completion arrives.
-    pub fn abandon(&self, token: u64, posted: bool) {
+    pub(crate) fn abandon(&self, token: u64, posted: bool) {
         let mut ops = self.ops.borrow_mut();
         match ops.get_mut(&token) {
             Some(op) if posted && matches!(op.state, OpState::Pending) => op.abandoned = true,
@@ -268,7 +268,7 @@ impl Engine {
     }
 
     /// The failure no operation claimed, if any (taken).
-    pub fn take_stray(&self) -> Option<Error> {
+    pub(crate) fn take_stray(&self) -> Option<Error> {
         self.stray.borrow_mut().take().map(|message| Error::Fabric {
             library: "libfabric",
             call: "fi_cq_read",
@@ -279,7 +279,7 @@ impl Engine {
     /// Calls `post` until the provider takes the operation, reading the CQ
     /// while its queues are full (-FI_EAGAIN), until `deadline`; `alive`
     /// reports a lost peer.
-    pub fn post(
+    pub(crate) fn post(
         &self,
         call: &'static str,
         deadline: Instant,
@@ -306,7 +306,7 @@ impl Engine {
 
     /// Waits (reading the CQ) until every op in `tokens` finished; the first
     /// failure wins. On timeout or a lost peer the ops are abandoned.
-    pub fn wait(
+    pub(crate) fn wait(
         &self,
         tokens: &[u64],
         deadline: Instant,

@@ -9,7 +9,7 @@ use catena_ofi_sys as sys;
 use crate::{Error, Result};
 
 /// The library's text for a (positive) libfabric error code.
-pub fn strerror(code: i32) -> String {
+pub(crate) fn strerror(code: i32) -> String {
     // SAFETY: fi_strerror returns a pointer to a static, NUL-terminated string
     // for every code (unknown ones included).
     unsafe { CStr::from_ptr(sys::fi_strerror(code)) }
@@ -18,7 +18,7 @@ pub fn strerror(code: i32) -> String {
 }
 
 /// `Error::Fabric` for a call that returned the negative code `ret`.
-pub fn fabric_error(call: &'static str, ret: isize) -> Error {
+pub(crate) fn fabric_error(call: &'static str, ret: isize) -> Error {
     let code = i32::try_from(ret.unsigned_abs()).unwrap_or(i32::MAX);
     Error::Fabric {
         library: "libfabric",
@@ -28,7 +28,7 @@ pub fn fabric_error(call: &'static str, ret: isize) -> Error {
 }
 
 /// A libfabric return value: `int` from setup calls, `ssize_t` from data calls.
-pub trait Ret: Copy {
+pub(crate) trait Ret: Copy {
     fn widen(self) -> isize;
 }
 
@@ -45,7 +45,7 @@ impl Ret for isize {
 }
 
 /// `Ok` for a libfabric return of zero or more, `Error::Fabric` otherwise.
-pub fn check(call: &'static str, ret: impl Ret) -> Result<()> {
+pub(crate) fn check(call: &'static str, ret: impl Ret) -> Result<()> {
     let ret = ret.widen();
     if ret < 0 {
         Err(fabric_error(call, ret))
@@ -56,6 +56,6 @@ pub fn check(call: &'static str, ret: impl Ret) -> Result<()> {
 
 /// Whether a posting call returned `-FI_EAGAIN` (queue full: make progress
 /// and post again).
-pub fn is_again(ret: isize) -> bool {
+pub(crate) fn is_again(ret: isize) -> bool {
     ret == -(sys::FI_EAGAIN as isize)
 }

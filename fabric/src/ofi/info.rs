@@ -14,7 +14,7 @@ use crate::shm::segment;
 use crate::{Error, Result};
 
 /// The API version catena is written against.
-pub const API_VERSION: u32 = sys::FI_VERSION(1, 17);
+pub(crate) const API_VERSION: u32 = sys::FI_VERSION(1, 17);
 
 const CAPS: u64 = (sys::FI_RMA
     | sys::FI_ATOMIC
@@ -46,25 +46,25 @@ const ORDERS: [(u64, &str); 2] = [
 
 /// What to ask `fi_getinfo` for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
+pub(crate) struct Request {
     /// A provider name; `None` takes the first one that qualifies.
-    pub provider: Option<String>,
+    pub(crate) provider: Option<String>,
     /// All ranks run on this machine: IP providers bind to loopback.
-    pub single_node: bool,
+    pub(crate) single_node: bool,
     /// Another thread (a progress thread) will call into the endpoint.
-    pub thread_safe: bool,
+    pub(crate) thread_safe: bool,
     /// The name libfabric's shm provider gives this endpoint's region in
     /// /dev/shm. By default it names regions after the pid, and a region
     /// left by a killed rank makes `fi_enable` fail with EBUSY in any later
     /// process that reuses the pid; a job segment name is never reused, and
     /// the launcher sweeps it with the job's other segments.
-    pub shm_name: String,
+    pub(crate) shm_name: String,
 }
 
 impl Request {
     /// The request for `job`: `CATENA_OFI_PROVIDER` if set, else `shm` for a
     /// job on one machine, else whatever libfabric lists first.
-    pub fn for_job(job: &Job, thread_safe: bool) -> Request {
+    pub(crate) fn for_job(job: &Job, thread_safe: bool) -> Request {
         let single_node = job.single_node();
         let provider = match std::env::var(ENV_OFI_PROVIDER) {
             Ok(p) if !p.trim().is_empty() => Some(p.trim().to_string()),
@@ -81,12 +81,12 @@ impl Request {
 }
 
 /// One `fi_info` chosen by [`select`], owned (freed on drop).
-pub struct Info {
+pub(crate) struct Info {
     raw: *mut sys::fi_info,
 }
 
 impl Info {
-    pub fn as_ptr(&self) -> *mut sys::fi_info {
+    pub(crate) fn as_ptr(&self) -> *mut sys::fi_info {
         self.raw
     }
 
@@ -106,37 +106,37 @@ impl Info {
     }
 
     /// The provider's name, e.g. `tcp;ofi_rxm`.
-    pub fn provider(&self) -> String {
+    pub(crate) fn provider(&self) -> String {
         // SAFETY: fabric_attr and its prov_name are filled by fi_getinfo.
         unsafe { cstr_or_empty((*self.get().fabric_attr).prov_name) }
     }
 
     /// The memory-registration duties the provider imposes (`FI_MR_*` bits).
-    pub fn mr_mode(&self) -> u32 {
+    pub(crate) fn mr_mode(&self) -> u32 {
         self.domain_attr().mr_mode as u32
     }
 
-    pub fn has_mr_mode(&self, bit: u32) -> bool {
+    pub(crate) fn has_mr_mode(&self, bit: u32) -> bool {
         self.mr_mode() & bit != 0
     }
 
     /// Bytes of an application-chosen memory key.
-    pub fn mr_key_size(&self) -> usize {
+    pub(crate) fn mr_key_size(&self) -> usize {
         self.domain_attr().mr_key_size
     }
 
     /// Bytes of remote CQ data a write can carry.
-    pub fn cq_data_size(&self) -> usize {
+    pub(crate) fn cq_data_size(&self) -> usize {
         self.domain_attr().cq_data_size
     }
 
     /// Largest write the provider buffers at once (`fi_inject_write`).
-    pub fn inject_size(&self) -> usize {
+    pub(crate) fn inject_size(&self) -> usize {
         self.tx_attr().inject_size
     }
 
     /// Largest single transfer.
-    pub fn max_msg_size(&self) -> usize {
+    pub(crate) fn max_msg_size(&self) -> usize {
         // SAFETY: fi_getinfo always fills ep_attr.
         unsafe { (*self.get().ep_attr).max_msg_size }
     }
@@ -281,7 +281,7 @@ fn is_ip(provider: &str) -> bool {
 
 /// Asks libfabric for an endpoint that fits `request`. A named provider that
 /// cannot give one is `Error::Unavailable`, listing the providers that can.
-pub fn select(request: &Request) -> Result<Info> {
+pub(crate) fn select(request: &Request) -> Result<Info> {
     let source = source_node(request)?;
     let mut last = sys::FI_ENODATA as i32;
     for (order, _) in ORDERS {
@@ -319,7 +319,7 @@ pub fn select(request: &Request) -> Result<Info> {
 }
 
 /// The providers that qualify on this machine, by name, in libfabric's order.
-pub fn available(request: &Request) -> Result<String> {
+pub(crate) fn available(request: &Request) -> Result<String> {
     let mut names: Vec<String> = Vec::new();
     for (order, _) in ORDERS {
         let hints = Hints::new(request, order, None)?;

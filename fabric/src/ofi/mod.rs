@@ -47,6 +47,8 @@ const PARK_SLICE: Duration = Duration::from_micros(50);
 /// are synchronous calls without a deadline of their own).
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A rank on the libfabric provider: its endpoint and the eager messenger
+/// over its windows.
 pub struct OfiTransport {
     // Dropped before the engine: windows close their registrations first.
     messenger: Messenger<OfiWindow>,

@@ -4,7 +4,7 @@
 
 use catena_ofi_sys as sys;
 
-pub use crate::progress_thread::{ProgressMode, ProgressThread};
+pub(crate) use crate::progress_thread::{ProgressMode, ProgressThread};
 use crate::Result;
 
 /// A CQ pointer the progress thread may use: the domain was opened with
@@ -15,7 +15,7 @@ unsafe impl Send for SharedCq {}
 
 /// Starts a thread driving `cq`, which must belong to a domain opened with
 /// FI_THREAD_SAFE and stay open until the thread is dropped.
-pub fn start(cq: *mut sys::fid_cq, mode: ProgressMode) -> Result<Option<ProgressThread>> {
+pub(crate) fn start(cq: *mut sys::fid_cq, mode: ProgressMode) -> Result<Option<ProgressThread>> {
     let cq = SharedCq(cq);
     ProgressThread::start("catena-ofi-progress", mode, move || {
         let cq = &cq;

@@ -10,7 +10,7 @@ const _: () = assert!(ID_BITS + WORD_BITS + ADD_BITS == 64);
 
 /// The immediate for adding `add` to the u64 at byte `offset` (8-aligned,
 /// checked by the caller) of window `id`, if the three fit.
-pub fn encode(id: u32, offset: usize, add: u64) -> Option<u64> {
+pub(crate) fn encode(id: u32, offset: usize, add: u64) -> Option<u64> {
     let word = (offset / 8) as u64;
     let id = u64::from(id);
     (id >> ID_BITS == 0 && word >> WORD_BITS == 0 && add >> ADD_BITS == 0)
@@ -18,7 +18,7 @@ pub fn encode(id: u32, offset: usize, add: u64) -> Option<u64> {
 }
 
 /// (window id, byte offset of the word, addend).
-pub fn decode(data: u64) -> (u32, usize, u64) {
+pub(crate) fn decode(data: u64) -> (u32, usize, u64) {
     let id = (data >> (WORD_BITS + ADD_BITS)) as u32;
     let word = (data >> ADD_BITS) & ((1 << WORD_BITS) - 1);
     (id, word as usize * 8, data & ((1 << ADD_BITS) - 1))

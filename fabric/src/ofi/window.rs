@@ -21,15 +21,20 @@ const KEY_LEN: usize = 33;
 /// A decoded ofi key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OfiKey {
+    /// The rank that owns the window (a put to another rank is refused).
     pub owner: Rank,
+    /// The owner's window id, never reused (signals carry it in CQ data).
     pub id: u32,
+    /// The window's length in bytes, as its owner registered it.
     pub len: usize,
     /// Remote address of byte 0 of the window.
     pub addr: u64,
+    /// libfabric's key of the window's memory registration.
     pub mr_key: u64,
 }
 
 impl OfiKey {
+    /// The key as the bytes peers ship in messages (33 bytes).
     pub fn encode(self) -> RemoteKey {
         let mut b = [0u8; KEY_LEN];
         b[0] = KEY_TAG;

@@ -31,6 +31,8 @@ const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// Longest sleep before a parked rank re-checks job health.
 const PARK_SLICE: Duration = Duration::from_millis(50);
 
+/// The shared-memory provider: every window is a `/dev/shm` segment peers on
+/// this machine map, so puts are memory copies and signals are atomics.
 pub struct ShmTransport {
     messenger: Messenger<ShmWindow>,
     next_window: Cell<u32>,

@@ -12,7 +12,9 @@ use memmap2::{MmapMut, MmapOptions};
 use crate::os::process_alive;
 use crate::{Error, Result};
 
+/// Where POSIX shared-memory objects live on Linux.
 pub const SHM_DIR: &str = "/dev/shm";
+/// The prefix of every segment catena creates (so leftovers can be found).
 pub const PREFIX: &str = "catena-";
 
 /// A mapped segment; the creator owns it and unlinks it when dropped.
@@ -23,6 +25,8 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// Creates segment `name` of `len` zeroed bytes (failing if it exists) and
+    /// maps it; this handle owns it and unlinks it when dropped.
     pub fn create(name: &str, len: usize) -> Result<Segment> {
         let path = PathBuf::from(SHM_DIR).join(name);
         let file = OpenOptions::new()
@@ -42,6 +46,7 @@ impl Segment {
         })
     }
 
+    /// Maps an existing segment at its full size, without owning it.
     pub fn open(name: &str) -> Result<Segment> {
         let path = PathBuf::from(SHM_DIR).join(name);
         let file = OpenOptions::new()
@@ -77,10 +82,12 @@ impl Segment {
         .map_err(|e| Error::io(format!("mapping {}", path.display()), e))
     }
 
+    /// The mapping's size in bytes.
     pub fn mapped_len(&self) -> usize {
         self.map.len()
     }
 
+    /// The first byte of the mapping; valid while this handle lives.
     pub fn base(&self) -> *mut u8 {
         self.map.as_ptr() as *mut u8
     }

@@ -8,35 +8,35 @@ use super::segment::Segment;
 use crate::bounds::{check_bounds, check_word};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
-pub const HEADER_BYTES: usize = 4096;
+pub(crate) const HEADER_BYTES: usize = 4096;
 const MAGIC: u64 = u64::from_le_bytes(*b"CATENAW1");
 const MAGIC_AT: usize = 0;
 const ID_AT: usize = 8;
 const LEN_AT: usize = 16;
 const STATE_AT: usize = 24;
 /// Bumped by whoever must wake this process (window 0 only).
-pub const DOORBELL_AT: usize = 64;
+pub(crate) const DOORBELL_AT: usize = 64;
 /// Non-zero while this process is about to sleep on its doorbell.
-pub const SLEEPERS_AT: usize = 68;
+pub(crate) const SLEEPERS_AT: usize = 68;
 const LIVE: u64 = 1;
 const FREED: u64 = 2;
 const KEY_TAG: u8 = b'S';
 const KEY_LEN: usize = 17;
 
-pub fn segment_name(job: &str, rank: Rank, id: u32) -> String {
+pub(crate) fn segment_name(job: &str, rank: Rank, id: u32) -> String {
     super::segment::name(job, &format!("r{rank}-w{id}"))
 }
 
 /// A decoded shm key: whose window, which one, how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShmKey {
+pub(crate) struct ShmKey {
     pub owner: Rank,
     pub id: u32,
     pub len: usize,
 }
 
 impl ShmKey {
-    pub fn encode(self) -> RemoteKey {
+    pub(crate) fn encode(self) -> RemoteKey {
         let mut bytes = [0u8; KEY_LEN];
         bytes[0] = KEY_TAG;
         bytes[1..5].copy_from_slice(&self.owner.to_le_bytes());
@@ -47,7 +47,7 @@ impl ShmKey {
 
     /// Decodes a key meant for a window of `target`: a key of another
     /// rank's window is refused, so a misdirected put writes nothing.
-    pub fn decode(key: &RemoteKey, target: Rank) -> Result<ShmKey> {
+    pub(crate) fn decode(key: &RemoteKey, target: Rank) -> Result<ShmKey> {
         let b = key.as_bytes();
         if b.len() != KEY_LEN || b[0] != KEY_TAG {
             return Err(Error::InvalidKey(format!("not a shm window key: {key:?}")));
@@ -70,7 +70,7 @@ impl ShmKey {
 }
 
 /// A window as the origin of a put sees it: a mapping of the owner's segment.
-pub struct MappedWindow {
+pub(crate) struct MappedWindow {
     pub segment: Segment,
     pub len: usize,
     /// The owner's control window (with its doorbell); `None` for window 0.
@@ -79,7 +79,7 @@ pub struct MappedWindow {
 
 impl MappedWindow {
     /// Maps `rank`'s window `id` and checks it is the live window the key named.
-    pub fn open(
+    pub(crate) fn open(
         job: &str,
         rank: Rank,
         id: u32,
@@ -111,24 +111,24 @@ impl MappedWindow {
         })
     }
 
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.segment.u64_at(STATE_AT).load(Ordering::Acquire) == LIVE
     }
 
-    pub fn data(&self) -> *mut u8 {
+    pub(crate) fn data(&self) -> *mut u8 {
         // SAFETY: the segment is at least HEADER_BYTES long (checked in open).
         unsafe { self.segment.base().add(HEADER_BYTES) }
     }
 
     /// The signal or atomic word at `offset` of the data area, checked.
-    pub fn word(&self, offset: usize) -> Result<&std::sync::atomic::AtomicU64> {
+    pub(crate) fn word(&self, offset: usize) -> Result<&std::sync::atomic::AtomicU64> {
         check_word(offset, self.len)?;
         Ok(self.segment.u64_at(HEADER_BYTES + offset))
     }
 
     /// Copies `data` to `offset` of the data area, checked against the length
     /// the owner published.
-    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+    pub(crate) fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         check_bounds(offset, data.len(), self.len)?;
         // SAFETY: the range lies inside the owner's data area; `data` is ours.
         unsafe {
@@ -138,7 +138,9 @@ impl MappedWindow {
     }
 
     /// The doorbell and sleeper flag of the owner.
-    pub fn doorbell(&self) -> (&std::sync::atomic::AtomicU32, &std::sync::atomic::AtomicU32) {
+    pub(crate) fn doorbell(
+        &self,
+    ) -> (&std::sync::atomic::AtomicU32, &std::sync::atomic::AtomicU32) {
         let control = self.control.as_deref().unwrap_or(self);
         (
             control.segment.u32_at(DOORBELL_AT),
@@ -156,6 +158,8 @@ pub struct ShmWindow {
 }
 
 impl ShmWindow {
+    /// Creates window `id` of `rank` in job `job`: a segment of `len` zeroed
+    /// bytes after a header, marked live for peers to map.
     pub fn create(job: &str, rank: Rank, id: u32, len: usize) -> Result<ShmWindow> {
         let segment = Segment::create(&segment_name(job, rank, id), HEADER_BYTES + len)?;
         segment
@@ -172,6 +176,7 @@ impl ShmWindow {
         })
     }
 
+    /// The segment behind the window, header included.
     pub fn segment(&self) -> &Segment {
         &self.segment
     }

@@ -10,7 +10,7 @@ use catena_ucx_sys as sys;
 use sys::ucs_status_t;
 
 use crate::config::ENV_UCX_TLS;
-pub use crate::progress_thread::{ProgressMode, ProgressThread};
+pub(crate) use crate::progress_thread::{ProgressMode, ProgressThread};
 use crate::{Error, Result};
 
 /// The user's transport selection; named in errors about reachability.
@@ -94,7 +94,7 @@ pub(crate) struct Context {
 impl Context {
     /// `shared` makes the context safe to use while a progress thread
     /// drives a worker of it.
-    pub fn new(shared: bool) -> Result<Rc<Context>> {
+    pub(crate) fn new(shared: bool) -> Result<Rc<Context>> {
         let tls = std::env::var(ENV_UCX_TLS).ok();
         match Context::init(tls.as_deref(), shared) {
             Ok(context) => Ok(Rc::new(context)),
@@ -135,17 +135,17 @@ impl Context {
         Ok(context)
     }
 
-    pub fn handle(&self) -> sys::ucp_context_h {
+    pub(crate) fn handle(&self) -> sys::ucp_context_h {
         self.handle
     }
 
-    pub fn transports(&self) -> &[String] {
+    pub(crate) fn transports(&self) -> &[String] {
         &self.transports
     }
 
     /// Whether UCX may use a shared-memory transport (they cannot report a
     /// peer's failure in UCX 1.13).
-    pub fn has_shared_memory(&self) -> bool {
+    pub(crate) fn has_shared_memory(&self) -> bool {
         const SHM: [&str; 5] = ["posix/", "sysv/", "cma/", "knem/", "xpmem/"];
         self.transports
             .iter()
@@ -213,7 +213,7 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub fn new(context: Rc<Context>, progress_thread: ProgressMode) -> Result<Worker> {
+    pub(crate) fn new(context: Rc<Context>, progress_thread: ProgressMode) -> Result<Worker> {
         let thread_mode = match progress_thread {
             ProgressMode::Off => sys::UCS_THREAD_MODE_SINGLE,
             _ => sys::UCS_THREAD_MODE_MULTI,
@@ -243,22 +243,22 @@ impl Worker {
         Ok(worker)
     }
 
-    pub fn handle(&self) -> sys::ucp_worker_h {
+    pub(crate) fn handle(&self) -> sys::ucp_worker_h {
         self.handle
     }
 
-    pub fn context(&self) -> &Rc<Context> {
+    pub(crate) fn context(&self) -> &Rc<Context> {
         &self.context
     }
 
     /// One `ucp_worker_progress`; true if it did something.
-    pub fn progress_once(&self) -> bool {
+    pub(crate) fn progress_once(&self) -> bool {
         // SAFETY: the worker is live for `self`'s lifetime.
         unsafe { sys::ucp_worker_progress(self.handle) != 0 }
     }
 
     /// Progresses while there is work, at most `rounds` times.
-    pub fn progress(&self, rounds: u32) {
+    pub(crate) fn progress(&self, rounds: u32) {
         for _ in 0..rounds {
             if !self.progress_once() {
                 break;
@@ -267,7 +267,7 @@ impl Worker {
     }
 
     /// This worker's address, to publish to peers.
-    pub fn address(&self) -> Result<Vec<u8>> {
+    pub(crate) fn address(&self) -> Result<Vec<u8>> {
         let mut attr = sys::ucp_worker_attr_t {
             field_mask: u64::from(sys::UCP_WORKER_ATTR_FIELD_ADDRESS),
             ..Default::default()
@@ -286,7 +286,7 @@ impl Worker {
     }
 
     /// Orders every operation issued after this call after those before it.
-    pub fn fence(&self) -> Result<()> {
+    pub(crate) fn fence(&self) -> Result<()> {
         // SAFETY: the worker is live.
         check("ucp_worker_fence", unsafe {
             sys::ucp_worker_fence(self.handle)

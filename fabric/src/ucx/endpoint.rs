@@ -26,7 +26,7 @@ const NO_RANK: u32 = u32::MAX;
 
 /// How a peer's failure is handled (`CATENA_UCX_ERR_MODE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrMode {
+pub(crate) enum ErrMode {
     /// UCX reports a failed peer through the endpoint's error callback.
     /// UCX 1.13's shared-memory transports cannot, so this mode moves all
     /// traffic to network transports (tcp, verbs).
@@ -38,7 +38,7 @@ pub enum ErrMode {
 
 impl ErrMode {
     /// The user's choice, else `Peer` unless UCX may use shared memory.
-    pub fn from_env(has_shared_memory: bool) -> Result<ErrMode> {
+    pub(crate) fn from_env(has_shared_memory: bool) -> Result<ErrMode> {
         match std::env::var(ENV_UCX_ERR_MODE).as_deref().map(str::trim) {
             Err(_) | Ok("" | "auto") if has_shared_memory => Ok(ErrMode::None),
             Err(_) | Ok("" | "auto" | "peer") => Ok(ErrMode::Peer),
@@ -136,7 +136,7 @@ unsafe extern "C" fn ep_failed(arg: *mut c_void, ep: sys::ucp_ep_h, status: ucs_
 }
 
 impl Endpoints {
-    pub fn new(err_mode: ErrMode) -> Endpoints {
+    pub(crate) fn new(err_mode: ErrMode) -> Endpoints {
         Endpoints {
             err_mode,
             eps: RefCell::new(FxHashMap::default()),
@@ -146,17 +146,17 @@ impl Endpoints {
         }
     }
 
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.eps.borrow().len()
     }
 
-    pub fn rkey_count(&self) -> usize {
+    pub(crate) fn rkey_count(&self) -> usize {
         self.rkeys.borrow().len()
     }
 
     /// `PeerGone` if UCX reported `rank`'s endpoint failed: it is closed,
     /// so nothing may be posted on it.
-    pub fn usable(&self, rank: Rank) -> Result<()> {
+    pub(crate) fn usable(&self, rank: Rank) -> Result<()> {
         match self.eps.borrow().get(&rank) {
             Some(ep) if ep.closed() => Err(Error::PeerGone { rank }),
             _ => Ok(()),
@@ -166,7 +166,7 @@ impl Endpoints {
     /// `PeerGone` if `rank`'s endpoint failed and a later `confirm_failures`
     /// saw it: a message the peer sent before it went is not lost to a wait
     /// that looks at the failure before the message was drained.
-    pub fn check_reported(&self, rank: Rank) -> Result<()> {
+    pub(crate) fn check_reported(&self, rank: Rank) -> Result<()> {
         match self.eps.borrow().get(&rank) {
             Some(ep) if ep.reported.get() => Err(Error::PeerGone { rank }),
             _ => Ok(()),
@@ -174,7 +174,7 @@ impl Endpoints {
     }
 
     /// Marks failed endpoints reportable; called after draining messages.
-    pub fn confirm_failures(&self) {
+    pub(crate) fn confirm_failures(&self) {
         if self.first_failed.load(Ordering::Acquire) == NO_RANK {
             return;
         }
@@ -187,7 +187,7 @@ impl Endpoints {
 
     /// The endpoint to `target`, created on first use from its published
     /// worker `address`.
-    pub fn endpoint(
+    pub(crate) fn endpoint(
         &self,
         worker: &Worker,
         target: Rank,
@@ -246,7 +246,7 @@ impl Endpoints {
 
     /// The endpoint and unpacked rkey for `key`'s window of `target`;
     /// `PeerGone` once that endpoint failed.
-    pub fn route(
+    pub(crate) fn route(
         &self,
         worker: &Worker,
         target: Rank,
@@ -315,13 +315,13 @@ impl Endpoints {
     }
 
     /// The endpoint to `target`, if one was made.
-    pub fn existing(&self, target: Rank) -> Option<sys::ucp_ep_h> {
+    pub(crate) fn existing(&self, target: Rank) -> Option<sys::ucp_ep_h> {
         self.eps.borrow().get(&target).map(|ep| ep.handle)
     }
 
     /// Closes `target`'s endpoint at once (its operations are cancelled)
     /// after an operation on it failed or hung; the peer counts as gone.
-    pub fn abort(&self, worker: &Worker, target: Rank) {
+    pub(crate) fn abort(&self, worker: &Worker, target: Rank) {
         let mut rkeys = self.rkeys.borrow_mut();
         rkeys.retain(|&(rank, _), r| {
             if rank == target {
@@ -360,7 +360,12 @@ impl Endpoints {
 
     /// Closes every endpoint: flushing those whose peer is `alive`, forcing
     /// the rest, and all of them once `timeout` passed.
-    pub fn close_all(&self, worker: &Worker, alive: impl Fn(Rank) -> bool, timeout: Duration) {
+    pub(crate) fn close_all(
+        &self,
+        worker: &Worker,
+        alive: impl Fn(Rank) -> bool,
+        timeout: Duration,
+    ) {
         for (_, r) in self.rkeys.borrow_mut().drain() {
             // SAFETY: unpacked by us, destroyed once, before its endpoint.
             unsafe { sys::ucp_rkey_destroy(r.route.rkey) };

@@ -47,6 +47,8 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// `ucp_worker_progress` calls per `progress()` while they find work.
 const PROGRESS_ROUNDS: u32 = 16;
 
+/// The UCX provider: windows are memory mapped in a UCP context, puts,
+/// signals and atomics are UCP RMA operations over per-peer endpoints.
 pub struct UcxTransport {
     messenger: Messenger<UcxWindow>,
     next_window: Cell<u32>,

@@ -37,7 +37,7 @@ pub(crate) struct Request(NonNull<c_void>);
 
 impl Request {
     /// `None` while in flight, else the final status.
-    pub fn status(&self) -> Option<ucs_status_t> {
+    pub(crate) fn status(&self) -> Option<ucs_status_t> {
         // SAFETY: the request is live until dropped.
         let status = unsafe { sys::ucp_request_check_status(self.0.as_ptr()) };
         (status != ucs_status_t::UCS_INPROGRESS).then_some(status)
@@ -72,7 +72,7 @@ pub(crate) struct FetchOp {
 impl FetchOp {
     /// Posts an operation through `post(buffer, user_data)`; `operand` is
     /// the initial content of the reply buffer.
-    pub fn post(
+    pub(crate) fn post(
         call: &'static str,
         operand: u64,
         post: impl FnOnce(*mut c_void, *mut c_void) -> sys::ucs_status_ptr_t,
@@ -92,7 +92,7 @@ impl FetchOp {
     }
 
     /// The old value once the operation completed.
-    pub fn poll(&self) -> Option<Result<u64>> {
+    pub(crate) fn poll(&self) -> Option<Result<u64>> {
         // SAFETY: the Reply lives as long as `self`.
         let reply = unsafe { self.reply.as_ref() };
         if self.request.is_some() {

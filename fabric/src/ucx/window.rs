@@ -17,12 +17,12 @@ use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 const KEY_TAG: u8 = b'U';
 const HEADER_LEN: usize = 25;
 /// The largest packed rkey a catena key can carry.
-pub const MAX_RKEY_BYTES: usize = MAX_KEY_BYTES - HEADER_LEN;
+pub(crate) const MAX_RKEY_BYTES: usize = MAX_KEY_BYTES - HEADER_LEN;
 
 /// A decoded UCX key: whose window, which one, its length and address in
 /// the owner's process, and the rkey to unpack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UcxKey<'a> {
+pub(crate) struct UcxKey<'a> {
     pub owner: Rank,
     pub id: u32,
     pub len: usize,
@@ -54,7 +54,7 @@ impl UcxKey<'_> {
 
     /// Decodes a key meant for a window of `target`: a key of another
     /// rank's window is refused, so a misdirected put writes nothing.
-    pub fn decode(key: &RemoteKey, target: Rank) -> Result<UcxKey<'_>> {
+    pub(crate) fn decode(key: &RemoteKey, target: Rank) -> Result<UcxKey<'_>> {
         let b = key.as_bytes();
         if b.len() <= HEADER_LEN || b[0] != KEY_TAG {
             return Err(Error::InvalidKey(format!("not a UCX window key: {key:?}")));
