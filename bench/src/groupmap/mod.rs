@@ -8,7 +8,7 @@ mod output;
 
 use std::path::PathBuf;
 
-use catena_algorithms::groupmap::{GroupMapError, OrderKind, SetKind, Strategy};
+use catena_groupmap::{GroupMapError, OrderKind, SetKind, Strategy};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use classes::{Class, Rng};

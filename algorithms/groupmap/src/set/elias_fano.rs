@@ -6,7 +6,7 @@ use vers_vecs::EliasFanoVec;
 
 use super::bitmap::rs_vec_bytes;
 use super::SortedSet;
-use crate::groupmap::stats::{bits_for, Stats};
+use crate::stats::{bits_for, Stats};
 
 #[derive(Clone, Debug)]
 pub(crate) struct EliasFano {

@@ -2,7 +2,7 @@
 //! space and time, detected automatically as MPICH and UCC do.
 
 use super::SortedSet;
-use crate::groupmap::stats::Stats;
+use crate::stats::Stats;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Stride {
