@@ -3,6 +3,9 @@
 //! permutation, each in the representation a [`Strategy`] picks, with
 //! sublinear lookups both ways (`select`: group -> world, `rank`: world -> group).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 mod error;
 mod ops;
 mod order;
@@ -146,6 +149,7 @@ impl GroupMap {
         self.set.len()
     }
 
+    /// Whether the group has no members (`MPI_GROUP_EMPTY`).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -198,10 +202,12 @@ impl GroupMap {
         matches!(self.order, OrderRepr::Sorted)
     }
 
+    /// The representation holding the members.
     pub fn set_kind(&self) -> SetKind {
         self.set.kind()
     }
 
+    /// The representation holding the group order.
     pub fn order_kind(&self) -> OrderKind {
         self.order.kind()
     }
