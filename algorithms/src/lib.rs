@@ -7,7 +7,7 @@
 pub mod chain;
 mod codec;
 mod error;
-pub mod groupmap;
+pub use catena_groupmap as groupmap;
 pub mod pipeline;
 pub mod scan;
 pub mod shift;

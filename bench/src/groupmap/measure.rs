@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use catena_algorithms::groupmap::{GroupMap, GroupMapError, Report, Strategy};
+use catena_groupmap::{GroupMap, GroupMapError, Report, Strategy};
 
 use super::classes::Rng;
 

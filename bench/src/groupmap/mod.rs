@@ -8,7 +8,7 @@ mod output;
 
 use std::path::PathBuf;
 
-use catena_algorithms::groupmap::{GroupMapError, OrderKind, SetKind, Strategy};
+use catena_groupmap::{GroupMapError, OrderKind, SetKind, Strategy};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use classes::{Class, Rng};
@@ -156,6 +156,10 @@ pub fn main(args: &Args) -> crate::Outcome {
         "catena-bench groupmap: {} maps ({classes_line}; {table_line})",
         jobs.len()
     );
+    let slow = slow_lookups_warning();
+    if let Some(warning) = &slow {
+        eprintln!("{warning}");
+    }
     let bar = ProgressBar::new(jobs.len() as u64).with_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} maps, {msg}")
             .expect("a valid template"),
@@ -193,7 +197,34 @@ pub fn main(args: &Args) -> crate::Outcome {
         Err(e) => eprintln!("no plots: {e}"),
     }
     output::summary(&rows);
+    if let Some(warning) = &slow {
+        println!("\n{warning}");
+    }
     Ok(0)
+}
+
+/// A line to print at the start and the end of a run whose lookups are
+/// vers-vecs' software fallbacks (a build without the target features
+/// catena's `.cargo/config.toml` turns on), so no one takes its times for
+/// catena's.
+fn slow_lookups_warning() -> Option<&'static str> {
+    if catena_groupmap::fast_lookups() {
+        None
+    } else if cfg!(target_arch = "x86_64") {
+        Some(
+            "WARNING: built without the popcnt and BMI2 target features: bitmap, Elias-Fano, \
+             complement, indexed and wavelet lookups take vers-vecs' software fallbacks, 2-4x \
+             slower, so these times are not catena's. Build with RUSTFLAGS=\"-C \
+             target-feature=+popcnt,+bmi1,+bmi2,+lzcnt\" (catena's .cargo/config.toml does; \
+             see docs/groupmap.md).",
+        )
+    } else {
+        Some(
+            "WARNING: not x86-64: vers-vecs' rank and select take software fallbacks here (no \
+             pdep), so bitmap, Elias-Fano, complement, indexed and wavelet lookups are slower \
+             than docs/groupmap.md's x86-64 figures.",
+        )
+    }
 }
 
 /// One generated map, in group order.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use catena_algorithms::groupmap::{OrderKind, SetKind};
+use catena_groupmap::{OrderKind, SetKind};
 use plotters::style::{RGBColor, BLACK};
 
 use super::{classes, Row, What, STRATEGIES};

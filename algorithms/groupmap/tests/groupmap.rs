@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use catena_algorithms::groupmap::{
+use catena_groupmap::{
     Comparison, GroupMap, GroupMapError, OrderKind, RankRange, SetKind, Strategy,
 };
 use proptest::prelude::*;

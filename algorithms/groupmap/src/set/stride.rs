@@ -2,7 +2,7 @@
 //! space and time, detected automatically as MPICH and UCC do.
 
 use super::SortedSet;
-use crate::groupmap::stats::Stats;
+use crate::stats::Stats;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Stride {
@@ -14,7 +14,7 @@ pub(crate) struct Stride {
 impl Stride {
     /// `len` members from `first`, `stride` apart (`stride >= 1`), all
     /// below 2^32; the caller checks the last one fits.
-    pub fn new(first: u32, stride: u32, len: u32) -> Stride {
+    pub(crate) fn new(first: u32, stride: u32, len: u32) -> Stride {
         Stride {
             first,
             stride: stride.max(1),

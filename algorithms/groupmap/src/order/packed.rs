@@ -2,7 +2,7 @@
 //! O(1) both ways for twice the space of one array.
 
 use super::{OrderStats, Permutation};
-use crate::groupmap::packed::PackedArray;
+use crate::packed::PackedArray;
 
 #[derive(Clone, Debug)]
 pub(crate) struct PackedPermutation {

@@ -48,6 +48,7 @@ pub enum OrderKind {
 }
 
 impl SetKind {
+    /// Every set representation, in the order strategies weigh them.
     pub const ALL: [SetKind; 9] = [
         SetKind::Stride,
         SetKind::Runs,
@@ -60,6 +61,7 @@ impl SetKind {
         SetKind::Compressed,
     ];
 
+    /// The name `Display` prints and `FromStr` parses (any case).
     pub fn name(self) -> &'static str {
         match self {
             SetKind::Stride => "Stride",
@@ -76,6 +78,7 @@ impl SetKind {
 }
 
 impl OrderKind {
+    /// Every order representation.
     pub const ALL: [OrderKind; 4] = [
         OrderKind::Sorted,
         OrderKind::Blocks,
@@ -83,6 +86,7 @@ impl OrderKind {
         OrderKind::Wavelet,
     ];
 
+    /// The name `Display` prints and `FromStr` parses (any case).
     pub fn name(self) -> &'static str {
         match self {
             OrderKind::Sorted => "Sorted",
@@ -191,12 +195,12 @@ macro_rules! each_set_kind {
 }
 
 impl SetRepr {
-    pub fn stride(first: u32, stride: u32, len: u32) -> SetRepr {
+    pub(crate) fn stride(first: u32, stride: u32, len: u32) -> SetRepr {
         SetRepr::Stride(Stride::new(first, stride, len))
     }
 
     /// `kind` over `members`, or `None` where it cannot hold them.
-    pub fn build(kind: SetKind, members: &[u32], stats: &Stats) -> Option<SetRepr> {
+    pub(crate) fn build(kind: SetKind, members: &[u32], stats: &Stats) -> Option<SetRepr> {
         each_set_kind!(kind, T => {
             if !<T as SortedSet>::fits(stats) {
                 return None;
@@ -206,15 +210,15 @@ impl SetRepr {
     }
 
     /// Whether `kind` can hold a set with these statistics, as far as they tell.
-    pub fn fits(kind: SetKind, stats: &Stats) -> bool {
+    pub(crate) fn fits(kind: SetKind, stats: &Stats) -> bool {
         each_set_kind!(kind, T => <T as SortedSet>::fits(stats))
     }
 
-    pub fn estimate_heap_bytes(kind: SetKind, stats: &Stats) -> Option<usize> {
+    pub(crate) fn estimate_heap_bytes(kind: SetKind, stats: &Stats) -> Option<usize> {
         each_set_kind!(kind, T => <T as SortedSet>::estimate_heap_bytes(stats))
     }
 
-    pub fn kind(&self) -> SetKind {
+    pub(crate) fn kind(&self) -> SetKind {
         match self {
             SetRepr::Stride(_) => SetKind::Stride,
             SetRepr::Runs(_) => SetKind::Runs,
@@ -229,25 +233,25 @@ impl SetRepr {
     }
 
     #[inline]
-    pub fn len(&self) -> u32 {
+    pub(crate) fn len(&self) -> u32 {
         each_set!(self, s => SortedSet::len(s))
     }
 
     #[inline]
-    pub fn select(&self, i: u32) -> u32 {
+    pub(crate) fn select(&self, i: u32) -> u32 {
         each_set!(self, s => SortedSet::select(s, i))
     }
 
     #[inline]
-    pub fn rank(&self, w: u32) -> Option<u32> {
+    pub(crate) fn rank(&self, w: u32) -> Option<u32> {
         each_set!(self, s => SortedSet::rank(s, w))
     }
 
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         each_set!(self, s => SortedSet::heap_bytes(s))
     }
 
-    pub fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
+    pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
         each_set!(self, s => SortedSet::iter(s))
     }
 }
@@ -285,7 +289,7 @@ pub(crate) enum OrderRepr {
 
 impl OrderRepr {
     /// `kind` over pi, or `None` where `Sorted` is asked of a permuted order.
-    pub fn build(kind: OrderKind, pi: &[u32], stats: &OrderStats) -> Option<OrderRepr> {
+    pub(crate) fn build(kind: OrderKind, pi: &[u32], stats: &OrderStats) -> Option<OrderRepr> {
         Some(match kind {
             OrderKind::Sorted => {
                 if !stats.is_identity(pi) {
@@ -299,7 +303,7 @@ impl OrderRepr {
         })
     }
 
-    pub fn estimate_heap_bytes(kind: OrderKind, stats: &OrderStats) -> usize {
+    pub(crate) fn estimate_heap_bytes(kind: OrderKind, stats: &OrderStats) -> usize {
         match kind {
             OrderKind::Sorted => 0,
             OrderKind::Blocks => size_of::<Blocks>() + Blocks::estimate_heap_bytes(stats),
@@ -310,7 +314,7 @@ impl OrderRepr {
         }
     }
 
-    pub fn kind(&self) -> OrderKind {
+    pub(crate) fn kind(&self) -> OrderKind {
         match self {
             OrderRepr::Sorted => OrderKind::Sorted,
             OrderRepr::Blocks(_) => OrderKind::Blocks,
@@ -320,7 +324,7 @@ impl OrderRepr {
     }
 
     #[inline]
-    pub fn to_sorted(&self, g: u32) -> u32 {
+    pub(crate) fn to_sorted(&self, g: u32) -> u32 {
         match self {
             OrderRepr::Sorted => g,
             OrderRepr::Blocks(p) => p.to_sorted(g),
@@ -330,7 +334,7 @@ impl OrderRepr {
     }
 
     #[inline]
-    pub fn to_group(&self, s: u32) -> u32 {
+    pub(crate) fn to_group(&self, s: u32) -> u32 {
         match self {
             OrderRepr::Sorted => s,
             OrderRepr::Blocks(p) => p.to_group(s),
@@ -339,7 +343,7 @@ impl OrderRepr {
         }
     }
 
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         match self {
             OrderRepr::Sorted => 0,
             OrderRepr::Blocks(p) => size_of::<Blocks>() + p.heap_bytes(),

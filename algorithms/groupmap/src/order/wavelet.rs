@@ -5,8 +5,8 @@
 use vers_vecs::WaveletMatrix;
 
 use super::{OrderStats, Permutation};
-use crate::groupmap::set::rs_vec_bytes;
-use crate::groupmap::stats::bits_for;
+use crate::set::rs_vec_bytes;
+use crate::stats::bits_for;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Wavelet {

@@ -11,6 +11,7 @@ pub enum Comparison {
     Identical,
     /// The same members in another order.
     Similar,
+    /// Different members.
     Unequal,
 }
 
@@ -18,12 +19,16 @@ pub enum Comparison {
 /// `last` where the progression meets it. `stride` may be negative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RankRange {
+    /// The rank the progression starts at.
     pub first: u32,
+    /// The bound it stops at, itself included where the stride lands on it.
     pub last: u32,
+    /// The step between ranks, never zero, negative to count down.
     pub stride: i64,
 }
 
 impl RankRange {
+    /// The triple `(first, last, stride)`, checked only when a map uses it.
     pub fn new(first: u32, last: u32, stride: i64) -> RankRange {
         RankRange {
             first,

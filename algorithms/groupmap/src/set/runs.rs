@@ -3,7 +3,7 @@
 //! blocks, rows and sub-meshes that group operations produce.
 
 use super::SortedSet;
-use crate::groupmap::stats::Stats;
+use crate::stats::Stats;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Runs {

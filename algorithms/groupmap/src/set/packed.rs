@@ -2,8 +2,8 @@
 //! `ceil(log2 span)` bits a member, O(1) select, binary-search rank.
 
 use super::SortedSet;
-use crate::groupmap::packed::PackedArray;
-use crate::groupmap::stats::Stats;
+use crate::packed::PackedArray;
+use crate::stats::Stats;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Packed {

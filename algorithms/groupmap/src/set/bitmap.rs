@@ -5,7 +5,7 @@
 use vers_vecs::{BitVec, RsVec};
 
 use super::SortedSet;
-use crate::groupmap::stats::Stats;
+use crate::stats::Stats;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Bitmap {

@@ -32,7 +32,7 @@ pub(crate) fn block_starts(pi: &[u32]) -> impl Iterator<Item = usize> + '_ {
 
 impl Blocks {
     /// The whole group in falling sorted order, in O(1) bytes.
-    pub fn falling(len: u32) -> Blocks {
+    pub(crate) fn falling(len: u32) -> Blocks {
         Blocks {
             group_starts: vec![0, len],
             sorted_starts: vec![len.saturating_sub(1)],

@@ -6,8 +6,8 @@ use vers_vecs::RsVec;
 
 use super::bitmap::{rs_vec_bytes, span_bits};
 use super::SortedSet;
-use crate::groupmap::packed::PackedArray;
-use crate::groupmap::stats::Stats;
+use crate::packed::PackedArray;
+use crate::stats::Stats;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Indexed {

@@ -14,7 +14,7 @@ pub(crate) struct PackedArray {
 
 impl PackedArray {
     /// Packs `values`, each below `bound`, in `bits_for(bound)` bits.
-    pub fn new(values: impl ExactSizeIterator<Item = u32>, bound: u64) -> PackedArray {
+    pub(crate) fn new(values: impl ExactSizeIterator<Item = u32>, bound: u64) -> PackedArray {
         let width = bits_for(bound);
         let len = values.len() as u32;
         let mut bits = BitVec::with_capacity(len as usize * width as usize);
@@ -25,21 +25,21 @@ impl PackedArray {
     }
 
     /// Heap bytes `new` takes for `len` values below `bound`.
-    pub fn estimate_heap_bytes(len: u32, bound: u64) -> usize {
+    pub(crate) fn estimate_heap_bytes(len: u32, bound: u64) -> usize {
         (len as usize * bits_for(bound) as usize).div_ceil(64) * 8
     }
 
-    pub fn len(&self) -> u32 {
+    pub(crate) fn len(&self) -> u32 {
         self.len
     }
 
     #[inline]
-    pub fn get(&self, i: u32) -> u32 {
+    pub(crate) fn get(&self, i: u32) -> u32 {
         let w = self.width as usize;
         self.bits.get_bits_unchecked(i as usize * w, w) as u32
     }
 
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.bits.heap_size()
     }
 }

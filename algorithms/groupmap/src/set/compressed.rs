@@ -8,7 +8,7 @@ use std::sync::{Mutex, TryLockError};
 use zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
 
 use super::SortedSet;
-use crate::groupmap::stats::Stats;
+use crate::stats::Stats;
 
 /// Members per block: what one lookup decodes. 4096 compresses better, but
 /// for 250,000 of 2^20 ranks 1024 is smaller once the cache is counted

@@ -6,7 +6,7 @@ use vers_vecs::EliasFanoVec;
 
 use super::bitmap::rs_vec_bytes;
 use super::SortedSet;
-use crate::groupmap::stats::{bits_for, Stats};
+use crate::stats::{bits_for, Stats};
 
 #[derive(Clone, Debug)]
 pub(crate) struct EliasFano {
@@ -14,33 +14,33 @@ pub(crate) struct EliasFano {
 }
 
 impl EliasFano {
-    pub fn from_sorted(values: &[u64]) -> EliasFano {
+    pub(crate) fn from_sorted(values: &[u64]) -> EliasFano {
         EliasFano {
             values: EliasFanoVec::from_slice(values),
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.values.len()
     }
 
-    pub fn get(&self, i: usize) -> u64 {
+    pub(crate) fn get(&self, i: usize) -> u64 {
         self.values.get_unchecked(i)
     }
 
     /// How many values are below `v`.
-    pub fn count_below(&self, v: u64) -> usize {
+    pub(crate) fn count_below(&self, v: u64) -> usize {
         self.values.rank(v) as usize
     }
 
-    pub fn position(&self, v: u64) -> Option<usize> {
+    pub(crate) fn position(&self, v: u64) -> Option<usize> {
         let r = self.count_below(v);
         (r < self.len() && self.get(r) == v).then_some(r)
     }
 
     /// Heap bytes of `len` sorted values spanning `span` (max - min + 1),
     /// following the layout `EliasFanoVec::from_slice` picks.
-    pub fn estimate_heap_bytes(len: u64, span: u64) -> usize {
+    pub(crate) fn estimate_heap_bytes(len: u64, span: u64) -> usize {
         if len == 0 {
             return 0;
         }
@@ -50,11 +50,11 @@ impl EliasFano {
         rs_vec_bytes(upper_len, len) + (len * u64::from(lower)).div_ceil(64) as usize * 8
     }
 
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.values.heap_size()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         self.values.iter()
     }
 }

@@ -17,7 +17,7 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    pub fn of(members: &[u32], world: u32) -> Stats {
+    pub(crate) fn of(members: &[u32], world: u32) -> Stats {
         let (min, max) = match (members.first(), members.last()) {
             (Some(&a), Some(&b)) => (a, b),
             _ => (0, 0),
@@ -42,7 +42,7 @@ impl Stats {
     }
 
     /// The span `max - min + 1` the members lie in (0 when empty).
-    pub fn span(&self) -> u64 {
+    pub(crate) fn span(&self) -> u64 {
         if self.len == 0 {
             0
         } else {

@@ -9,7 +9,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap;
 
 use super::SortedSet;
-use crate::groupmap::stats::{bits_for, Stats};
+use crate::stats::{bits_for, Stats};
 
 /// Terminal ids; both sit at `var == bits`, below the last variable.
 const FALSE: u32 = 0;

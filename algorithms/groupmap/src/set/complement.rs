@@ -4,7 +4,7 @@
 
 use super::elias_fano::EliasFano;
 use super::SortedSet;
-use crate::groupmap::stats::Stats;
+use crate::stats::Stats;
 
 /// Fixed-point steps `select` tries before it binary searches.
 const FIXED_POINT_STEPS: usize = 6;

@@ -19,14 +19,23 @@ pub enum Strategy {
     /// The fastest measured `select` and `rank`.
     Time,
     /// The least `alpha * ln(ns) + (1 - alpha) * ln(bytes)`.
-    Hybrid { alpha: f64 },
+    Hybrid {
+        /// The weight of time against bytes, in `0..=1`: 0 is Space, 1 Time.
+        alpha: f64,
+    },
     /// Hybrid with the thesis's alpha of 0.25.
     Auto,
     /// Exactly these representations, or an error where they cannot hold the map.
-    Fixed { set: SetKind, order: OrderKind },
+    Fixed {
+        /// The set representation to build.
+        set: SetKind,
+        /// The order representation to build.
+        order: OrderKind,
+    },
 }
 
 impl Strategy {
+    /// The thesis's alpha, which `Auto` uses.
     pub const DEFAULT_ALPHA: f64 = 0.25;
 
     /// Hybrid with a chosen bias towards time (`alpha` in `0..=1`).
@@ -62,7 +71,9 @@ impl fmt::Display for Strategy {
 /// One representation the strategy looked at.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured<K> {
+    /// The representation.
     pub kind: K,
+    /// The heap bytes it holds (or would hold, where `estimated`).
     pub bytes: usize,
     /// Bytes computed from the statistics rather than by building.
     pub estimated: bool,
@@ -73,11 +84,17 @@ pub struct Measured<K> {
 /// What a strategy chose and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
+    /// The strategy that chose.
     pub strategy: Strategy,
+    /// The set representation it chose.
     pub set: SetKind,
+    /// The order representation it chose.
     pub order: OrderKind,
+    /// Every set representation it weighed, with its bytes and time.
     pub sets: Vec<Measured<SetKind>>,
+    /// Every order representation it weighed, with its bytes and time.
     pub orders: Vec<Measured<OrderKind>>,
+    /// The choice in a sentence, for logs and benchmarks.
     pub reason: String,
 }
 

@@ -19,14 +19,14 @@ pub(crate) struct OrderStats {
 }
 
 impl OrderStats {
-    pub fn of(pi: &[u32]) -> OrderStats {
+    pub(crate) fn of(pi: &[u32]) -> OrderStats {
         OrderStats {
             len: pi.len() as u32,
             blocks: blocks::block_starts(pi).count() as u32,
         }
     }
 
-    pub fn is_identity(&self, pi: &[u32]) -> bool {
+    pub(crate) fn is_identity(&self, pi: &[u32]) -> bool {
         self.blocks <= 1 && pi.first().is_none_or(|&s| s == 0)
     }
 }
