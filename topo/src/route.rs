@@ -23,24 +23,52 @@ pub struct Walk {
 
 /// Why a route is not one BG/P's routing could take.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RouteError {
+    /// A segment's dimension is not below the torus's dimension count.
     #[error("segment {index} goes along dimension {dim}, which the torus does not have")]
-    NoSuchDimension { index: usize, dim: usize },
+    NoSuchDimension {
+        /// Position of the segment in the route.
+        index: usize,
+        /// The dimension it names.
+        dim: usize,
+    },
+    /// A segment of zero hops (BG/P's routes have none).
     #[error("segment {index} is empty")]
-    Empty { index: usize },
+    Empty {
+        /// Position of the segment in the route.
+        index: usize,
+    },
+    /// A segment steps past the edge of a dimension that does not wrap.
     #[error("segment {index} runs off the mesh along dimension {dim}")]
-    OffTheMesh { index: usize, dim: usize },
+    OffTheMesh {
+        /// Position of the segment in the route.
+        index: usize,
+        /// The non-wrapping dimension it leaves.
+        dim: usize,
+    },
+    /// A segment goes the long way round a ring: more than half its extent.
     #[error(
         "segment {index} takes {len} hops along dimension {dim} of extent {extent}: not minimal"
     )]
     NotMinimal {
+        /// Position of the segment in the route.
         index: usize,
+        /// The ring's dimension.
         dim: usize,
+        /// The segment's hops.
         len: u32,
+        /// The ring's extent (nodes round it).
         extent: u32,
     },
+    /// A segment's dimension is not above the previous segment's.
     #[error("segment {index} goes along dimension {dim} after a higher or equal one")]
-    OutOfOrder { index: usize, dim: usize },
+    OutOfOrder {
+        /// Position of the segment in the route.
+        index: usize,
+        /// Its dimension.
+        dim: usize,
+    },
 }
 
 impl Torus {
