@@ -29,7 +29,10 @@ pub struct Link(pub u32);
 /// A network: nodes, directed links, and one deterministic route between
 /// any two nodes.
 pub trait Topology {
+    /// How many nodes (hosts) it has: they are numbered `0..nodes()`.
     fn nodes(&self) -> u32;
+    /// How many directed links it has: they are numbered `0..links()`, so
+    /// `Link.0` indexes a load vector of this length.
     fn links(&self) -> u32;
     /// Appends the links of the route from `from` to `to` (none when equal).
     fn route(&self, from: Node, to: Node, out: &mut Vec<Link>);

@@ -44,6 +44,8 @@ pub struct Members {
 }
 
 impl Members {
+    /// Validates `nodes` (any order) against `torus`: each inside it, none
+    /// twice, at least one.
     pub fn new(
         torus: &Torus,
         nodes: impl IntoIterator<Item = Node>,
@@ -70,14 +72,17 @@ impl Members {
         }
     }
 
+    /// Whether `node` is a member (a binary search).
     pub fn contains(&self, node: Node) -> bool {
         self.nodes.binary_search(&node).is_ok()
     }
 
+    /// How many members there are.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Always false: a validated set has a member (kept beside `len`).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
