@@ -7,17 +7,22 @@ use crate::{Link, Node, Torus};
 /// `len` hops along `dim`, upward (+) or downward (−).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Segment {
+    /// The torus dimension it runs along.
     pub dim: usize,
+    /// Towards higher coordinates (wrapping past the top on a ring).
     pub up: bool,
+    /// Hops, at least 1 in a valid route.
     pub len: u32,
 }
 
 /// What following a route visits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
+    /// The directed links crossed, in order.
     pub links: Vec<Link>,
     /// Nodes passed between the two ends (transit nodes).
     pub transit: Vec<Node>,
+    /// The node the route arrives at.
     pub end: Node,
 }
 

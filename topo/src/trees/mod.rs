@@ -23,13 +23,19 @@ use crate::{Members, MembersError, Node, Schedule, Topology, Torus};
 /// The shape of a member set, as far as the constructions care.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
+    /// Every node of the torus.
     Full,
+    /// Every node but this one.
     MissingNode(Node),
-    /// Whole planes along the last dimension (not all of them).
+    /// Whole planes along the last dimension (not all of them), given by
+    /// their coordinates along it, increasing.
     Planes(Vec<u32>),
+    /// Anything else: served by a chain, or the binomial tree.
     Irregular,
 }
 
+/// Recognises `members`' shape on `torus`, the first that fits in the
+/// order of [`Shape`]'s variants.
 pub fn classify(torus: &Torus, members: &Members) -> Shape {
     if members.len() == torus.nodes() as usize {
         Shape::Full
