@@ -12,13 +12,13 @@ mod rectangle;
 pub use binomial::{binomial, binomial_rounds};
 pub use chain::chain;
 pub use disjoint::disjoint_chains;
-pub use missing_node::{
-    missing_node, missing_node_colours, missing_node_colours_apply, missing_node_tree,
-};
-pub use planes::{member_planes, planes};
+pub use missing_node::{missing_node_colours, missing_node_colours_apply, missing_node_tree};
+pub use planes::planes;
 pub use rectangle::{colours_apply, rectangle, rectangle_colours};
 
 use crate::{Members, MembersError, Node, Schedule, Topology, Torus};
+use missing_node::missing_node;
+use planes::member_planes;
 
 /// The shape of a member set, as far as the constructions care.
 #[derive(Clone, Debug, PartialEq, Eq)]
