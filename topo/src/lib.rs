@@ -2,6 +2,9 @@
 //! loads, and contention-free broadcast trees for torus sub-communicators
 //! with their checker. Pure computation: no I/O, no transport.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 mod check;
 mod fat_tree;
 mod mapping;
