@@ -6,53 +6,104 @@ use crate::route::RouteError;
 use crate::{Link, Members, Node, Schedule, Topology, Torus};
 
 /// What is structurally wrong with a schedule.
+///
+/// `colour` is always an index into [`Schedule::colours`]; `parent` and
+/// `child` are the ends of the offending [`Edge`](crate::Edge).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScheduleError {
+    /// The schedule has no tree at all.
     #[error("the schedule has no colours")]
     NoColours,
+    /// A colour is rooted outside the member set.
     #[error("colour {colour}: the root {root} is not a member")]
-    RootNotMember { colour: usize, root: Node },
+    RootNotMember {
+        /// The colour's index.
+        colour: usize,
+        /// Its root.
+        root: Node,
+    },
+    /// Every colour must share colour 0's root; this one does not.
     #[error("colour {colour}: its root {root} differs from colour 0's")]
-    RootsDiffer { colour: usize, root: Node },
+    RootsDiffer {
+        /// The colour's index.
+        colour: usize,
+        /// Its root.
+        root: Node,
+    },
+    /// An edge's parent or child is not a member.
     #[error("colour {colour}: edge {parent} -> {child} touches a non-member")]
     NonMember {
+        /// The colour's index.
         colour: usize,
+        /// The sending end.
         parent: Node,
+        /// The receiving end.
         child: Node,
     },
+    /// A member is entered by other than one edge (the root by none).
     #[error("colour {colour}: node {node} is entered {count} times")]
     InDegree {
+        /// The colour's index.
         colour: usize,
+        /// The member.
         node: Node,
+        /// Edges entering it.
         count: usize,
     },
+    /// A member's parent chain never reaches the root: it lies on a cycle.
     #[error("colour {colour}: member {node} is not reached from the root")]
-    Unreached { colour: usize, node: Node },
+    Unreached {
+        /// The colour's index.
+        colour: usize,
+        /// The member.
+        node: Node,
+    },
+    /// An edge's route is not one BG/P's routing could take.
     #[error("colour {colour}: edge {parent} -> {child}: {error}")]
     Route {
+        /// The colour's index.
         colour: usize,
+        /// The sending end.
         parent: Node,
+        /// The receiving end.
         child: Node,
+        /// What is wrong with the route.
         error: RouteError,
     },
+    /// An edge's route ends elsewhere than at its child (or the edge is a
+    /// self-loop).
     #[error("colour {colour}: edge {parent} -> {child} ends at {end}")]
     WrongEnd {
+        /// The colour's index.
         colour: usize,
+        /// The sending end.
         parent: Node,
+        /// The receiving end.
         child: Node,
+        /// Where the route actually ends.
         end: Node,
     },
+    /// A deposit edge (line-broadcast hop) spans more than one link.
     #[error("colour {colour}: deposit edge {parent} -> {child} is not a unit hop")]
     LongDeposit {
+        /// The colour's index.
         colour: usize,
+        /// The sending end.
         parent: Node,
+        /// The receiving end.
         child: Node,
     },
+    /// An edge's route passes through a forbidden (failed) node.
     #[error("colour {colour}: edge {parent} -> {child} passes through forbidden node {node}")]
     Forbidden {
+        /// The colour's index.
         colour: usize,
+        /// The sending end.
         parent: Node,
+        /// The receiving end.
         child: Node,
+        /// The forbidden transit node.
         node: Node,
     },
 }

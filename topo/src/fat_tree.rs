@@ -5,6 +5,8 @@
 
 use crate::{Link, Node, Topology};
 
+/// A k-ary fat-tree; its nodes are the k^3/4 hosts (switches are not nodes,
+/// only the ends of links), numbered pod by pod, edge switch by edge switch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FatTree {
     k: u32,

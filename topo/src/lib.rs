@@ -2,6 +2,9 @@
 //! loads, and contention-free broadcast trees for torus sub-communicators
 //! with their checker. Pure computation: no I/O, no transport.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 mod check;
 mod fat_tree;
 mod mapping;
@@ -29,7 +32,10 @@ pub struct Link(pub u32);
 /// A network: nodes, directed links, and one deterministic route between
 /// any two nodes.
 pub trait Topology {
+    /// How many nodes (hosts) it has: they are numbered `0..nodes()`.
     fn nodes(&self) -> u32;
+    /// How many directed links it has: they are numbered `0..links()`, so
+    /// `Link.0` indexes a load vector of this length.
     fn links(&self) -> u32;
     /// Appends the links of the route from `from` to `to` (none when equal).
     fn route(&self, from: Node, to: Node, out: &mut Vec<Link>);

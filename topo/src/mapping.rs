@@ -4,10 +4,16 @@
 
 use crate::{Node, Topology, Torus};
 
+/// Which node of a torus each rank of a job runs on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RankMap {
     /// Rank r on node r / `per_node`.
-    RowMajor { ranks: u32, per_node: u32 },
+    RowMajor {
+        /// How many ranks the job has.
+        ranks: u32,
+        /// Ranks sharing one node (at least 1).
+        per_node: u32,
+    },
     /// Rank r on `nodes[r]`.
     List(Vec<Node>),
 }
@@ -66,6 +72,7 @@ impl RankMap {
         RankMap::from_list(torus, nodes)
     }
 
+    /// How many ranks the map places.
     pub fn ranks(&self) -> u32 {
         match self {
             RankMap::RowMajor { ranks, .. } => *ranks,

@@ -5,15 +5,34 @@ use crate::{Node, Topology, Torus};
 
 /// Why a member set or root cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MembersError {
+    /// The member list has no node.
     #[error("a sub-communicator needs at least one member")]
     Empty,
+    /// A node appears more than once in the member list.
     #[error("node {node} is listed twice")]
-    Duplicate { node: Node },
+    Duplicate {
+        /// The repeated node.
+        node: Node,
+    },
+    /// A member is not a node of the torus.
     #[error("node {node} is outside the topology of {nodes} nodes")]
-    Outside { node: Node, nodes: u32 },
+    Outside {
+        /// The out-of-range node.
+        node: Node,
+        /// The torus's node count: valid nodes are `0..nodes`.
+        nodes: u32,
+    },
+    /// The root is not a member, or (from [`Tree::reroot`](crate::Tree::reroot))
+    /// no path of the tree leads to it.
     #[error("the root, node {root}, is not a member")]
-    RootNotMember { root: Node },
+    RootNotMember {
+        /// The requested root.
+        root: Node,
+    },
+    /// A construction cannot serve this member set or torus; the text says
+    /// what it needs and what it got (a fallback records it).
     #[error("{0}")]
     Shape(String),
 }
@@ -25,6 +44,8 @@ pub struct Members {
 }
 
 impl Members {
+    /// Validates `nodes` (any order) against `torus`: each inside it, none
+    /// twice, at least one.
     pub fn new(
         torus: &Torus,
         nodes: impl IntoIterator<Item = Node>,
@@ -51,14 +72,17 @@ impl Members {
         }
     }
 
+    /// Whether `node` is a member (a binary search).
     pub fn contains(&self, node: Node) -> bool {
         self.nodes.binary_search(&node).is_ok()
     }
 
+    /// How many members there are.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Always false: a validated set has a member (kept beside `len`).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }

@@ -7,40 +7,73 @@ use crate::{Link, Node, Torus};
 /// `len` hops along `dim`, upward (+) or downward (−).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Segment {
+    /// The torus dimension it runs along.
     pub dim: usize,
+    /// Towards higher coordinates (wrapping past the top on a ring).
     pub up: bool,
+    /// Hops, at least 1 in a valid route.
     pub len: u32,
 }
 
 /// What following a route visits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
+    /// The directed links crossed, in order.
     pub links: Vec<Link>,
     /// Nodes passed between the two ends (transit nodes).
     pub transit: Vec<Node>,
+    /// The node the route arrives at.
     pub end: Node,
 }
 
 /// Why a route is not one BG/P's routing could take.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RouteError {
+    /// A segment's dimension is not below the torus's dimension count.
     #[error("segment {index} goes along dimension {dim}, which the torus does not have")]
-    NoSuchDimension { index: usize, dim: usize },
+    NoSuchDimension {
+        /// Position of the segment in the route.
+        index: usize,
+        /// The dimension it names.
+        dim: usize,
+    },
+    /// A segment of zero hops (BG/P's routes have none).
     #[error("segment {index} is empty")]
-    Empty { index: usize },
+    Empty {
+        /// Position of the segment in the route.
+        index: usize,
+    },
+    /// A segment steps past the edge of a dimension that does not wrap.
     #[error("segment {index} runs off the mesh along dimension {dim}")]
-    OffTheMesh { index: usize, dim: usize },
+    OffTheMesh {
+        /// Position of the segment in the route.
+        index: usize,
+        /// The non-wrapping dimension it leaves.
+        dim: usize,
+    },
+    /// A segment goes the long way round a ring: more than half its extent.
     #[error(
         "segment {index} takes {len} hops along dimension {dim} of extent {extent}: not minimal"
     )]
     NotMinimal {
+        /// Position of the segment in the route.
         index: usize,
+        /// The ring's dimension.
         dim: usize,
+        /// The segment's hops.
         len: u32,
+        /// The ring's extent (nodes round it).
         extent: u32,
     },
+    /// A segment's dimension is not above the previous segment's.
     #[error("segment {index} goes along dimension {dim} after a higher or equal one")]
-    OutOfOrder { index: usize, dim: usize },
+    OutOfOrder {
+        /// Position of the segment in the route.
+        index: usize,
+        /// Its dimension.
+        dim: usize,
+    },
 }
 
 impl Torus {

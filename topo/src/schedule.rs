@@ -11,13 +11,19 @@ use crate::{MembersError, Node, Torus};
 /// line broadcast: a single unit segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Edge {
+    /// The sending node.
     pub parent: Node,
+    /// The receiving node.
     pub child: Node,
+    /// The links the data follows from parent to child.
     pub route: Vec<Segment>,
+    /// One unit hop of a line broadcast (BG/P's deposit bit) rather than a
+    /// routed unicast: `route` is then a single one-hop segment.
     pub deposit: bool,
 }
 
 impl Edge {
+    /// A point-to-point send along `route` (not a deposit hop).
     pub fn unicast(parent: Node, child: Node, route: Vec<Segment>) -> Edge {
         Edge {
             parent,
@@ -27,6 +33,8 @@ impl Edge {
         }
     }
 
+    /// A deposit hop: one link along `dim` from `parent` to its neighbour
+    /// `child`.
     pub fn hop(parent: Node, child: Node, dim: usize, up: bool) -> Edge {
         Edge {
             parent,
@@ -50,7 +58,9 @@ impl Edge {
 /// One colour. Edges are listed in the order parents send them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tree {
+    /// The node the data starts from.
     pub root: Node,
+    /// Every member but the root is the child of exactly one edge.
     pub edges: Vec<Edge>,
 }
 
@@ -155,13 +165,20 @@ impl fmt::Display for Construction {
 /// The parent and children of one node in one colour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Place {
+    /// Where the node receives from; `None` at the root (or off the tree).
     pub parent: Option<Node>,
+    /// Where it sends, in the order it sends.
     pub children: Vec<Node>,
 }
 
+/// A broadcast (or, edges reversed, reduce) over a member set: one tree per
+/// colour, all rooted at the same node, the message split evenly among them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
+    /// Which construction built it.
     pub construction: Construction,
+    /// The trees, one per colour; each carries 1/k of the message, k being
+    /// their number.
     pub colours: Vec<Tree>,
     /// Reduce and broadcast may run at once: no link is used both ways.
     pub concurrent_allreduce: bool,
@@ -171,6 +188,8 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule of `colours`, claiming no concurrent allreduce and no
+    /// fallback (the constructions set those).
     pub fn new(construction: Construction, colours: Vec<Tree>) -> Schedule {
         Schedule {
             construction,

@@ -4,6 +4,9 @@
 
 use crate::{Link, Node, Topology};
 
+/// A torus, mesh or mix of both: an extent and a wrap flag per dimension.
+/// The link leaving node n upward along dimension d is numbered
+/// `(n * dims().len() + d) * 2`; the downward one is the next number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Torus {
     dims: Vec<u32>,
@@ -51,10 +54,13 @@ impl Torus {
         Torus::new(&dims).expect("a valid torus")
     }
 
+    /// The extent (nodes along) of each dimension.
     pub fn dims(&self) -> &[u32] {
         &self.dims
     }
 
+    /// `node`'s coordinate along each dimension (row-major: dimension 0
+    /// varies slowest).
     pub fn coordinates(&self, node: Node) -> Vec<u32> {
         let mut rest = node;
         let mut out = vec![0; self.dims.len()];
@@ -65,6 +71,8 @@ impl Torus {
         out
     }
 
+    /// The node at `coordinates` (one per dimension, each below its extent):
+    /// the inverse of [`Torus::coordinates`].
     pub fn node(&self, coordinates: &[u32]) -> Node {
         coordinates
             .iter()
@@ -72,6 +80,7 @@ impl Torus {
             .fold(0, |n, (&c, &extent)| n * extent + c)
     }
 
+    /// Whether `dim` is a ring (true) or a line (a mesh dimension).
     pub fn wraps(&self, dim: usize) -> bool {
         self.wrap[dim]
     }

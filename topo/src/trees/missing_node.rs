@@ -6,7 +6,7 @@ use super::rectangle::{bgp_colour, face, lines_through};
 use crate::{Construction, Members, MembersError, Node, Schedule, Topology, Torus};
 
 /// The one node of the torus that is not a member.
-pub fn missing_node(torus: &Torus, members: &Members) -> Option<Node> {
+pub(crate) fn missing_node(torus: &Torus, members: &Members) -> Option<Node> {
     if members.len() + 1 != torus.nodes() as usize {
         return None;
     }

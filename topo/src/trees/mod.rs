@@ -12,24 +12,30 @@ mod rectangle;
 pub use binomial::{binomial, binomial_rounds};
 pub use chain::chain;
 pub use disjoint::disjoint_chains;
-pub use missing_node::{
-    missing_node, missing_node_colours, missing_node_colours_apply, missing_node_tree,
-};
-pub use planes::{member_planes, planes};
+pub use missing_node::{missing_node_colours, missing_node_colours_apply, missing_node_tree};
+pub use planes::planes;
 pub use rectangle::{colours_apply, rectangle, rectangle_colours};
 
 use crate::{Members, MembersError, Node, Schedule, Topology, Torus};
+use missing_node::missing_node;
+use planes::member_planes;
 
 /// The shape of a member set, as far as the constructions care.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
+    /// Every node of the torus.
     Full,
+    /// Every node but this one.
     MissingNode(Node),
-    /// Whole planes along the last dimension (not all of them).
+    /// Whole planes along the last dimension (not all of them), given by
+    /// their coordinates along it, increasing.
     Planes(Vec<u32>),
+    /// Anything else: served by a chain, or the binomial tree.
     Irregular,
 }
 
+/// Recognises `members`' shape on `torus`, the first that fits in the
+/// order of [`Shape`]'s variants.
 pub fn classify(torus: &Torus, members: &Members) -> Shape {
     if members.len() == torus.nodes() as usize {
         Shape::Full

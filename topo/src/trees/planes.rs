@@ -8,7 +8,7 @@ use crate::{Construction, Edge, Members, MembersError, Node, Schedule, Segment, 
 
 /// The member planes (Z coordinates, increasing) when the members are
 /// exactly whole planes along the last dimension.
-pub fn member_planes(torus: &Torus, members: &Members) -> Option<Vec<u32>> {
+pub(crate) fn member_planes(torus: &Torus, members: &Members) -> Option<Vec<u32>> {
     let z = torus.dims().len() - 1;
     let mut planes: Vec<u32> = members
         .nodes()
