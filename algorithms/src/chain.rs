@@ -83,7 +83,8 @@ impl CallTags {
     /// Rounds per call; more than any O(log N) collective on 2^32 ranks needs.
     const ROUNDS: u32 = 256;
 
-    pub fn round(self, round: u32) -> Tag {
+    /// The tag of round `round` of this call; `round` must be below `ROUNDS`.
+    pub(crate) fn round(self, round: u32) -> Tag {
         debug_assert!(round < Self::ROUNDS);
         self.base.wrapping_add(round)
     }
@@ -136,10 +137,12 @@ impl Chain {
         })
     }
 
+    /// This process's position in the chain, `0..size`.
     pub fn rank(&self) -> u32 {
         self.rank
     }
 
+    /// The number of processes in the chain.
     pub fn size(&self) -> u32 {
         self.size
     }
@@ -159,6 +162,8 @@ impl Chain {
         self.right
     }
 
+    /// The communication context that keeps this chain's messages apart
+    /// from every other group's.
     pub fn context(&self) -> ContextId {
         self.context
     }

@@ -2,27 +2,43 @@
 //! call can get wrong (arguments that differ across processes, user code
 //! that panics, payloads that do not decode).
 
+/// What every collective call returns; the error defaults to [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Why a collective call failed on this process.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The transport failed a send, receive or setup step under the call.
     #[error(transparent)]
     Transport(#[from] catena_fabric::Error),
     /// Processes of one collective call passed arguments that must agree but
     /// do not (color or key types, algorithm, split or reorder mode, root).
     #[error("processes disagree on {what}")]
-    Mismatch { what: String },
+    Mismatch {
+        /// Which argument differed, in words.
+        what: String,
+    },
     /// A user operation or comparator panicked; its message.
     #[error("user code panicked in {what}: {message}")]
-    UserCode { what: &'static str, message: String },
+    UserCode {
+        /// Which user code panicked (e.g. the reduce operation).
+        what: &'static str,
+        /// The panic payload if it was a string, else a placeholder.
+        message: String,
+    },
     /// A payload could not be encoded, or a peer's could not be decoded.
     #[error("cannot {action} {what}: {message}")]
     Codec {
+        /// Whether encoding or decoding failed.
         action: &'static str,
+        /// The kind of payload (e.g. a color, a key, a reduce value).
         what: &'static str,
+        /// The codec's error message.
         message: String,
     },
+    /// An argument is unusable on this process alone (e.g. a root outside
+    /// the group); carries the explanation.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }

@@ -3,6 +3,7 @@
 //! and in the simulator.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod chain;
 mod codec;
