@@ -32,13 +32,13 @@ pub enum Error {
     Codec {
         /// Whether encoding or decoding failed.
         action: &'static str,
-        /// The kind of payload (e.g. a color, a key, a reduce value).
+        /// The kind of payload (e.g. "a color", "a bcast value").
         what: &'static str,
         /// The codec's error message.
         message: String,
     },
-    /// An argument is unusable on this process alone (e.g. a root outside
-    /// the group); carries the explanation.
+    /// An argument is unusable on this process alone (e.g. a chain rank not
+    /// below its size, an unknown split algorithm); carries the explanation.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }

@@ -23,7 +23,9 @@ use window::{Endpoint, Rings};
 /// One colour's tree around this process (world ranks).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TreePlace {
+    /// Where this process's share comes from (`None` at the root).
     pub parent: Option<Rank>,
+    /// Where it forwards its share to, in sending order.
     pub children: Vec<Rank>,
 }
 
@@ -34,6 +36,7 @@ pub struct TreePlace {
 /// every colour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TreePlan {
+    /// This process's place in each colour's tree.
     pub colours: Vec<TreePlace>,
     /// Reduce and broadcast may overlap (the schedule is
     /// undirected-link-disjoint); otherwise allreduce reduces everything,
@@ -41,6 +44,7 @@ pub struct TreePlan {
     pub concurrent_allreduce: bool,
 }
 
+/// How a pipelined collective cuts and buffers its message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PipelineConfig {
     /// Bytes per chunk (rounded down to whole elements in each call).

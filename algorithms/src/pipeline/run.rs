@@ -47,7 +47,7 @@ pub(super) struct Lane<E> {
 
 impl<E> Lane<E> {
     /// The elements of the call's chunk `index` of this colour.
-    pub fn chunk(&self, index: u64, chunk: usize) -> Range<usize> {
+    pub(crate) fn chunk(&self, index: u64, chunk: usize) -> Range<usize> {
         // `index` is below `chunks`, so the product stays within the share.
         let start = self.share.start + index as usize * chunk;
         start..(start + chunk).min(self.share.end)
@@ -75,7 +75,7 @@ fn share(len: usize, colours: usize, colour: usize) -> Range<usize> {
 impl<'r, 't, T: Transport, E: Pod> Run<'r, 't, T, E> {
     /// Starts a call, unless its elements do not fit a chunk or an earlier
     /// call failed.
-    pub fn new(
+    pub(crate) fn new(
         tc: &'r mut TreeCollective<'t, T>,
         len: usize,
         mode: Mode<'r, E>,
@@ -135,7 +135,7 @@ impl<'r, 't, T: Transport, E: Pod> Run<'r, 't, T, E> {
         })
     }
 
-    pub async fn drive(mut self, deadline: Time) -> Result<()> {
+    pub(crate) async fn drive(mut self, deadline: Time) -> Result<()> {
         loop {
             let mut advanced = false;
             for c in 0..self.lanes.len() {
@@ -206,12 +206,12 @@ impl<'r, 't, T: Transport, E: Pod> Run<'r, 't, T, E> {
 
     /// Whether `edge`'s peer has consumed enough that chunk `seq` of the
     /// sequence sent to it finds its slot free.
-    pub fn has_room(&self, edge: &Edge, seq: u64) -> catena_fabric::Result<bool> {
+    pub(crate) fn has_room(&self, edge: &Edge, seq: u64) -> catena_fabric::Result<bool> {
         Ok(self.tc.window.signal(edge.local.credits)? + self.tc.rings.slots > seq)
     }
 
     /// Whether chunk `seq` of the sequence `edge`'s peer sends has landed.
-    pub fn has_arrived(&self, edge: &Edge, seq: u64) -> catena_fabric::Result<bool> {
+    pub(crate) fn has_arrived(&self, edge: &Edge, seq: u64) -> catena_fabric::Result<bool> {
         Ok(self.tc.window.signal(edge.local.arrived)? > seq)
     }
 }

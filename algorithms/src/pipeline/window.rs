@@ -35,7 +35,7 @@ pub(super) struct Rings {
 
 impl Rings {
     /// The offset of the slot that chunk `seq` of a sequence occupies.
-    pub fn slot(&self, ring: usize, seq: u64) -> usize {
+    pub(crate) fn slot(&self, ring: usize, seq: u64) -> usize {
         // Below `slots`, which fits in usize (the window was allocated).
         let index = (seq % self.slots) as usize;
         ring + index * (HEADER + self.chunk)
@@ -53,7 +53,7 @@ pub(super) struct Layout {
 
 impl Layout {
     /// Room for `edges` endpoints whose rings have `slots` slots of `chunk` bytes.
-    pub fn new(edges: usize, slots: usize, chunk: usize) -> Result<Layout> {
+    pub(crate) fn new(edges: usize, slots: usize, chunk: usize) -> Result<Layout> {
         let too_big = || {
             Error::InvalidArgument(format!(
                 "a window for {edges} tree edges of {slots} slots of {chunk} bytes is too large"
@@ -76,11 +76,11 @@ impl Layout {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn endpoint(&mut self) -> Endpoint {
+    pub(crate) fn endpoint(&mut self) -> Endpoint {
         let endpoint = Endpoint {
             ring: self.next_ring,
             arrived: self.next_word,
@@ -104,13 +104,13 @@ pub(super) struct Header {
 }
 
 impl Header {
-    pub fn to_bytes(self) -> [u8; HEADER] {
+    pub(crate) fn to_bytes(self) -> [u8; HEADER] {
         let words = [u64::from(self.reduce), self.element as u64, self.len as u64];
         bytemuck::cast(words.map(u64::to_le))
     }
 
     /// The header at `offset` of `window`, as a peer put it there.
-    pub fn read(window: &impl LocalWindow, offset: usize) -> Result<Header> {
+    pub(crate) fn read(window: &impl LocalWindow, offset: usize) -> Result<Header> {
         let mut bytes = [0; HEADER];
         window.read(offset, &mut bytes)?;
         let [reduce, element, len] = bytemuck::cast::<_, [u64; 3]>(bytes).map(u64::from_le);

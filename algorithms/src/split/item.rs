@@ -25,7 +25,7 @@ pub(crate) struct Item<K> {
 pub(crate) type KeyOrder<'a, K> = &'a dyn Fn(&K, &K) -> Ordering;
 
 impl<K> Item<K> {
-    pub fn cmp_by(&self, other: &Item<K>, order: KeyOrder<'_, K>) -> Result<Ordering> {
+    pub(crate) fn cmp_by(&self, other: &Item<K>, order: KeyOrder<'_, K>) -> Result<Ordering> {
         let by_color = self.color.cmp(&other.color);
         if by_color != Ordering::Equal {
             return Ok(by_color);

@@ -197,22 +197,29 @@ impl FromStr for Algorithm {
 /// by their lowest parent rank) and how many groups the split made.
 #[derive(Debug)]
 pub struct Group {
+    /// This member's node in the new group's chain (rank, size, neighbours).
     pub chain: Chain,
+    /// The group's number, 0.., in the order of the groups' lowest parent
+    /// ranks (the same on every member of every group).
     pub id: u32,
+    /// How many groups the split made.
     pub count: u32,
 }
 
 /// What a split gives one process.
 #[derive(Debug)]
 pub enum Split {
+    /// The process is a member of this new group.
     Member(Group),
     /// The process passed `Color::NotMember`; `groups` were made without it.
     NotMember {
+        /// How many groups the split made.
         groups: u32,
     },
 }
 
 impl Split {
+    /// The new group, if this process is a member.
     pub fn group(&self) -> Option<&Group> {
         match self {
             Split::Member(g) => Some(g),
