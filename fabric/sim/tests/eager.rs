@@ -9,7 +9,7 @@ use std::time::Duration;
 use catena_fabric::conformance::{self, Check, SUITE};
 use catena_fabric::eager::wire::SLOT_COUNT;
 use catena_fabric::{Error, Rank, Rma, Transport};
-use catena_sim::{EagerRank, Enumerated, LogGp, Report, Seeded, Sim};
+use catena_sim::{Delays, EagerRank, Enumerated, LogGp, Report, Seeded, Sim};
 
 const MODEL: LogGp = LogGp {
     latency_ns: 1_000.0,
@@ -33,15 +33,26 @@ fn eager_run(
     seed: u64,
     body: impl AsyncFn(&EagerRank<'_>) -> catena_fabric::Result<()>,
 ) -> Report {
-    let sim = Sim::new(ranks, MODEL)
-        .with_delays(Seeded::new(seed, MAX_DELAY_NS))
-        .with_trace();
+    let delays = Seeded::new(seed, MAX_DELAY_NS);
+    run_with(ranks, ring, delays, &format!("seed {seed}"), body)
+}
+
+/// Runs `body` on `ranks` eager ranks with `delays` (named `what` in
+/// failures), tracing events; every rank must finish and succeed.
+fn run_with(
+    ranks: u32,
+    ring: usize,
+    delays: impl Delays + 'static,
+    what: &str,
+    body: impl AsyncFn(&EagerRank<'_>) -> catena_fabric::Result<()>,
+) -> Report {
+    let sim = Sim::new(ranks, MODEL).with_delays(delays).with_trace();
     let (results, report) = sim
         .run_eager(ring, body)
-        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     for (rank, r) in results.into_iter().enumerate() {
         if let Err(e) = r {
-            panic!("seed {seed}, rank {rank}: {e}");
+            panic!("{what}, rank {rank}: {e}");
         }
     }
     report
@@ -128,17 +139,9 @@ fn simultaneous_first_contact_in_every_order() {
     let mut distinct = std::collections::HashSet::new();
     for delay in [300, 1_500, 6_000] {
         for mask in 0..1u64 << OPERATIONS {
-            let sim = Sim::new(2, MODEL)
-                .with_delays(Enumerated::new(mask, delay))
-                .with_trace();
-            let (results, report) = sim
-                .run_eager(RING, contact_each_other)
-                .unwrap_or_else(|e| panic!("mask {mask:#b}, delay {delay}: {e}"));
-            for (rank, r) in results.into_iter().enumerate() {
-                if let Err(e) = r {
-                    panic!("mask {mask:#b}, delay {delay}, rank {rank}: {e}");
-                }
-            }
+            let delays = Enumerated::new(mask, delay);
+            let what = format!("mask {mask:#b}, delay {delay}");
+            let report = run_with(2, RING, delays, &what, contact_each_other);
             assert!(report.delayed_operations >= u64::from(OPERATIONS));
             distinct.insert(report.trace);
         }
