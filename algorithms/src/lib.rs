@@ -2,6 +2,7 @@
 //! `catena_fabric::Transport` contract so it runs unchanged on every provider
 //! and in the simulator.
 
+pub mod bulk;
 pub mod chain;
 mod codec;
 mod error;

@@ -6,12 +6,12 @@
 
 use std::time::{Duration, Instant};
 
+use catena_algorithms::bulk::{ring_allreduce, scatter_allgather};
 use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
 use catena_fabric::{block_on, Provider, Rank, Transport};
 use catena_topo::trees::{auto, binomial};
 use catena_topo::{Node, RankMap, Schedule, Torus};
 
-use super::baseline::{ring_allreduce, scatter_allgather};
 use super::simulate::{Algo, Op};
 use crate::report::{human_bytes, quantile, Table};
 

@@ -7,12 +7,12 @@
 use std::cell::Cell;
 use std::time::Duration;
 
+use catena_algorithms::bulk::{ring_allreduce, scatter_allgather};
 use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
 use catena_fabric::sim::{Routed, Sim, SimRank};
 use catena_fabric::{Rank, Rma, Time};
 use catena_topo::{check, Members, RankMap, Schedule, Topology, Torus};
 
-use super::baseline::{ring_allreduce, scatter_allgather};
 use super::cases::{Case, Group};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
