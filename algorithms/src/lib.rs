@@ -13,6 +13,9 @@ pub mod shift;
 pub mod split;
 pub mod tree;
 
+pub use bulk::{
+    ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream,
+};
 pub use chain::{Chain, Neighbours};
 pub use codec::Wire;
 pub use error::{Error, Result};

@@ -1,112 +1,69 @@
-//! The large-message algorithms MPI libraries use when they ignore the
-//! torus, as baselines: broadcast by binomial scatter then ring allgather
-//! (van de Geijn), allreduce by ring reduce-scatter then ring allgather.
-//! Tagged messages over the communicator's rank order; O(M/P) per process
-//! beyond the root's message.
+//! Broadcast of a large message by van de Geijn's algorithm: a binomial
+//! scatter of one piece per process from the root, then a ring allgather of
+//! the pieces. Each process sends about M bytes whatever P, where a binomial
+//! tree makes the root send M log P.
 
-use std::ops::Range;
+use std::cell::Cell;
 
-use catena_fabric::{ContextId, Rank, Result, Time, Transport};
+use catena_fabric::{ContextId, Rank, Time, Transport};
 
-const SCATTER: u32 = 1;
-const RING: u32 = 2;
+use super::ring::{allgather, expect_bytes, piece, Ring, SCATTER};
+use super::{read_cells, write_cells};
+use crate::error::user_code;
+use crate::Result;
 
-/// Piece k of P near-equal pieces of `len` units.
-fn piece(len: usize, parts: usize, k: usize) -> Range<usize> {
-    let (base, extra) = (len / parts, len % parts);
-    let start = k * base + k.min(extra);
-    start..start + base + usize::from(k < extra)
-}
-
-/// Where this process sits: its index relative to the root, and the rank
-/// at any relative index.
-struct Ring<'a> {
-    ranks: &'a [Rank],
-    root: usize,
-    me: usize,
-}
-
-impl Ring<'_> {
-    fn new<'a>(ranks: &'a [Rank], root: Rank, me: Rank) -> Ring<'a> {
-        let at = |r| ranks.iter().position(|&x| x == r).expect("a member");
-        let (root, me) = (at(root), at(me));
-        Ring {
-            ranks,
-            root,
-            me: (me + ranks.len() - root) % ranks.len(),
-        }
-    }
-
-    fn rank(&self, relative: usize) -> Rank {
-        self.ranks[(relative + self.root) % self.ranks.len()]
-    }
-
-    fn parts(&self) -> usize {
-        self.ranks.len()
-    }
-}
-
-/// Ring allgather of P pieces of `len` units: this process starts with
-/// piece `first` (relative index), sends what it got last to the right and
-/// hands every piece it receives to `sink` with its offset in units.
-async fn ring_allgather<T: Transport>(
-    t: &T,
-    ring: &Ring<'_>,
-    ctx: ContextId,
-    len: usize,
-    first: (usize, Vec<u8>),
-    sink: &mut dyn FnMut(usize, &[u8]),
-    deadline: Time,
-) -> Result<()> {
-    let p = ring.parts();
-    let (right, left) = (
-        ring.rank((ring.me + 1) % p),
-        ring.rank((ring.me + p - 1) % p),
-    );
-    let (mut k, mut data) = first;
-    for _ in 0..p - 1 {
-        t.send(right, ctx, RING, &data, deadline).await?;
-        data = t.recv(Some(left), ctx, RING, deadline).await?.data;
-        k = (k + p - 1) % p;
-        sink(piece(len, p, k).start, &data);
-    }
-    Ok(())
-}
-
-/// Broadcast of `len` bytes from `root`: the root's `source` fills the
-/// message, every process gets every piece through `sink`.
+/// Broadcasts `len` bytes from `root` to every rank of `ranks`: the root's
+/// `source(0, out)` fills the whole message once, and every process (the
+/// root included) gets each piece through `sink(offset, data)`, in no
+/// particular order. Every process of `ranks` calls it with the same
+/// `ranks`, `root`, `ctx` and `len`; calls on one context follow one
+/// another. Memory: the root holds the message; a process at relative
+/// index i (counted from the root) holds its scatter subtree's pieces,
+/// lowbit(i)/P of the message, until it has passed them on; then one piece.
+///
+/// Errors: `InvalidArgument` for an empty rank list, a rank twice, or a
+/// root or calling process not in the list (before anything is sent);
+/// `Transport(InvalidRank)` for a rank outside the job; `Mismatch` when a
+/// piece of the wrong length arrives (processes disagree on `len`, `root`
+/// or `ranks`); `UserCode` if `source` or `sink` panics.
 #[allow(clippy::too_many_arguments)]
-pub async fn scatter_allgather<T: Transport>(
+pub async fn scatter_allgather_stream<T: Transport>(
     t: &T,
     ranks: &[Rank],
     root: Rank,
     ctx: ContextId,
     len: usize,
-    source: &mut dyn FnMut(usize, &mut [u8]),
-    sink: &mut dyn FnMut(usize, &[u8]),
+    mut source: impl FnMut(usize, &mut [u8]),
+    mut sink: impl FnMut(usize, &[u8]),
     deadline: Time,
 ) -> Result<()> {
-    let ring = Ring::new(ranks, root, t.rank());
+    let ring = Ring::new(ranks, Some(root), t.rank(), t.size())?;
     let (p, me) = (ring.parts(), ring.me);
-    // Binomial scatter: relative index i holds pieces [i, i + lowbit(i)).
+    // Binomial scatter: relative index i receives pieces [i, i + lowbit(i))
+    // from i - lowbit(i); the root starts with all of them.
     let span = if me == 0 {
         p.next_power_of_two()
     } else {
         1 << me.trailing_zeros()
     };
-    let held = piece(len, p, me).start..piece(len, p, (me + span).min(p) - 1).end;
-    let mut data = vec![0; held.len()];
+    let pieces = |first: usize, count: usize| {
+        piece(len, p, first).start..piece(len, p, (first + count).min(p) - 1).end
+    };
+    let held = pieces(me, span);
+    let mut data;
     if me == 0 {
-        source(0, &mut data);
+        data = vec![0; held.len()];
+        user_code("a broadcast source", || source(0, &mut data))?;
     } else {
-        let parent = ring.rank(me - (1 << me.trailing_zeros()));
+        let parent = ring.rank(me - span);
         data = t.recv(Some(parent), ctx, SCATTER, deadline).await?.data;
+        expect_bytes(data.len(), held.len(), parent)?;
     }
     let mut mask = span / 2;
     while mask > 0 {
         let child = me + mask;
         if child < p {
-            let sub = piece(len, p, child).start..piece(len, p, (child + mask).min(p) - 1).end;
+            let sub = pieces(child, mask);
             let bytes = &data[sub.start - held.start..sub.end - held.start];
             t.send(ring.rank(child), ctx, SCATTER, bytes, deadline)
                 .await?;
@@ -115,52 +72,38 @@ pub async fn scatter_allgather<T: Transport>(
     }
     let own = piece(len, p, me);
     data.truncate(own.len());
-    sink(own.start, &data);
-    ring_allgather(t, &ring, ctx, len, (me, data), sink, deadline).await
+    let mut sink =
+        |offset: usize, data: &[u8]| user_code("a broadcast sink", || sink(offset, data));
+    sink(own.start, &data)?;
+    allgather(t, &ring, ctx, len, 1, (me, data), &mut sink, deadline).await
 }
 
-/// Allreduce (i64 wrapping sum) of `len` elements: ring reduce-scatter,
-/// then ring allgather of the reduced pieces.
-#[allow(clippy::too_many_arguments)]
-pub async fn ring_allreduce<T: Transport>(
+/// [`scatter_allgather_stream`] from the root's `data` into every other
+/// process's `data` (all pass the same length).
+pub async fn scatter_allgather<T: Transport>(
     t: &T,
     ranks: &[Rank],
+    root: Rank,
     ctx: ContextId,
-    len: usize,
-    contribution: &mut dyn FnMut(usize, &mut [i64]),
-    result: &mut dyn FnMut(usize, &[i64]),
+    data: &mut [u8],
     deadline: Time,
 ) -> Result<()> {
-    let ring = Ring::new(ranks, ranks[0], t.rank());
-    let (p, me) = (ring.parts(), ring.me);
-    let (right, left) = (ring.rank((me + 1) % p), ring.rank((me + p - 1) % p));
-    let own = |k: usize, contribution: &mut dyn FnMut(usize, &mut [i64])| {
-        let range = piece(len, p, k);
-        let mut v = vec![0i64; range.len()];
-        contribution(range.start, &mut v);
-        v
-    };
-    let mut k = me;
-    let mut partial = own(k, contribution);
-    for _ in 0..p - 1 {
-        let bytes: Vec<u8> = partial.iter().flat_map(|x| x.to_le_bytes()).collect();
-        t.send(right, ctx, RING, &bytes, deadline).await?;
-        let got = t.recv(Some(left), ctx, RING, deadline).await?.data;
-        k = (k + p - 1) % p;
-        partial = own(k, contribution);
-        for (a, b) in partial.iter_mut().zip(got.chunks_exact(8)) {
-            *a = a.wrapping_add(i64::from_le_bytes(b.try_into().expect("8 bytes")));
-        }
-    }
-    // This process now holds piece k reduced over everyone.
-    let elements = |bytes: &[u8]| -> Vec<i64> {
-        bytes
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
-            .collect()
-    };
-    result(piece(len, p, k).start, &partial);
-    let bytes: Vec<u8> = partial.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let mut sink = |offset: usize, data: &[u8]| result(offset, &elements(data));
-    ring_allgather(t, &ring, ctx, len, (k, bytes), &mut sink, deadline).await
+    let is_root = t.rank() == root;
+    let cells = Cell::from_mut(data).as_slice_of_cells();
+    scatter_allgather_stream(
+        t,
+        ranks,
+        root,
+        ctx,
+        cells.len(),
+        |offset, out| read_cells(&cells[offset..], out),
+        // The root has the message already.
+        |offset, piece| {
+            if !is_root {
+                write_cells(&cells[offset..], piece)
+            }
+        },
+        deadline,
+    )
+    .await
 }
