@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use catena_algorithms::{
     ring_allreduce, scatter_allgather, torus_plan, PipelineConfig, TreeCollective,
 };
-use catena_fabric::{block_on, Provider, Rank, Transport};
+use catena_fabric::{block_on, Provider, Rank, Transport, WithProvider};
 use catena_topo::trees::{auto, binomial};
 use catena_topo::{Node, RankMap, Schedule, Torus};
 
@@ -40,16 +40,16 @@ pub struct RunArgs {
 }
 
 pub fn main(args: &RunArgs) -> crate::Outcome {
-    match args.provider.as_str() {
-        "shm" => measure::<catena_fabric::shm::ShmTransport>(args),
-        #[cfg(feature = "ofi")]
-        "ofi" => measure::<catena_fabric::ofi::OfiTransport>(args),
-        #[cfg(feature = "ucx")]
-        "ucx" => measure::<catena_fabric::ucx::UcxTransport>(args),
-        other => Err(format!(
-            "provider {other:?}: this build has shm, ofi and ucx as its features allow"
-        )
-        .into()),
+    catena_fabric::with_provider(&args.provider, Measure(args))?
+}
+
+/// [`measure`] on the provider the user named.
+struct Measure<'a>(&'a RunArgs);
+
+impl WithProvider for Measure<'_> {
+    type Output = crate::Outcome;
+    fn run<P: Provider>(self) -> crate::Outcome {
+        measure::<P>(self.0)
     }
 }
 
