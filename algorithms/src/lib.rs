@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod bulk;
 pub mod chain;
 mod codec;
 mod error;
@@ -15,6 +16,9 @@ pub mod shift;
 pub mod split;
 pub mod tree;
 
+pub use bulk::{
+    ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream,
+};
 pub use chain::{Chain, Neighbours};
 pub use codec::Wire;
 pub use error::{Error, Result};

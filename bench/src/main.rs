@@ -1,6 +1,7 @@
-//! `catena-bench`: the local launcher (`run`) and catena's benchmarks. A
-//! benchmark started from a shell relaunches itself under the launcher with
-//! the ranks it needs, so `catena-bench ring -n 8` is one command.
+//! `catena-bench`: catena's benchmarks, and the local launcher as `run` (an
+//! alias of `catena-run`). A benchmark started from a shell relaunches itself
+//! under the launcher with the ranks it needs, so `catena-bench ring -n 8` is
+//! one command.
 
 mod groupmap;
 mod groups;
@@ -16,12 +17,11 @@ mod sim;
 mod split;
 mod tree;
 
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
+use catena_bench::{exit_code, run_job, LaunchArgs, Outcome};
 use catena_fabric::bootstrap::LaunchEnv;
-use catena_fabric::launch::{launch, LaunchSpec};
+use catena_fabric::launch::LaunchSpec;
 use clap::{Parser, Subcommand};
 
 #[global_allocator]
@@ -40,18 +40,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start N ranks of PROGRAM on this machine.
-    Run {
-        /// Number of ranks.
-        #[arg(short = 'n', long = "ranks", default_value_t = 2)]
-        ranks: u32,
-        /// Pin rank r to core r mod cores.
-        #[arg(long)]
-        pin: bool,
-        /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        command: Vec<OsString>,
-    },
+    /// Start N ranks of PROGRAM on this machine (the same as `catena-run`).
+    Run(LaunchArgs),
     /// The split demo: N processes split by host/socket and more; prints the groups.
     Groups(groups::Args),
     /// Put latency and bandwidth between two pinned ranks, per provider, next
@@ -75,11 +65,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Run {
-            ranks,
-            pin,
-            command,
-        } => run(ranks, pin, command),
+        Command::Run(args) => catena_bench::run(args, "catena-bench run"),
         Command::Put(args) => match LaunchEnv::from_env() {
             _ if catena_fabric::bootstrap::started_by_mpiexec() => put::main(&args),
             Ok(Some(_)) => put::main(&args),
@@ -105,13 +91,7 @@ fn main() -> ExitCode {
             as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| ring::main(&args))
         }
     };
-    match outcome {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("catena-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(outcome, "catena-bench")
 }
 
 /// How many processes a benchmark job runs, and whether they are pinned.
@@ -123,19 +103,6 @@ pub struct JobArgs {
     /// Pin rank r to core r mod cores.
     #[arg(long)]
     pub pin: bool,
-}
-
-type Outcome = Result<u8, Box<dyn std::error::Error>>;
-
-fn run(ranks: u32, pin: bool, command: Vec<OsString>) -> Outcome {
-    let mut spec = LaunchSpec::new(ranks, PathBuf::from(&command[0]));
-    spec.args = command[1..].to_vec();
-    spec.pin = pin;
-    let report = launch(&spec)?;
-    if let Some((rank, status)) = report.first_failure {
-        eprintln!("catena-bench run: rank {rank} failed ({status}); the job was stopped");
-    }
-    Ok(report.exit_code().clamp(0, 255) as u8)
 }
 
 /// Outside a job (not started by the launcher or `mpiexec`), relaunches this very command as a job of `ranks` and
@@ -151,11 +118,7 @@ fn as_job(ranks: u32, pin: bool) -> Option<Outcome> {
             let mut spec = LaunchSpec::new(ranks, std::env::current_exe()?);
             spec.args = std::env::args_os().skip(1).collect();
             spec.pin = pin;
-            let report = launch(&spec)?;
-            if let Some((rank, status)) = report.first_failure {
-                eprintln!("catena-bench: rank {rank} failed ({status})");
-            }
-            Ok(report.exit_code().clamp(0, 255) as u8)
+            run_job(&spec, "catena-bench")
         })()),
     }
 }

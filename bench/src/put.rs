@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use catena_fabric::launch::{launch, LaunchSpec};
 use catena_fabric::{
-    block_on, Blocking, LocalWindow, Provider, RemoteKey, Result, Signal, Transport,
+    block_on, Blocking, LocalWindow, Provider, RemoteKey, Result, Signal, Transport, WithProvider,
 };
 
 #[cfg(any(feature = "ofi", feature = "ucx"))]
@@ -38,35 +38,45 @@ pub struct Args {
     csv: PathBuf,
 }
 
-/// A provider with the environment that selects its fabric.
+/// A provider (by its `catena_fabric::PROVIDERS` name) with the
+/// environment that selects its fabric.
 struct Config {
     name: &'static str,
+    provider: &'static str,
     env: &'static [(&'static str, &'static str)],
+}
+
+impl Config {
+    /// Whether this build has the provider.
+    fn built(&self) -> bool {
+        catena_fabric::PROVIDERS.contains(&self.provider)
+    }
 }
 
 const CONFIGS: &[Config] = &[
     Config {
         name: "shm",
+        provider: "shm",
         env: &[],
     },
-    #[cfg(feature = "ofi")]
     Config {
         name: "ofi/shm",
+        provider: "ofi",
         env: &[("CATENA_OFI_PROVIDER", "shm")],
     },
-    #[cfg(feature = "ofi")]
     Config {
         name: "ofi/tcp",
+        provider: "ofi",
         env: &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")],
     },
-    #[cfg(feature = "ucx")]
     Config {
         name: "ucx/shm",
+        provider: "ucx",
         env: &[("UCX_TLS", "posix,cma,self")],
     },
-    #[cfg(feature = "ucx")]
     Config {
         name: "ucx/tcp",
+        provider: "ucx",
         env: &[("UCX_TLS", "tcp,self")],
     },
 ];
@@ -99,14 +109,17 @@ fn iterations(size: usize) -> usize {
 pub fn compare(args: &Args) -> crate::Outcome {
     let selected: Vec<&Config> = CONFIGS
         .iter()
+        .filter(|c| c.built())
         .filter(|c| {
-            args.provider == "all"
-                || c.name == args.provider
-                || c.name.split('/').next() == Some(args.provider.as_str())
+            args.provider == "all" || c.name == args.provider || c.provider == args.provider
         })
         .collect();
     if selected.is_empty() {
-        let known: Vec<_> = CONFIGS.iter().map(|c| c.name).collect();
+        let known: Vec<_> = CONFIGS
+            .iter()
+            .filter(|c| c.built())
+            .map(|c| c.name)
+            .collect();
         return Err(format!(
             "unknown provider {:?}; this build has: {}, or all (ofi and ucx need the cargo features of the same name)",
             args.provider,
@@ -412,27 +425,35 @@ impl Figures {
     }
 }
 
-/// Inside a job of two: measures the one configuration `args.provider`.
+/// Inside a job of two: measures the one configuration `args.provider`
+/// (its environment came with the job), or the raw libfabric ping-pong.
 pub fn main(args: &Args) -> crate::Outcome {
-    match args.provider.as_str() {
-        "shm" => measure::<catena_fabric::shm::ShmTransport>(args),
-        #[cfg(feature = "ofi")]
-        "ofi/shm" | "ofi/tcp" => measure::<catena_fabric::ofi::OfiTransport>(args),
-        #[cfg(feature = "ofi")]
-        "raw-ofi" => {
-            // Rank 0 times the ping-pong; rank 1 only answers.
-            if let Some(ns) = catena_fabric::ofi::raw::writedata_pingpong(args.round_trips)? {
-                Figures {
-                    put_signal_ns: Some(ns),
-                    ..Figures::default()
-                }
-                .write(&args.csv)?;
+    #[cfg(feature = "ofi")]
+    if args.provider == "raw-ofi" {
+        // Rank 0 times the ping-pong; rank 1 only answers.
+        if let Some(ns) = catena_fabric::ofi::raw::writedata_pingpong(args.round_trips)? {
+            Figures {
+                put_signal_ns: Some(ns),
+                ..Figures::default()
             }
-            Ok(0)
+            .write(&args.csv)?;
         }
-        #[cfg(feature = "ucx")]
-        "ucx/shm" | "ucx/tcp" => measure::<catena_fabric::ucx::UcxTransport>(args),
-        other => Err(format!("{other} is not a single provider configuration").into()),
+        return Ok(0);
+    }
+    let config = CONFIGS
+        .iter()
+        .find(|c| c.name == args.provider)
+        .ok_or_else(|| format!("{} is not a single provider configuration", args.provider))?;
+    catena_fabric::with_provider(config.provider, Measure(args))?
+}
+
+/// [`measure`] on the configuration's provider.
+struct Measure<'a>(&'a Args);
+
+impl WithProvider for Measure<'_> {
+    type Output = crate::Outcome;
+    fn run<P: Provider>(self) -> crate::Outcome {
+        measure::<P>(self.0)
     }
 }
 

@@ -1,9 +1,11 @@
-//! The `catena-bench run` launcher as a user meets it: rank-prefixed output,
-//! exit status of a failed rank, a rank killed mid-run, and /dev/shm left clean.
+//! The `catena-run` launcher as a user meets it: rank-prefixed output, exit
+//! status of a failed rank, a rank killed mid-run, and /dev/shm left clean;
+//! `catena-bench run` as its alias; benchmarks that relaunch themselves.
 
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+const RUN: &str = env!("CARGO_BIN_EXE_catena-run");
 const BENCH: &str = env!("CARGO_BIN_EXE_catena-bench");
 
 /// Segments of jobs started by the launcher with this pid.
@@ -15,11 +17,21 @@ fn segments_of_launcher(pid: u32) -> Vec<String> {
         .collect()
 }
 
-/// `catena-bench run -n RANKS -- sh -c SCRIPT`.
+/// `catena-run -n RANKS -- sh -c SCRIPT`.
 fn run_shell(ranks: u32, script: &str) -> Command {
-    let mut cmd = Command::new(BENCH);
-    cmd.args(["run", "-n", &ranks.to_string(), "--", "sh", "-c", script]);
+    let mut cmd = Command::new(RUN);
+    cmd.args(["-n", &ranks.to_string(), "--", "sh", "-c", script]);
     cmd
+}
+
+/// Stdout's lines, sorted (ranks print in any order).
+fn sorted_lines(out: &Output) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
 }
 
 #[test]
@@ -28,14 +40,8 @@ fn output_is_prefixed_with_the_rank() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let mut lines: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    lines.sort();
     assert_eq!(
-        lines,
+        sorted_lines(&out),
         [
             "[0] hello from 0 of 3",
             "[1] hello from 1 of 3",
@@ -61,9 +67,8 @@ fn a_failing_rank_stops_the_job_with_its_status() {
 
 #[test]
 fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
-    let launcher = Command::new(BENCH)
+    let launcher = Command::new(RUN)
         .args([
-            "run",
             "-n",
             "4",
             "--",
@@ -102,6 +107,19 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
     );
     assert_eq!(out.status.code(), Some(128 + libc::SIGKILL));
     assert_eq!(segments_of_launcher(pid), Vec::<String>::new());
+}
+
+#[test]
+fn catena_bench_run_is_an_alias_of_catena_run() {
+    let script = "echo $CATENA_RANK of $CATENA_SIZE: [$0] [$1]";
+    let args = ["-n", "3", "--", "sh", "-c", script, "-x", "two words"];
+    let run = Command::new(RUN).args(args).output().unwrap();
+    let alias = Command::new(BENCH).arg("run").args(args).output().unwrap();
+    assert!(run.status.success(), "{run:?}");
+    assert!(alias.status.success(), "{alias:?}");
+    assert_eq!(sorted_lines(&run).len(), 3, "{run:?}");
+    assert_eq!(sorted_lines(&run)[1], "[1] 1 of 3: [-x] [two words]");
+    assert_eq!(sorted_lines(&alias), sorted_lines(&run));
 }
 
 #[test]

@@ -35,7 +35,7 @@ pub use directory::{Directory, FlatDirectory};
 pub use error::{Error, Result};
 pub use executor::block_on;
 pub use key::RemoteKey;
-pub use provider::{finalize_barrier, Provider};
+pub use provider::{finalize_barrier, with_provider, Provider, WithProvider, PROVIDERS};
 pub use time::Time;
 pub use transport::{
     wait_until, Blocking, ContextId, ControlWindows, EagerMessaging, LocalWindow, Message, Rank,

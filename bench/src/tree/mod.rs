@@ -2,7 +2,6 @@
 //! sub-communicators (seed 001). `loads` prints link-load tables, `sim`
 //! times the collectives on the simulated torus, `run` on a real provider.
 
-mod baseline;
 mod cases;
 mod loads;
 mod real;

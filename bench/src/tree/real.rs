@@ -6,12 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
-use catena_fabric::{block_on, Blocking, Provider, Rank, Transport};
+use catena_algorithms::{
+    ring_allreduce, scatter_allgather, torus_plan, PipelineConfig, TreeCollective,
+};
+use catena_fabric::{block_on, Blocking, Provider, Rank, Transport, WithProvider};
 use catena_topo::trees::{auto, binomial};
 use catena_topo::{Node, RankMap, Schedule, Torus};
 
-use super::baseline::{ring_allreduce, scatter_allgather};
 use super::simulate::{Algo, Op};
 use crate::report::{human_bytes, quantile, Table};
 
@@ -39,16 +40,16 @@ pub struct RunArgs {
 }
 
 pub fn main(args: &RunArgs) -> crate::Outcome {
-    match args.provider.as_str() {
-        "shm" => measure::<catena_fabric::shm::ShmTransport>(args),
-        #[cfg(feature = "ofi")]
-        "ofi" => measure::<catena_fabric::ofi::OfiTransport>(args),
-        #[cfg(feature = "ucx")]
-        "ucx" => measure::<catena_fabric::ucx::UcxTransport>(args),
-        other => Err(format!(
-            "provider {other:?}: this build has shm, ofi and ucx as its features allow"
-        )
-        .into()),
+    catena_fabric::with_provider(&args.provider, Measure(args))?
+}
+
+/// [`measure`] on the provider the user named.
+struct Measure<'a>(&'a RunArgs);
+
+impl WithProvider for Measure<'_> {
+    type Output = crate::Outcome;
+    fn run<P: Provider>(self) -> crate::Outcome {
+        measure::<P>(self.0)
     }
 }
 
@@ -196,42 +197,10 @@ async fn one_call<T: Transport>(
     let started = Instant::now();
     match (algo, op) {
         (Algo::Ring, Op::Bcast) => {
-            let mut source = |offset: usize, out: &mut [u8]| {
-                out.copy_from_slice(&expected[offset..offset + out.len()]);
-            };
-            let mut sink = |offset: usize, got: &[u8]| {
-                data[offset..offset + got.len()].copy_from_slice(got);
-            };
-            scatter_allgather(
-                t,
-                &s.ranks,
-                s.root,
-                CTX + 0x100,
-                bytes,
-                &mut source,
-                &mut sink,
-                deadline,
-            )
-            .await?
+            scatter_allgather(t, &s.ranks, s.root, CTX + 0x100, &mut data, deadline).await?
         }
         (Algo::Ring, Op::Allreduce) => {
-            let mine = elements.clone();
-            let mut contribution = |offset: usize, out: &mut [i64]| {
-                out.copy_from_slice(&mine[offset..offset + out.len()]);
-            };
-            let mut result = |offset: usize, got: &[i64]| {
-                elements[offset..offset + got.len()].copy_from_slice(got);
-            };
-            ring_allreduce(
-                t,
-                &s.ranks,
-                CTX + 0x100,
-                bytes / 8,
-                &mut contribution,
-                &mut result,
-                deadline,
-            )
-            .await?
+            ring_allreduce(t, &s.ranks, CTX + 0x100, &mut elements, sum, deadline).await?
         }
         (_, Op::Bcast) => tc.bcast(&mut data, deadline).await?,
         (_, Op::Allreduce) => tc.allreduce(&mut elements, sum, deadline).await?,

@@ -7,12 +7,13 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
+use catena_algorithms::{
+    ring_allreduce_stream, scatter_allgather_stream, torus_plan, PipelineConfig, TreeCollective,
+};
 use catena_fabric::{Rank, Rma, Time};
 use catena_sim::{Routed, Sim, SimRank};
 use catena_topo::{check, Members, RankMap, Schedule, Topology, Torus};
 
-use super::baseline::{ring_allreduce, scatter_allgather};
 use super::cases::{Case, Group};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
@@ -44,6 +45,12 @@ pub fn chunk_for(bytes: usize, stages: u32) -> usize {
 
 fn byte_at(i: usize) -> u8 {
     (i as u8).wrapping_mul(31) ^ (i >> 9) as u8
+}
+
+fn wrapping_sum(acc: &mut [i64], other: &[i64]) {
+    for (x, y) in acc.iter_mut().zip(other) {
+        *x = x.wrapping_add(*y);
+    }
 }
 
 fn element(rank: Rank, i: usize) -> i64 {
@@ -115,7 +122,7 @@ pub fn run(torus: &Torus, case: &Case, algo: Algo, op: Op, bytes: usize) -> Resu
                 start = t.now();
                 match op {
                     Op::Bcast => {
-                        scatter_allgather(
+                        scatter_allgather_stream(
                             t,
                             members,
                             g.root,
@@ -128,12 +135,13 @@ pub fn run(torus: &Torus, case: &Case, algo: Algo, op: Op, bytes: usize) -> Resu
                         .await
                     }
                     Op::Allreduce => {
-                        ring_allreduce(
+                        ring_allreduce_stream(
                             t,
                             members,
                             ctx,
                             elements,
                             &mut contribution,
+                            wrapping_sum,
                             &mut result,
                             deadline,
                         )
@@ -155,18 +163,8 @@ pub fn run(torus: &Torus, case: &Case, algo: Algo, op: Op, bytes: usize) -> Resu
                 match op {
                     Op::Bcast => tc.bcast_stream(bytes, source, sink, deadline).await,
                     Op::Allreduce => {
-                        tc.allreduce_stream::<i64>(
-                            elements,
-                            contribution,
-                            |a, b| {
-                                for (x, y) in a.iter_mut().zip(b) {
-                                    *x = x.wrapping_add(*y);
-                                }
-                            },
-                            result,
-                            deadline,
-                        )
-                        .await
+                        tc.allreduce_stream(elements, contribution, wrapping_sum, result, deadline)
+                            .await
                     }
                 }
                 .map_err(e)?;
