@@ -50,6 +50,27 @@ fn output_is_prefixed_with_the_rank() {
     );
 }
 
+/// More ranks than the machine can run (here 2^32 - 1) are refused up front
+/// with the kernel limit named, not by an abort half-way through starting
+/// them, and nothing is left in /dev/shm.
+#[test]
+fn a_job_too_large_for_the_machine_is_refused_up_front() {
+    let child = run_shell(u32::MAX, "true")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("4294967295 ranks on one machine") && err.contains("allows"),
+        "{err}"
+    );
+    assert!(segments_of_launcher(pid).is_empty());
+}
+
 #[test]
 fn a_failing_rank_stops_the_job_with_its_status() {
     let started = Instant::now();

@@ -96,6 +96,14 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
     if spec.ranks == 0 {
         return Err(Error::Bootstrap("a job needs at least one rank".into()));
     }
+    let (limit, why) = local_rank_limit();
+    if spec.ranks > limit {
+        return Err(Error::Bootstrap(format!(
+            "{} ranks on one machine: the launcher needs a process and two \
+             output threads per rank, and this machine allows {limit} ({why})",
+            spec.ranks
+        )));
+    }
     segment::remove_stale();
     let job = segment::new_job_id();
     let job_segment = JobSegment::create(&job, spec.ranks)?;
@@ -122,25 +130,34 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
                 cores[rank as usize % cores.len()].id.to_string(),
             );
         }
-        match cmd.spawn() {
-            Ok(mut child) => {
-                let sinks = match &captured {
-                    Some(buf) => [Sink::Buffer(buf.clone()), Sink::Buffer(buf.clone())],
-                    None => [Sink::Stdout, Sink::Stderr],
-                };
-                let [out, err] = sinks;
-                forwarders.push(forward(rank, child.stdout.take().expect("piped"), out));
-                forwarders.push(forward(rank, child.stderr.take().expect("piped"), err));
-                children.push(Some(child));
+        let started = cmd.spawn().and_then(|mut child| {
+            let sinks = match &captured {
+                Some(buf) => [Sink::Buffer(buf.clone()), Sink::Buffer(buf.clone())],
+                None => [Sink::Stdout, Sink::Stderr],
+            };
+            let [out, err] = sinks;
+            let stdout = child.stdout.take().expect("piped");
+            let stderr = child.stderr.take().expect("piped");
+            // The child joins the job before its forwarders start, so that
+            // it is killed with the others if a thread cannot be made.
+            children.push(Some(child));
+            forwarders.push(forward(rank, stdout, out)?);
+            forwarders.push(forward(rank, stderr, err)?);
+            Ok(())
+        });
+        if let Err(e) = started {
+            // Out of processes, threads or memory (a job too large for
+            // this machine): stop what started, leave nothing behind.
+            for child in children.iter_mut().flatten() {
+                let _ = child.kill();
+                let _ = child.wait();
             }
-            Err(e) => {
-                for child in children.iter_mut().flatten() {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
-                segment::remove_job(&job);
-                return Err(Error::io(format!("starting {}", spec.program.display()), e));
-            }
+            drop(job_segment);
+            segment::remove_job(&job);
+            return Err(Error::io(
+                format!("starting rank {rank} of {}", spec.program.display()),
+                e,
+            ));
         }
     }
 
@@ -203,8 +220,51 @@ enum Sink {
 }
 
 /// Copies a rank's output line by line, prefixed with `[rank]`.
-fn forward(rank: Rank, stream: impl Read + Send + 'static, sink: Sink) -> JoinHandle<()> {
-    std::thread::spawn(move || {
+/// The most ranks this machine can run under the launcher, and the kernel
+/// limit that sets it: each rank is a process with two output-forwarding
+/// threads in the launcher (three tasks), and each thread maps about four
+/// regions (stack, sigaltstack, their guard pages). Past these a thread's
+/// set-up fails inside std, which aborts instead of returning an error.
+fn local_rank_limit() -> (u32, &'static str) {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let mut nproc = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the one struct it is given.
+    let user_tasks =
+        (unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut nproc) } == 0).then_some(nproc.rlim_cur);
+    [
+        (
+            read("/proc/sys/kernel/pid_max").map(|n| n / 3),
+            "kernel.pid_max",
+        ),
+        (
+            read("/proc/sys/kernel/threads-max").map(|n| n / 3),
+            "kernel.threads-max",
+        ),
+        (
+            read("/proc/sys/vm/max_map_count").map(|n| n / 8),
+            "vm.max_map_count",
+        ),
+        (user_tasks.map(|n| n / 3), "ulimit -u"),
+    ]
+    .into_iter()
+    .filter_map(|(limit, why)| Some((u32::try_from(limit?).unwrap_or(u32::MAX), why)))
+    .min()
+    .unwrap_or((u32::MAX, "no limit found"))
+}
+
+fn forward(
+    rank: Rank,
+    stream: impl Read + Send + 'static,
+    sink: Sink,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().spawn(move || {
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
         while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
