@@ -32,9 +32,24 @@ pub const ENV_UCX_ERR_MODE: &str = "CATENA_UCX_ERR_MODE";
 
 /// The value of a numeric setting, if set.
 pub fn env_number(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Err(_) => Ok(None),
-        Ok(v) => v
+    optional(name)
+}
+
+/// The value of an optional setting, if set; a malformed one is an error.
+pub fn optional<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
+    parse(name, std::env::var(name).ok().as_deref())
+}
+
+/// The value of a required setting of any parseable type.
+pub fn required<T: std::str::FromStr>(name: &str) -> Result<T> {
+    optional(name)?.ok_or_else(|| Error::Bootstrap(format!("{name} is not set")))
+}
+
+/// `raw`, the value of setting `name` if set, parsed.
+fn parse<T: std::str::FromStr>(name: &str, raw: Option<&str>) -> Result<Option<T>> {
+    match raw {
+        None => Ok(None),
+        Some(v) => v
             .trim()
             .parse()
             .map(Some)
@@ -42,33 +57,57 @@ pub fn env_number(name: &str) -> Result<Option<usize>> {
     }
 }
 
-/// The value of a required setting of any parseable type.
-pub fn required<T: std::str::FromStr>(name: &str) -> Result<T> {
-    let raw = std::env::var(name).map_err(|_| Error::Bootstrap(format!("{name} is not set")))?;
-    raw.trim()
-        .parse()
-        .map_err(|_| Error::Bootstrap(format!("{name}={raw:?} is not a number")))
-}
+/// The sizes `CATENA_EAGER_RING_BYTES` may ask for: room for a frame
+/// header, and a connection window per partner that memory can hold.
+pub const RING_BYTES: std::ops::RangeInclusive<usize> = 16..=1 << 30;
 
 /// The eager ring size `CATENA_EAGER_RING_BYTES` asks for, else `default`.
 pub fn ring_bytes(default: usize) -> Result<usize> {
-    Ok(env_number(ENV_RING_BYTES)?.unwrap_or(default))
+    ring_size(env_number(ENV_RING_BYTES)?.unwrap_or(default))
+}
+
+/// `Bootstrap` unless `bytes` is in [`RING_BYTES`] (a size near
+/// `usize::MAX` would overflow the connection window's length).
+fn ring_size(bytes: usize) -> Result<usize> {
+    if RING_BYTES.contains(&bytes) {
+        return Ok(bytes);
+    }
+    Err(Error::Bootstrap(format!(
+        "{ENV_RING_BYTES}={bytes}: a ring is {} to {} bytes",
+        RING_BYTES.start(),
+        RING_BYTES.end()
+    )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    // Parses values directly: setting the environment from a test races
+    // with every other test thread that reads it.
     #[test]
     fn a_malformed_number_names_the_variable() {
-        // A name no other test sets, so the process environment is ours.
-        const NAME: &str = "CATENA_TEST_CONFIG_NUMBER";
-        std::env::set_var(NAME, "12x");
-        let err = env_number(NAME).unwrap_err().to_string();
-        assert!(err.contains(NAME) && err.contains("12x"), "{err}");
-        std::env::set_var(NAME, " 42 ");
-        assert_eq!(env_number(NAME).unwrap(), Some(42));
-        std::env::remove_var(NAME);
-        assert_eq!(env_number(NAME).unwrap(), None);
+        let err = parse::<usize>(ENV_RING_BYTES, Some("12x"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(ENV_RING_BYTES) && err.contains("12x"), "{err}");
+        let huge = parse::<usize>(ENV_RING_BYTES, Some("99999999999999999999999"));
+        assert!(huge.is_err());
+        assert_eq!(
+            parse::<usize>(ENV_RING_BYTES, Some(" 42 ")).unwrap(),
+            Some(42)
+        );
+        assert_eq!(parse::<usize>(ENV_RING_BYTES, None).unwrap(), None);
+    }
+
+    #[test]
+    fn ring_sizes_outside_the_range_are_refused() {
+        for bad in [0, 15, (1 << 30) + 1, usize::MAX] {
+            let err = ring_size(bad).unwrap_err().to_string();
+            assert!(err.contains(ENV_RING_BYTES), "{err}");
+        }
+        for good in [16, 2048, 1 << 30] {
+            assert_eq!(ring_size(good).unwrap(), good);
+        }
     }
 }

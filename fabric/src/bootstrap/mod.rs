@@ -13,7 +13,9 @@ pub use local::{JobSegment, LocalBootstrap};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiBootstrap;
 
-use crate::config::{required, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
+use crate::config::{
+    optional, required, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
+};
 use crate::{Error, Rank, Result};
 
 /// What a provider's [`Job`](crate::job::Job) needs from whoever started the
@@ -104,11 +106,8 @@ impl LaunchEnv {
                 "{ENV_RANK}={rank} is not below {ENV_SIZE}={size}"
             )));
         }
-        let local_size = required(ENV_LOCAL_SIZE).unwrap_or(size);
-        let pin_core = std::env::var(ENV_PIN_CORE)
-            .ok()
-            .map(|_| required(ENV_PIN_CORE))
-            .transpose()?;
+        let local_size = optional(ENV_LOCAL_SIZE)?.unwrap_or(size);
+        let pin_core = optional(ENV_PIN_CORE)?;
         Ok(Some(LaunchEnv {
             job,
             rank,
