@@ -371,3 +371,39 @@ fn zero_sized_elements_and_panicking_operations_are_errors() {
         );
     }
 }
+
+/// A stream length near `usize::MAX` is an error where the message would
+/// be held (the broadcast's root; every allreduce process), not an abort.
+#[test]
+fn lengths_memory_cannot_hold_are_errors() {
+    let results = on_sim(async |t: &SimRank<'_>| {
+        let deadline = short_deadline(t);
+        let bcast = scatter_allgather_stream(
+            t,
+            &[t.rank()],
+            t.rank(),
+            1,
+            usize::MAX,
+            |_, _| {},
+            |_, _| {},
+            deadline,
+        )
+        .await;
+        let allreduce = ring_allreduce_stream::<_, u64>(
+            t,
+            &[t.rank()],
+            2,
+            usize::MAX,
+            |_, _| {},
+            |_, _| {},
+            |_, _| {},
+            deadline,
+        )
+        .await;
+        (bcast, allreduce)
+    });
+    for (bcast, allreduce) in results {
+        invalid_argument(bcast, "does not fit in memory");
+        invalid_argument(allreduce, "does not fit in memory");
+    }
+}

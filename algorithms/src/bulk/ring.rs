@@ -86,6 +86,21 @@ impl<'a> Ring<'a> {
     }
 }
 
+/// Makes `out` hold `n` zeroed elements, or fails with `InvalidArgument`
+/// where memory cannot hold them (a length near `usize::MAX` is an error
+/// on this process, not an abort).
+pub(super) fn zeroed<E: bytemuck::Zeroable + Clone>(out: &mut Vec<E>, n: usize) -> Result<()> {
+    out.clear();
+    out.try_reserve_exact(n).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "a piece of {n} elements of {} bytes does not fit in memory",
+            size_of::<E>()
+        ))
+    })?;
+    out.resize(n, E::zeroed());
+    Ok(())
+}
+
 /// Fails unless `from` sent the `expected` bytes: processes that passed
 /// different message lengths (or roots, or rank lists) find out here,
 /// instead of reading past a piece.

@@ -8,7 +8,7 @@ use std::cell::Cell;
 use bytemuck::Pod;
 use catena_fabric::{ContextId, Rank, Time, Transport};
 
-use super::ring::{allgather, expect_bytes, piece, Ring, RING};
+use super::ring::{allgather, expect_bytes, piece, zeroed, Ring, RING};
 use super::{read_cells, write_cells};
 use crate::error::user_code;
 use crate::{Error, Result};
@@ -24,7 +24,7 @@ use crate::{Error, Result};
 ///
 /// Errors: `InvalidArgument` for an empty rank list, a rank twice, the
 /// calling process not in the list, or zero-sized elements (before
-/// anything is sent); `Transport(InvalidRank)` for a rank outside the job;
+/// anything is sent), or a piece memory cannot hold; `Transport(InvalidRank)` for a rank outside the job;
 /// `Mismatch` when a piece of the wrong length arrives (processes disagree
 /// on `len` or `ranks`); `UserCode` if a callback or `op` panics.
 #[allow(clippy::too_many_arguments)]
@@ -48,7 +48,7 @@ pub async fn ring_allreduce_stream<T: Transport, E: Pod>(
     let p = ring.parts();
     let mut own = |k: usize, out: &mut Vec<E>| {
         let range = piece(len, p, k);
-        out.resize(range.len(), E::zeroed());
+        zeroed(out, range.len())?;
         user_code("an allreduce contribution", || {
             contribution(range.start, out)
         })

@@ -7,7 +7,7 @@ use std::cell::Cell;
 
 use catena_fabric::{ContextId, Rank, Time, Transport};
 
-use super::ring::{allgather, expect_bytes, piece, Ring, SCATTER};
+use super::ring::{allgather, expect_bytes, piece, zeroed, Ring, SCATTER};
 use super::{read_cells, write_cells};
 use crate::error::user_code;
 use crate::Result;
@@ -22,7 +22,8 @@ use crate::Result;
 /// lowbit(i)/P of the message, until it has passed them on; then one piece.
 ///
 /// Errors: `InvalidArgument` for an empty rank list, a rank twice, or a
-/// root or calling process not in the list (before anything is sent);
+/// root or calling process not in the list (before anything is sent), or
+/// at the root a `len` memory cannot hold;
 /// `Transport(InvalidRank)` for a rank outside the job; `Mismatch` when a
 /// piece of the wrong length arrives (processes disagree on `len`, `root`
 /// or `ranks`); `UserCode` if `source` or `sink` panics.
@@ -50,9 +51,9 @@ pub async fn scatter_allgather_stream<T: Transport>(
         piece(len, p, first).start..piece(len, p, (first + count).min(p) - 1).end
     };
     let held = pieces(me, span);
-    let mut data;
+    let mut data = Vec::new();
     if me == 0 {
-        data = vec![0; held.len()];
+        zeroed(&mut data, held.len())?;
         user_code("a broadcast source", || source(0, &mut data))?;
     } else {
         let parent = ring.rank(me - span);
