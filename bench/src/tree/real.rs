@@ -26,7 +26,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub job: crate::JobArgs,
     /// `shm`, `ofi` or `ucx` (the latter two need their cargo features).
-    #[arg(long, default_value = "shm")]
+    #[arg(long, default_value = "shm",
+          value_parser = clap::builder::PossibleValuesParser::new(catena_fabric::PROVIDERS))]
     provider: String,
     /// Largest message; sizes go 64 KiB, 1 MiB, 16 MiB, ... up to it.
     #[arg(long, default_value_t = 16 << 20)]
