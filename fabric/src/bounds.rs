@@ -1,8 +1,23 @@
-//! The origin-side checks of the transport contract that every provider
-//! runs before it touches a window: a byte range inside the window the
-//! owner published, and a signal or atomic word 8-byte aligned inside it.
+//! The checks of the transport contract that every provider runs before it
+//! touches memory: a window's length when it is made, a byte range inside
+//! the window the owner published, a signal or atomic word 8-byte aligned.
 
 use crate::{Error, Result};
+
+/// The largest window (1 TiB): lengths near `usize::MAX` would overflow a
+/// provider's header and key arithmetic, so they are refused up front.
+pub const MAX_WINDOW_BYTES: usize = 1 << 40;
+
+/// `WindowTooLarge` unless a window of `len` bytes is allowed.
+pub fn check_window_len(len: usize) -> Result<()> {
+    if len > MAX_WINDOW_BYTES {
+        return Err(Error::WindowTooLarge {
+            len,
+            max: MAX_WINDOW_BYTES,
+        });
+    }
+    Ok(())
+}
 
 /// `OutOfBounds` unless `len` bytes at `offset` fit in `window_len` bytes
 /// (an `offset + len` that overflows does not fit).
@@ -47,5 +62,17 @@ mod tests {
         assert!(check_word(56, 64).is_ok());
         assert!(check_word(64, 64).is_err());
         assert!(check_word(usize::MAX - 7, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn windows_past_the_limit_are_refused() {
+        assert!(check_window_len(0).is_ok());
+        assert!(check_window_len(MAX_WINDOW_BYTES).is_ok());
+        for len in [MAX_WINDOW_BYTES + 1, usize::MAX] {
+            assert!(matches!(
+                check_window_len(len),
+                Err(Error::WindowTooLarge { .. })
+            ));
+        }
     }
 }

@@ -463,6 +463,11 @@ pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
         t.recv(Some(size), CTX, 1, deadline(t)).await,
         invalid,
     )?;
+    let too_large = |e: &Error| matches!(e, Error::WindowTooLarge { .. });
+    for len in [crate::bounds::MAX_WINDOW_BYTES + 1, usize::MAX] {
+        let made = t.alloc_window(len).map(drop);
+        expect_err("a window near usize::MAX", made, too_large)?;
+    }
     let garbage = RemoteKey::from_bytes(b"not a key")?;
     let bad_key = |e: &Error| matches!(e, Error::InvalidKey(_));
     expect_err(

@@ -35,6 +35,14 @@ pub enum Error {
         /// Size of the window in bytes.
         window_len: usize,
     },
+    /// A window larger than the contract allows was asked for.
+    #[error("a window of {len} bytes is larger than the {max} bytes a window may have")]
+    WindowTooLarge {
+        /// The length asked for, in bytes.
+        len: usize,
+        /// [`MAX_WINDOW_BYTES`](crate::bounds::MAX_WINDOW_BYTES).
+        max: usize,
+    },
     /// A signal or atomic targets a word whose offset is not a multiple of 8.
     #[error("offset {offset} of a signal or atomic word is not 8-byte aligned")]
     Misaligned {

@@ -144,7 +144,8 @@ pub(super) fn ranks(sim: &Sim, ring_bytes: usize) -> Vec<EagerRank<'_>> {
     sim.control_base.set(sim.next_window.get());
     (0..sim.size())
         .map(|r| {
-            let control = SimWindow::new(sim, r, CONTROL_WINDOW_BYTES);
+            let control = SimWindow::new(sim, r, CONTROL_WINDOW_BYTES)
+                .expect("an 8 KiB control window fits in memory");
             EagerRank::new(SimRank::new(sim, r), control, ring_bytes)
         })
         .collect()

@@ -148,9 +148,9 @@ impl<'s> Rma for SimRank<'s> {
     }
 
     fn alloc_window(&self, len: usize) -> Result<SimWindow<'s>> {
-        Ok(self
-            .sim
-            .as_transport(|| SimWindow::new(self.sim, self.rank, len)))
+        catena_fabric::bounds::check_window_len(len)?;
+        self.sim
+            .as_transport(|| SimWindow::new(self.sim, self.rank, len))
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {

@@ -61,18 +61,26 @@ pub struct SimWindow<'s> {
 }
 
 impl<'s> SimWindow<'s> {
-    pub(super) fn new(sim: &'s Sim, owner: Rank, len: usize) -> SimWindow<'s> {
+    /// A fresh zeroed window of `len` bytes; `Io` (out of memory) where
+    /// this process cannot hold it, rather than an abort.
+    pub(super) fn new(sim: &'s Sim, owner: Rank, len: usize) -> Result<SimWindow<'s>> {
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len).map_err(|e| Error::Io {
+            context: format!("a simulated window of {len} bytes"),
+            source: std::io::Error::new(std::io::ErrorKind::OutOfMemory, e),
+        })?;
+        bytes.resize(len, 0);
         let id = sim.next_window.get();
         sim.next_window.set(id + 1);
-        let memory = Rc::new(RefCell::new(vec![0; len]));
+        let memory = Rc::new(RefCell::new(bytes));
         sim.windows.borrow_mut().insert((owner, id), memory.clone());
         sim.hold(owner, len as u64);
-        SimWindow {
+        Ok(SimWindow {
             sim,
             owner,
             id,
             memory,
-        }
+        })
     }
 }
 

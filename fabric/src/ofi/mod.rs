@@ -405,6 +405,7 @@ impl Rma for OfiTransport {
     }
 
     fn alloc_window(&self, len: usize) -> Result<OfiWindow> {
+        crate::bounds::check_window_len(len)?;
         let id = self.next_window.get();
         // Ids are never reused: a signal meant for a freed window must not
         // land in a later one.

@@ -167,6 +167,7 @@ impl Rma for ShmTransport {
     }
 
     fn alloc_window(&self, len: usize) -> Result<ShmWindow> {
+        crate::bounds::check_window_len(len)?;
         let id = self.next_window.get();
         self.next_window.set(
             id.checked_add(1)

@@ -99,7 +99,12 @@ impl MappedWindow {
             return Err(Error::InvalidKey(format!("rank {rank} has no window {id}")));
         }
         let len = segment.u64_at(LEN_AT).load(Ordering::Relaxed) as usize;
-        if len != key_len || segment.mapped_len() < HEADER_BYTES + len {
+        // The owner's header is trusted no further than its mapping: a length
+        // near usize::MAX must not wrap the end of the window back inside it.
+        let fits = len
+            .checked_add(HEADER_BYTES)
+            .is_some_and(|end| end <= segment.mapped_len());
+        if len != key_len || !fits {
             return Err(Error::InvalidKey(format!(
                 "key says {key_len} bytes but rank {rank}'s window {id} has {len}"
             )));
@@ -161,6 +166,7 @@ impl ShmWindow {
     /// Creates window `id` of `rank` in job `job`: a segment of `len` zeroed
     /// bytes after a header, marked live for peers to map.
     pub fn create(job: &str, rank: Rank, id: u32, len: usize) -> Result<ShmWindow> {
+        crate::bounds::check_window_len(len)?;
         let segment = Segment::create(&segment_name(job, rank, id), HEADER_BYTES + len)?;
         segment
             .u64_at(ID_AT)
@@ -239,5 +245,48 @@ impl Drop for ShmWindow {
         self.segment
             .u64_at(STATE_AT)
             .store(FREED, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window whose owner (or another local user) wrote a length near
+    /// `usize::MAX` into its header is refused by a peer that maps it: the
+    /// end of the window must not wrap back inside the mapping.
+    #[test]
+    fn a_header_claiming_a_huge_length_is_refused() {
+        let job = crate::shm::segment::new_job_id();
+        let window = ShmWindow::create(&job, 0, 1, 64).unwrap();
+        window
+            .segment()
+            .u64_at(LEN_AT)
+            .store(u64::MAX, Ordering::Relaxed);
+        let opened = MappedWindow::open(&job, 0, 1, usize::MAX, None);
+        assert!(
+            matches!(opened, Err(Error::InvalidKey(_))),
+            "{:?}",
+            opened.err()
+        );
+        let len = (usize::MAX - HEADER_BYTES + 1) as u64;
+        window
+            .segment()
+            .u64_at(LEN_AT)
+            .store(len, Ordering::Relaxed);
+        let opened = MappedWindow::open(&job, 0, 1, len as usize, None);
+        assert!(
+            matches!(opened, Err(Error::InvalidKey(_))),
+            "{:?}",
+            opened.err()
+        );
+    }
+
+    #[test]
+    fn windows_past_the_limit_are_not_made() {
+        let job = crate::shm::segment::new_job_id();
+        let made = ShmWindow::create(&job, 0, 1, usize::MAX);
+        assert!(matches!(made, Err(Error::WindowTooLarge { .. })));
+        assert!(crate::shm::segment::job_segments(&job).is_empty());
     }
 }

@@ -325,6 +325,7 @@ impl Rma for UcxTransport {
     }
 
     fn alloc_window(&self, len: usize) -> Result<UcxWindow> {
+        crate::bounds::check_window_len(len)?;
         let id = self.next_window.get();
         self.next_window.set(
             id.checked_add(1)
