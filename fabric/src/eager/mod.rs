@@ -96,11 +96,17 @@ struct Envelope {
 
 impl<W: LocalWindow> Messenger<W> {
     /// `control` must be `CONTROL_WINDOW_BYTES` long and published to peers
-    /// (the provider's `control_key`).
+    /// (the provider's `control_key`); `ring_bytes` is clamped to a frame
+    /// header at least and a window's maximum at most.
     pub fn new(control: W, ring_bytes: usize) -> Messenger<W> {
         Messenger {
             control,
-            ring_bytes: ring_bytes.max(FRAME_HEADER_BYTES),
+            // Within what a connection window can hold, so that its length
+            // (RING_AT + ring) cannot overflow.
+            ring_bytes: ring_bytes.clamp(
+                FRAME_HEADER_BYTES,
+                crate::bounds::MAX_WINDOW_BYTES - RING_AT,
+            ),
             connections: RefCell::new(FxHashMap::default()),
             inbox: RefCell::new(VecDeque::new()),
             bell_seen: Cell::new(0),
