@@ -15,7 +15,7 @@ use catena_ucx_sys as sys;
 
 use context::{check, Context, ProgressMode, Worker};
 use endpoint::{Endpoints, ErrMode, Route};
-use request::{posted, reply_done, FetchOp, Request};
+use request::{peer_failed, posted, posted_to, reply_done, FetchOp, Request};
 use window::UcxKey;
 pub use window::UcxWindow;
 
@@ -141,6 +141,7 @@ impl UcxTransport {
             if let Some(status) = request.status() {
                 break match self.endpoints.usable(target) {
                     Err(e) => e,
+                    Ok(()) if peer_failed(status) => Error::PeerGone { rank: target },
                     Ok(()) => match check(what, status) {
                         Ok(()) => return Ok(()),
                         Err(e) => e,
@@ -194,16 +195,20 @@ impl UcxTransport {
         let param = host_param();
         // SAFETY: endpoint and rkey are live; `data` outlives the operation
         // (waited for below); the remote range was checked against the window.
-        let request = posted("ucp_put_nbx", unsafe {
-            sys::ucp_put_nbx(
-                route.ep,
-                data.as_ptr().cast(),
-                data.len(),
-                addr,
-                route.rkey,
-                &param,
-            )
-        })?;
+        let request = posted_to(
+            "ucp_put_nbx",
+            unsafe {
+                sys::ucp_put_nbx(
+                    route.ep,
+                    data.as_ptr().cast(),
+                    data.len(),
+                    addr,
+                    route.rkey,
+                    &param,
+                )
+            },
+            target,
+        )?;
         self.wait_local(target, request, "ucp_put_nbx")
     }
 
@@ -368,17 +373,21 @@ impl Rma for UcxTransport {
         };
         // SAFETY: endpoint and rkey are live; `add` outlives the operation
         // (waited for below); the word was checked against the window.
-        let request = posted("ucp_atomic_op_nbx", unsafe {
-            sys::ucp_atomic_op_nbx(
-                route.ep,
-                sys::UCP_ATOMIC_OP_ADD,
-                add.as_ptr().cast(),
-                1,
-                key.base + signal.offset as u64,
-                route.rkey,
-                &param,
-            )
-        })?;
+        let request = posted_to(
+            "ucp_atomic_op_nbx",
+            unsafe {
+                sys::ucp_atomic_op_nbx(
+                    route.ep,
+                    sys::UCP_ATOMIC_OP_ADD,
+                    add.as_ptr().cast(),
+                    1,
+                    key.base + signal.offset as u64,
+                    route.rkey,
+                    &param,
+                )
+            },
+            target,
+        )?;
         self.wait_local(target, request, "ucp_atomic_op_nbx")?;
         if route.software_atomics {
             self.await_answer(route.ep)?;
