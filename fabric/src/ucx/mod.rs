@@ -83,7 +83,13 @@ impl UcxTransport {
         let context = Context::new(progress_thread != ProgressMode::Off)?;
         let err_mode = ErrMode::from_env(context.has_shared_memory())?;
         let worker = Worker::new(context, progress_thread)?;
-        let control = UcxWindow::create(worker.context(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
+        let control = UcxWindow::create(
+            worker.context(),
+            job.rank(),
+            &job.key_secret(),
+            0,
+            CONTROL_WINDOW_BYTES,
+        )?;
         job.exchange_addresses(&encode_address(&control.key(), &worker.address()?))?;
         Ok(UcxTransport {
             job,
@@ -120,7 +126,7 @@ impl UcxTransport {
     /// endpoint and rkey to use.
     fn route<'k>(&self, target: Rank, key: &'k RemoteKey) -> Result<(UcxKey<'k>, Route)> {
         self.job.check_rank(target)?;
-        let key = UcxKey::decode(key, target)?;
+        let key = UcxKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
         let route = self.endpoints.route(&self.worker, target, &key, || {
             Ok(decode_address(self.job.address(target)?)?.1.to_vec())
         })?;
@@ -336,7 +342,13 @@ impl Rma for UcxTransport {
             id.checked_add(1)
                 .ok_or(Error::Protocol("window ids exhausted".into()))?,
         );
-        UcxWindow::create(self.worker.context(), self.job.rank(), id, len)
+        UcxWindow::create(
+            self.worker.context(),
+            self.job.rank(),
+            &self.job.key_secret(),
+            id,
+            len,
+        )
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
