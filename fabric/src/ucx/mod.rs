@@ -6,7 +6,7 @@
 mod context;
 mod endpoint;
 mod request;
-mod window;
+pub(crate) mod window;
 
 use std::cell::Cell;
 use std::time::Duration;

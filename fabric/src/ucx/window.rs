@@ -32,7 +32,7 @@ pub(crate) struct UcxKey<'a> {
 }
 
 impl UcxKey<'_> {
-    fn encode(&self, secret: &KeySecret) -> Result<RemoteKey> {
+    pub(crate) fn encode(&self, secret: &KeySecret) -> Result<RemoteKey> {
         if self.rkey.len() > MAX_RKEY_BYTES {
             return Err(Error::Fabric {
                 library: "UCX",
