@@ -128,11 +128,13 @@ impl Job {
     }
 
     /// The secret that seals this rank's keys.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn key_secret(&self) -> KeySecret {
         self.secret
     }
 
     /// The secret `rank` seals its keys with, as it published it.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn peer_key_secret(&self, rank: Rank) -> Result<KeySecret> {
         let entry = self.directory.address(rank)?;
         let bytes = entry[12..HEADER]

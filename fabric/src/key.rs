@@ -41,6 +41,7 @@ impl std::fmt::Debug for RemoteKey {
 }
 
 /// Bytes of the integrity tag that ends every sealed key.
+#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
 pub(crate) const SEAL_BYTES: usize = 8;
 
 /// A rank's secret for sealing the keys of its windows: drawn at random when
@@ -83,6 +84,7 @@ impl KeySecret {
     }
 
     /// SipHash-2-4 of `body` under this secret.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     fn tag(&self, body: &[u8]) -> [u8; SEAL_BYTES] {
         use std::hash::Hasher;
         let mut hasher = siphasher::sip::SipHasher24::new_with_key(&self.0);
@@ -91,6 +93,7 @@ impl KeySecret {
     }
 
     /// `body` followed by its tag.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn seal(&self, body: &[u8]) -> crate::Result<RemoteKey> {
         let mut bytes = body.to_vec();
         bytes.extend_from_slice(&self.tag(body));
@@ -99,6 +102,7 @@ impl KeySecret {
 
     /// The body of `key` if its tag is this secret's, else `InvalidKey`: a
     /// corrupted or forged key is refused before any field of it is used.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn open<'k>(&self, key: &'k RemoteKey, what: &str) -> crate::Result<&'k [u8]> {
         let bytes = key.as_bytes();
         let refused =
