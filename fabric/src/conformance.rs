@@ -511,6 +511,81 @@ pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
     barrier(t).await
 }
 
+/// Where a provider's key keeps the window length and the remote base, as
+/// (tag byte, key length) -> (length at, base at), for the forgeries of
+/// [`forged_keys`]. Keys of other layouts get only the flipped bytes.
+fn key_fields(key: &[u8]) -> Option<(usize, Option<usize>)> {
+    match (key.first()?, key.len()) {
+        (b'O' | b'U', _) => Some((9, Some(17))),
+        (b'S', 17) => Some((9, None)),
+        (b'S', 21) => Some((13, None)),
+        _ => None,
+    }
+}
+
+/// Keys that were corrupted or forged, by one flipped byte anywhere, a
+/// larger length or a shifted base, are refused at the origin (`InvalidKey`;
+/// `WindowFreed` where the change names a window that does not exist, on
+/// providers whose keys carry no tag) and write nothing: not into the
+/// window, nor into the windows made beside it.
+pub async fn forged_keys<T: Transport>(t: &T) -> Result<()> {
+    const LEN: usize = 4096;
+    let before = t.alloc_window(LEN)?;
+    let window = t.alloc_window(LEN)?;
+    let after = t.alloc_window(LEN)?;
+    let target = swap_keys_with_neighbours(t, &window).await?;
+    let r = right(t);
+    let refused = |e: &Error| matches!(e, Error::InvalidKey(_) | Error::WindowFreed { .. });
+    let real = target.as_bytes();
+    for at in 0..real.len() {
+        let mut bytes = real.to_vec();
+        bytes[at] ^= 0xFF;
+        let forged = RemoteKey::from_bytes(&bytes)?;
+        let what = format!("put with byte {at} of the key flipped");
+        expect_err(&what, t.put(r, &forged, 0, &[0xAB; 8]), refused)?;
+        let what = format!("fetch_add with byte {at} of the key flipped");
+        expect_err(
+            &what,
+            t.fetch_add(r, &forged, 0, 1, deadline(t)).await,
+            refused,
+        )?;
+    }
+    if let Some((len_at, base_at)) = key_fields(real) {
+        let mut longer = real.to_vec();
+        longer[len_at..len_at + 8].copy_from_slice(&(2 * LEN as u64).to_le_bytes());
+        let longer = RemoteKey::from_bytes(&longer)?;
+        expect_err(
+            "put past the end through a key claiming a longer window",
+            t.put(r, &longer, LEN, &[0xAB; 8]),
+            refused,
+        )?;
+        if let Some(base_at) = base_at {
+            let mut shifted = real.to_vec();
+            let base = u64::from_le_bytes(real[base_at..base_at + 8].try_into().expect("8"));
+            shifted[base_at..base_at + 8].copy_from_slice(&(base + 8).to_le_bytes());
+            let shifted = RemoteKey::from_bytes(&shifted)?;
+            expect_err(
+                "put through a key with a shifted base",
+                t.put(r, &shifted, LEN - 8, &[0xAB; 8]),
+                refused,
+            )?;
+        }
+    }
+    barrier(t).await?;
+    let mut mine = vec![0u8; LEN];
+    for (name, w) in [
+        ("window", &window),
+        ("window before", &before),
+        ("window after", &after),
+    ] {
+        w.read(0, &mut mine)?;
+        if mine.iter().any(|&b| b != 0) {
+            return Err(fail(format!("a forged key wrote into the {name}")));
+        }
+    }
+    barrier(t).await
+}
+
 /// `victim` dies (through `die`) after a barrier; every other rank's waits,
 /// on the victim and on anything else, must end with `PeerGone` in 10 s.
 pub async fn peer_killed<T: Transport>(t: &T, victim: Rank, die: impl FnOnce()) -> Result<()> {
@@ -561,6 +636,8 @@ pub enum Check {
     AllPairs,
     /// [`bad_input`]: bad puts fail at the origin with the right error.
     BadInput,
+    /// [`forged_keys`]: corrupted and forged keys are refused, write nothing.
+    ForgedKeys,
     /// [`first_contact_retry`]: a timed-out first contact leaves no trace.
     FirstContactRetry,
     /// [`dropped_send_breaks_the_stream`]: later sends fail with `Protocol`.
@@ -572,13 +649,14 @@ pub enum Check {
 
 /// The checks `Check::Suite` runs, in order: all but those that need a job
 /// of their own (first contact must be first; a broken stream stays broken).
-pub const SUITE: [Check; 6] = [
+pub const SUITE: [Check; 7] = [
     Check::PutSizes,
     Check::ManyPutsInFlight,
     Check::SignalsAndAtomics,
     Check::TaggedMessages,
     Check::AllPairs,
     Check::BadInput,
+    Check::ForgedKeys,
 ];
 
 /// Runs `check` on this rank.
@@ -590,6 +668,7 @@ pub async fn run<T: Transport + ControlWindows>(t: &T, check: Check) -> Result<(
         Check::TaggedMessages => tagged_messages(t).await,
         Check::AllPairs => all_pairs(t).await,
         Check::BadInput => bad_input(t).await,
+        Check::ForgedKeys => forged_keys(t).await,
         Check::FirstContactRetry => first_contact_retry(t).await,
         Check::DroppedSendBreaksTheStream => dropped_send_breaks_the_stream(t).await,
         Check::Suite => {

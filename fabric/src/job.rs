@@ -1,20 +1,22 @@
 //! What every provider needs from the job besides its own fabric: identity,
 //! the bootstrap it was started with (launcher, MPI, or a job of one), the
-//! directory of peer addresses, the clock, failure detection and finalize.
+//! directory of peer addresses and key secrets, the clock, failure detection
+//! and finalize.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::{env_number, ENV_SPIN_US};
+use crate::key::KeySecret;
 use crate::os::process_alive;
 use crate::{Directory, Error, FlatDirectory, Rank, Result, Time};
 
 /// How often a wait looks whether a peer's process still exists.
 const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
-/// Directory entry header: pid, then a hash of the host name.
-const HEADER: usize = 12;
+/// Directory entry header: pid, a hash of the host name, the key secret.
+const HEADER: usize = 12 + KeySecret::BYTES;
 
 /// This rank's membership in a job, shared by every provider: who it is, its
 /// peers' addresses, the transport clock, failure checks and finalize.
@@ -25,6 +27,8 @@ pub struct Job {
     /// Cores the ranks of this machine share (counted before pinning).
     cores: usize,
     host: u64,
+    /// Seals the keys of this rank's windows (see [`KeySecret`]).
+    secret: KeySecret,
     epoch: Instant,
     bootstrap: Box<dyn Bootstrap>,
     directory: FlatDirectory,
@@ -49,6 +53,7 @@ impl Job {
             id: bootstrap.job_id().to_string(),
             cores,
             host: host_hash(),
+            secret: KeySecret::draw(),
             epoch: Instant::now(),
             bootstrap,
             directory: FlatDirectory::new(Vec::new()),
@@ -57,10 +62,12 @@ impl Job {
         }
     }
 
-    /// Publishes this rank's provider address and learns everyone's (once).
+    /// Publishes this rank's provider address and key secret, and learns
+    /// everyone's (once).
     pub fn exchange_addresses(&mut self, address: &[u8]) -> Result<()> {
         let mut entry = std::process::id().to_le_bytes().to_vec();
         entry.extend_from_slice(&self.host.to_le_bytes());
+        entry.extend_from_slice(&self.secret.to_bytes());
         entry.extend_from_slice(address);
         let all = self.bootstrap.allgather(&entry, BOOTSTRAP_TIMEOUT)?;
         if let Some(rank) = all.iter().position(|a| a.len() < HEADER) {
@@ -120,6 +127,22 @@ impl Job {
         Ok(&self.directory.address(rank)?[HEADER..])
     }
 
+    /// The secret that seals this rank's keys.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+    pub(crate) fn key_secret(&self) -> KeySecret {
+        self.secret
+    }
+
+    /// The secret `rank` seals its keys with, as it published it.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+    pub(crate) fn peer_key_secret(&self, rank: Rank) -> Result<KeySecret> {
+        let entry = self.directory.address(rank)?;
+        let bytes = entry[12..HEADER]
+            .try_into()
+            .expect("checked at the exchange");
+        Ok(KeySecret::from_bytes(bytes))
+    }
+
     /// `InvalidRank` unless `rank` is in this job.
     pub fn check_rank(&self, rank: Rank) -> Result<()> {
         if rank >= self.size {
@@ -149,7 +172,7 @@ impl Job {
         self.last_peer_check.set(now);
         let entry = self.directory.address(rank)?;
         let pid = u32::from_le_bytes(entry[..4].try_into().expect("4 bytes"));
-        let host = u64::from_le_bytes(entry[4..HEADER].try_into().expect("8 bytes"));
+        let host = u64::from_le_bytes(entry[4..12].try_into().expect("8 bytes"));
         if host != self.host || process_alive(pid as i32) {
             Ok(())
         } else {

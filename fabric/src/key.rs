@@ -1,5 +1,6 @@
 //! Remote keys: the compact, provider-packed handle a peer needs to put into
-//! a window. Keys are plain bytes so algorithms can ship them in messages.
+//! a window, and the per-rank secret that seals keys against corruption and
+//! forgery. Keys are plain bytes so algorithms can ship them in messages.
 
 /// Largest packed key any provider may produce (UCX rkeys are the biggest).
 pub(crate) const MAX_KEY_BYTES: usize = 232;
@@ -36,5 +37,93 @@ impl std::fmt::Debug for RemoteKey {
             write!(f, "{b:02x}")?;
         }
         write!(f, ")")
+    }
+}
+
+/// Bytes of the integrity tag that ends every sealed key.
+#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+pub(crate) const SEAL_BYTES: usize = 8;
+
+/// A rank's secret for sealing the keys of its windows: drawn at random when
+/// the rank starts and published with its address, so that every peer can
+/// check a key's tag before it trusts anything the key says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeySecret([u8; KeySecret::BYTES]);
+
+impl KeySecret {
+    /// Bytes of a secret as published in the directory.
+    pub(crate) const BYTES: usize = 16;
+
+    /// A fresh secret from the kernel's random source. Should that fail, a
+    /// secret from the clock and the pid still tells this incarnation's keys
+    /// from any other's: the tag guards against corrupted and stale keys, not
+    /// against ranks of the same job, which all know every secret.
+    pub(crate) fn draw() -> KeySecret {
+        let mut bytes = [0u8; KeySecret::BYTES];
+        // SAFETY: `bytes` is writable for its length.
+        let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        if got != bytes.len() as isize {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos() as u64;
+            bytes[..8].copy_from_slice(&now.to_le_bytes());
+            bytes[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+        }
+        KeySecret(bytes)
+    }
+
+    /// The secret a peer published.
+    pub(crate) fn from_bytes(bytes: [u8; KeySecret::BYTES]) -> KeySecret {
+        KeySecret(bytes)
+    }
+
+    /// The bytes to publish.
+    pub(crate) fn to_bytes(self) -> [u8; KeySecret::BYTES] {
+        self.0
+    }
+
+    /// SipHash-2-4 of `body` under this secret.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+    fn tag(&self, body: &[u8]) -> [u8; SEAL_BYTES] {
+        use std::hash::Hasher;
+        let mut hasher = siphasher::sip::SipHasher24::new_with_key(&self.0);
+        hasher.write(body);
+        hasher.finish().to_le_bytes()
+    }
+
+    /// `body` followed by its tag.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+    pub(crate) fn seal(&self, body: &[u8]) -> crate::Result<RemoteKey> {
+        let mut bytes = body.to_vec();
+        bytes.extend_from_slice(&self.tag(body));
+        RemoteKey::from_bytes(&bytes)
+    }
+
+    /// The body of `key` if its tag is this secret's, else `InvalidKey`: a
+    /// corrupted or forged key is refused before any field of it is used.
+    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+    pub(crate) fn open<'k>(&self, key: &'k RemoteKey, what: &str) -> crate::Result<&'k [u8]> {
+        let bytes = key.as_bytes();
+        let refused =
+            || crate::Error::InvalidKey(format!("{what}: the tag does not match {key:?}"));
+        let split = bytes.len().checked_sub(SEAL_BYTES).ok_or_else(refused)?;
+        let (body, tag) = bytes.split_at(split);
+        // Every byte is compared, so timing does not say how much matched.
+        let diff = self
+            .tag(body)
+            .iter()
+            .zip(tag)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if diff != 0 {
+            return Err(refused());
+        }
+        Ok(body)
+    }
+}
+
+impl std::fmt::Debug for KeySecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeySecret(..)")
     }
 }

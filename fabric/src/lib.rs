@@ -15,6 +15,8 @@ mod directory;
 pub mod eager;
 mod error;
 mod executor;
+#[doc(hidden)]
+pub mod fuzz_hooks;
 pub mod job;
 mod key;
 pub mod launch;

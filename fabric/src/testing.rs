@@ -343,6 +343,7 @@ macro_rules! conformance_tests {
                 tagged_messages TaggedMessages,
                 all_pairs AllPairs,
                 bad_input BadInput,
+                forged_keys ForgedKeys,
                 first_contact_retry FirstContactRetry,
                 dropped_send_breaks_the_stream DroppedSendBreaksTheStream,
             );

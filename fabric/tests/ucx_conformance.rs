@@ -138,3 +138,47 @@ fn ucx_put_figures() {
         assert!(report.success());
     }
 }
+
+/// A rank killed while its peer streams puts into it: the survivor's put
+/// fails with `PeerGone`, and its endpoint, closed by force with data still
+/// in flight, must be fully discarded before the worker goes (UCX 1.13
+/// aborts in `ucp_worker_destroy` on an endpoint whose discard is pending).
+#[test]
+fn tcp_peer_killed_mid_put() {
+    use catena_fabric::{block_on, Error, LocalWindow, RemoteKey, Rma, Transport};
+    const CASE: &str = "tcp_peer_killed_mid_put";
+    const BIG: usize = 16 << 20;
+    let report = catena_fabric::testing::launch_case_on::<UcxTransport>(CASE, 2, TCP, |t| {
+        block_on(t, async {
+            let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+            let window = t.alloc_window(BIG)?;
+            let peer = 1 - t.rank();
+            t.send(peer, 9, 1, window.key().as_bytes(), deadline)
+                .await?;
+            let key = RemoteKey::from_bytes(&t.recv(Some(peer), 9, 1, deadline).await?.data)?;
+            if t.rank() == 1 {
+                // SAFETY: ends this process, as the test wants.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+            let data = vec![7u8; BIG];
+            for _ in 0..10_000 {
+                match t.put(peer, &key, 0, &data) {
+                    Ok(()) => {}
+                    Err(Error::PeerGone { .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Error::Protocol(
+                "puts to a killed rank kept succeeding".into(),
+            ))
+        })
+    });
+    if let Some(report) = report {
+        assert!(
+            report.statuses[0].success(),
+            "the survivor failed: {:?}\n{}",
+            report.statuses[0],
+            report.output
+        );
+    }
+}

@@ -88,7 +88,13 @@ impl OfiTransport {
         let (inject_size, max_msg) = (info.inject_size(), info.max_msg_size().max(1));
         let signal_data = info.cq_data_size() >= 8;
         let engine = Rc::new(Engine::new(Domain::open(info, mode)?));
-        let control = OfiWindow::create(&engine, job.rank(), 0, CONTROL_WINDOW_BYTES)?;
+        let control = OfiWindow::create(
+            &engine,
+            job.rank(),
+            &job.key_secret(),
+            0,
+            CONTROL_WINDOW_BYTES,
+        )?;
         let name = engine.domain.name()?;
         job.exchange_addresses(&directory_entry(&name, &control.key()))?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
@@ -136,7 +142,7 @@ impl OfiTransport {
     /// Checks a put of `len` bytes at `offset` of `target`'s window `key`.
     fn resolve(&self, target: Rank, key: &RemoteKey, offset: usize, len: usize) -> Result<Dest> {
         self.job.check_rank(target)?;
-        let key = OfiKey::decode(key, target)?;
+        let key = OfiKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
         check_bounds(offset, len, key.len)?;
         Ok(Dest {
             addr: self.peer(target)?,
@@ -274,7 +280,11 @@ impl OfiTransport {
     /// it completes only after every earlier write to `target` has landed.
     fn post_flush(&self, target: Rank, deadline: Instant) -> Result<u64> {
         let (_, control) = parse_entry(self.job.address(target)?, target)?;
-        let control = OfiKey::decode(&RemoteKey::from_bytes(control)?, target)?;
+        let control = OfiKey::decode(
+            &RemoteKey::from_bytes(control)?,
+            target,
+            &self.job.peer_key_secret(target)?,
+        )?;
         let addr = self.peer(target)?;
         let slot = self.engine.start([0; 3])?;
         // SAFETY: the result word lives in the op table until completion.
@@ -413,7 +423,13 @@ impl Rma for OfiTransport {
             id.checked_add(1)
                 .ok_or(Error::Protocol("window ids exhausted".into()))?,
         );
-        OfiWindow::create(&self.engine, self.job.rank(), id, len)
+        OfiWindow::create(
+            &self.engine,
+            self.job.rank(),
+            &self.job.key_secret(),
+            id,
+            len,
+        )
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {

@@ -1,8 +1,9 @@
 //! Windows of the ofi provider: page-aligned anonymous memory catena owns,
 //! registered for remote access, and the key peers address it by:
-//! `O | owner | id | len | remote base | memory key`. The base is the
+//! `O | owner | id | len | remote base | memory key | tag`. The base is the
 //! window's virtual address where the provider wants FI_MR_VIRT_ADDR, else 0
-//! (offsets); the key is the provider's or one the domain chose.
+//! (offsets); the memory key is the provider's or one the domain chose; the
+//! tag seals the rest with the owner's secret (see [`KeySecret`]).
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,10 +14,12 @@ use memmap2::MmapMut;
 use super::domain::Mr;
 use super::engine::Engine;
 use crate::bounds::{check_bounds, check_word};
+use crate::key::{KeySecret, SEAL_BYTES};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'O';
-const KEY_LEN: usize = 33;
+/// Bytes of a key before its tag.
+const BODY_LEN: usize = 33;
 
 /// A decoded ofi key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,42 +37,46 @@ pub struct OfiKey {
 }
 
 impl OfiKey {
-    /// The key as the bytes peers ship in messages (33 bytes).
-    pub fn encode(self) -> RemoteKey {
-        let mut b = [0u8; KEY_LEN];
+    /// The key as the bytes peers ship in messages (41 bytes), sealed with
+    /// the owner's `secret`.
+    pub(crate) fn encode(self, secret: &KeySecret) -> Result<RemoteKey> {
+        let mut b = [0u8; BODY_LEN];
         b[0] = KEY_TAG;
         b[1..5].copy_from_slice(&self.owner.to_le_bytes());
         b[5..9].copy_from_slice(&self.id.to_le_bytes());
         b[9..17].copy_from_slice(&(self.len as u64).to_le_bytes());
         b[17..25].copy_from_slice(&self.addr.to_le_bytes());
         b[25..33].copy_from_slice(&self.mr_key.to_le_bytes());
-        RemoteKey::from_bytes(&b).expect("ofi keys are short")
+        secret.seal(&b)
     }
 
-    /// Decodes a key meant for a window of `target`; another rank's key is
-    /// refused, so a misdirected put never reaches the fabric.
-    pub fn decode(key: &RemoteKey, target: Rank) -> Result<OfiKey> {
+    /// Decodes a key meant for a window of `target`, whose published secret
+    /// is `secret`. Another rank's key, and a key whose tag does not match
+    /// (corrupted or forged), are refused before any field is trusted, so a
+    /// bad key never reaches the fabric.
+    pub(crate) fn decode(key: &RemoteKey, target: Rank, secret: &KeySecret) -> Result<OfiKey> {
         let b = key.as_bytes();
-        if b.len() != KEY_LEN || b[0] != KEY_TAG {
+        if b.len() != BODY_LEN + SEAL_BYTES || b[0] != KEY_TAG {
             return Err(Error::InvalidKey(format!("not an ofi window key: {key:?}")));
         }
         let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        // Read before the tag is checked only to name the mistake.
+        let owner = u32_at(1);
+        if owner != target {
+            return Err(Error::InvalidKey(format!(
+                "a key of rank {owner}'s window used for rank {target}"
+            )));
+        }
+        secret.open(key, "an ofi window key")?;
         let len = u64_at(9);
-        let decoded = OfiKey {
-            owner: u32_at(1),
+        Ok(OfiKey {
+            owner,
             id: u32_at(5),
             len: usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?,
             addr: u64_at(17),
             mr_key: u64_at(25),
-        };
-        if decoded.owner != target {
-            return Err(Error::InvalidKey(format!(
-                "a key of rank {}'s window used for rank {target}",
-                decoded.owner
-            )));
-        }
-        Ok(decoded)
+        })
     }
 
     /// The remote address of byte `offset` (checked by the caller).
@@ -81,6 +88,8 @@ impl OfiKey {
 /// A window this process exposes.
 pub struct OfiWindow {
     key: OfiKey,
+    /// `key`, sealed.
+    sealed: RemoteKey,
     // Drop order: the registration goes before the memory it covers, and
     // both before the engine (whose domain must outlive every MR).
     _mr: Mr,
@@ -96,6 +105,7 @@ impl OfiWindow {
     pub(crate) fn create(
         engine: &Rc<Engine>,
         owner: Rank,
+        secret: &KeySecret,
         id: u32,
         len: usize,
     ) -> Result<OfiWindow> {
@@ -115,9 +125,11 @@ impl OfiWindow {
             addr: if virt { base as u64 } else { 0 },
             mr_key: mr.key(),
         };
+        let sealed = key.encode(secret)?;
         engine.expose(id, base, len);
         Ok(OfiWindow {
             key,
+            sealed,
             _mr: mr,
             base,
             _map: map,
@@ -135,7 +147,7 @@ impl OfiWindow {
 
 impl LocalWindow for OfiWindow {
     fn key(&self) -> RemoteKey {
-        self.key.encode()
+        self.sealed.clone()
     }
 
     fn len(&self) -> usize {

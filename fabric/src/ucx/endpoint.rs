@@ -335,7 +335,11 @@ impl Endpoints {
             return;
         };
         if !ep.closed() {
-            close(worker, vec![(ep, true)], FORCE_CLOSE_TIMEOUT);
+            close(
+                worker,
+                vec![(ep, true)],
+                Instant::now() + FORCE_CLOSE_TIMEOUT,
+            );
         }
         // What is left is a marker: `target` is unreachable from now on.
         let failure = Arc::new(Failure {
@@ -377,7 +381,9 @@ impl Endpoints {
             .filter(|(_, ep)| !ep.closed())
             .map(|(rank, ep)| (ep, !alive(rank)))
             .collect();
-        close(worker, eps, timeout);
+        let deadline = Instant::now() + timeout;
+        close(worker, eps, deadline);
+        settle(worker, deadline);
     }
 }
 
@@ -393,18 +399,35 @@ fn has_atomic_lane(ep: sys::ucp_ep_h) -> bool {
 /// How long a forced close may take (it cancels; it waits for nobody).
 const FORCE_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Progresses until no endpoint closed by force (here or in `ep_failed`)
+/// still has transport endpoints being discarded, or `deadline` passed:
+/// UCX 1.13's `ucp_worker_destroy` aborts (`ep->refcounts.create == 1` in
+/// `ucp_ep_delete`) on such an endpoint, because it deletes it a second
+/// time. A worker flush completes only once every discard has.
+fn settle(worker: &Worker, deadline: Instant) {
+    let param = sys::ucp_request_param_t::default();
+    // SAFETY: the worker is live; the request is freed when dropped.
+    let flush = posted("ucp_worker_flush_nbx", unsafe {
+        sys::ucp_worker_flush_nbx(worker.handle(), &param)
+    });
+    if let Ok(Some(request)) = flush {
+        while request.status().is_none() && Instant::now() < deadline {
+            worker.progress_once();
+        }
+    }
+}
+
 /// Closes `eps` (`force` for those whose peer is gone) and progresses until
-/// all closed or `timeout` passed. Endpoints still closing then (a flushing
+/// all closed or `deadline` passed. Endpoints still closing then (a flushing
 /// close waits on a peer that may never answer) are left to
 /// `ucp_worker_destroy`, which releases them.
-fn close(worker: &Worker, eps: Vec<(Endpoint, bool)>, timeout: Duration) {
+fn close(worker: &Worker, eps: Vec<(Endpoint, bool)>, deadline: Instant) {
     let mut pending = Vec::new();
     for (ep, force) in eps {
         if let Some(request) = start_close(ep.handle, force) {
             pending.push((ep, request));
         }
     }
-    let deadline = Instant::now() + timeout;
     while !pending.is_empty() {
         worker.progress_once();
         pending.retain(|(_, request)| request.status().is_none());

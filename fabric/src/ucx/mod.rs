@@ -6,7 +6,7 @@
 mod context;
 mod endpoint;
 mod request;
-mod window;
+pub(crate) mod window;
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use catena_ucx_sys as sys;
 
 use context::{check, Context, ProgressMode, Worker};
 use endpoint::{Endpoints, ErrMode, Route};
-use request::{posted, reply_done, FetchOp, Request};
+use request::{peer_failed, posted, posted_to, reply_done, FetchOp, Request};
 use window::UcxKey;
 pub use window::UcxWindow;
 
@@ -83,7 +83,13 @@ impl UcxTransport {
         let context = Context::new(progress_thread != ProgressMode::Off)?;
         let err_mode = ErrMode::from_env(context.has_shared_memory())?;
         let worker = Worker::new(context, progress_thread)?;
-        let control = UcxWindow::create(worker.context(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
+        let control = UcxWindow::create(
+            worker.context(),
+            job.rank(),
+            &job.key_secret(),
+            0,
+            CONTROL_WINDOW_BYTES,
+        )?;
         job.exchange_addresses(&encode_address(&control.key(), &worker.address()?))?;
         Ok(UcxTransport {
             job,
@@ -120,7 +126,7 @@ impl UcxTransport {
     /// endpoint and rkey to use.
     fn route<'k>(&self, target: Rank, key: &'k RemoteKey) -> Result<(UcxKey<'k>, Route)> {
         self.job.check_rank(target)?;
-        let key = UcxKey::decode(key, target)?;
+        let key = UcxKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
         let route = self.endpoints.route(&self.worker, target, &key, || {
             Ok(decode_address(self.job.address(target)?)?.1.to_vec())
         })?;
@@ -141,6 +147,7 @@ impl UcxTransport {
             if let Some(status) = request.status() {
                 break match self.endpoints.usable(target) {
                     Err(e) => e,
+                    Ok(()) if peer_failed(status) => Error::PeerGone { rank: target },
                     Ok(()) => match check(what, status) {
                         Ok(()) => return Ok(()),
                         Err(e) => e,
@@ -194,16 +201,20 @@ impl UcxTransport {
         let param = host_param();
         // SAFETY: endpoint and rkey are live; `data` outlives the operation
         // (waited for below); the remote range was checked against the window.
-        let request = posted("ucp_put_nbx", unsafe {
-            sys::ucp_put_nbx(
-                route.ep,
-                data.as_ptr().cast(),
-                data.len(),
-                addr,
-                route.rkey,
-                &param,
-            )
-        })?;
+        let request = posted_to(
+            "ucp_put_nbx",
+            unsafe {
+                sys::ucp_put_nbx(
+                    route.ep,
+                    data.as_ptr().cast(),
+                    data.len(),
+                    addr,
+                    route.rkey,
+                    &param,
+                )
+            },
+            target,
+        )?;
         self.wait_local(target, request, "ucp_put_nbx")
     }
 
@@ -331,7 +342,13 @@ impl Rma for UcxTransport {
             id.checked_add(1)
                 .ok_or(Error::Protocol("window ids exhausted".into()))?,
         );
-        UcxWindow::create(self.worker.context(), self.job.rank(), id, len)
+        UcxWindow::create(
+            self.worker.context(),
+            self.job.rank(),
+            &self.job.key_secret(),
+            id,
+            len,
+        )
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
@@ -368,17 +385,21 @@ impl Rma for UcxTransport {
         };
         // SAFETY: endpoint and rkey are live; `add` outlives the operation
         // (waited for below); the word was checked against the window.
-        let request = posted("ucp_atomic_op_nbx", unsafe {
-            sys::ucp_atomic_op_nbx(
-                route.ep,
-                sys::UCP_ATOMIC_OP_ADD,
-                add.as_ptr().cast(),
-                1,
-                key.base + signal.offset as u64,
-                route.rkey,
-                &param,
-            )
-        })?;
+        let request = posted_to(
+            "ucp_atomic_op_nbx",
+            unsafe {
+                sys::ucp_atomic_op_nbx(
+                    route.ep,
+                    sys::UCP_ATOMIC_OP_ADD,
+                    add.as_ptr().cast(),
+                    1,
+                    key.base + signal.offset as u64,
+                    route.rkey,
+                    &param,
+                )
+            },
+            target,
+        )?;
         self.wait_local(target, request, "ucp_atomic_op_nbx")?;
         if route.software_atomics {
             self.await_answer(route.ep)?;

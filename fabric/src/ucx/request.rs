@@ -12,19 +12,46 @@ use catena_ucx_sys as sys;
 use sys::ucs_status_t;
 
 use super::context::fabric_error;
-use crate::Result;
+use crate::{Error, Rank, Result};
 
 /// What a non-blocking call returned: done at once, or a request in flight.
 /// `UCS_PTR_IS_ERR` / `UCS_PTR_STATUS` of `ucs/type/status.h`, in Rust.
 pub(crate) fn posted(call: &'static str, ptr: sys::ucs_status_ptr_t) -> Result<Option<Request>> {
+    decode(ptr).map_err(|status| fabric_error(call, status))
+}
+
+/// [`posted`] for an operation on `target`'s endpoint: a status that says
+/// the peer is unreachable is `PeerGone`.
+pub(crate) fn posted_to(
+    call: &'static str,
+    ptr: sys::ucs_status_ptr_t,
+    target: Rank,
+) -> Result<Option<Request>> {
+    decode(ptr).map_err(|status| match peer_failed(status) {
+        true => Error::PeerGone { rank: target },
+        false => fabric_error(call, status),
+    })
+}
+
+/// Whether an operation ended with `status` because its peer is unreachable
+/// (UCX may not have called the endpoint's error callback yet).
+pub(crate) fn peer_failed(status: ucs_status_t) -> bool {
+    [
+        ucs_status_t::UCS_ERR_ENDPOINT_TIMEOUT,
+        ucs_status_t::UCS_ERR_CONNECTION_RESET,
+        ucs_status_t::UCS_ERR_UNREACHABLE,
+    ]
+    .contains(&status)
+}
+
+fn decode(ptr: sys::ucs_status_ptr_t) -> std::result::Result<Option<Request>, ucs_status_t> {
     let raw = ptr as usize;
     if raw == 0 {
         return Ok(None);
     }
     // Errors are small negative numbers cast to pointers.
     if raw >= (ucs_status_t::UCS_ERR_LAST.0 as isize) as usize {
-        let status = ucs_status_t(raw as isize as i8);
-        return Err(fabric_error(call, status));
+        return Err(ucs_status_t(raw as isize as i8));
     }
     Ok(Some(Request(
         NonNull::new(ptr).expect("a non-null, non-error status pointer"),

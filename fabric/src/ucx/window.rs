@@ -1,6 +1,7 @@
 //! Windows of the UCX provider: memory UCX allocates (`ucp_mem_map` with
 //! `UCP_MEM_MAP_ALLOCATE`, so shared-memory transports can map it into peers)
-//! and its packed rkey. Keys are `U | owner | id | len | base | packed rkey`.
+//! and its packed rkey. Keys are `U | owner | id | len | base | packed rkey |
+//! tag`, the tag sealing the rest with the owner's secret (see [`KeySecret`]).
 
 use std::ffi::c_void;
 use std::ptr;
@@ -11,13 +12,13 @@ use catena_ucx_sys as sys;
 
 use super::context::{check, Context};
 use crate::bounds::{check_bounds, check_word};
-use crate::key::MAX_KEY_BYTES;
+use crate::key::{KeySecret, MAX_KEY_BYTES, SEAL_BYTES};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'U';
 const HEADER_LEN: usize = 25;
 /// The largest packed rkey a catena key can carry.
-pub(crate) const MAX_RKEY_BYTES: usize = MAX_KEY_BYTES - HEADER_LEN;
+pub(crate) const MAX_RKEY_BYTES: usize = MAX_KEY_BYTES - HEADER_LEN - SEAL_BYTES;
 
 /// A decoded UCX key: whose window, which one, its length and address in
 /// the owner's process, and the rkey to unpack.
@@ -31,7 +32,7 @@ pub(crate) struct UcxKey<'a> {
 }
 
 impl UcxKey<'_> {
-    fn encode(&self) -> Result<RemoteKey> {
+    pub(crate) fn encode(&self, secret: &KeySecret) -> Result<RemoteKey> {
         if self.rkey.len() > MAX_RKEY_BYTES {
             return Err(Error::Fabric {
                 library: "UCX",
@@ -49,32 +50,40 @@ impl UcxKey<'_> {
         bytes.extend_from_slice(&(self.len as u64).to_le_bytes());
         bytes.extend_from_slice(&self.base.to_le_bytes());
         bytes.extend_from_slice(self.rkey);
-        RemoteKey::from_bytes(&bytes)
+        secret.seal(&bytes)
     }
 
-    /// Decodes a key meant for a window of `target`: a key of another
-    /// rank's window is refused, so a misdirected put writes nothing.
-    pub(crate) fn decode(key: &RemoteKey, target: Rank) -> Result<UcxKey<'_>> {
+    /// Decodes a key meant for a window of `target`, whose published secret
+    /// is `secret`. Another rank's key, and a key whose tag does not match
+    /// (corrupted or forged), are refused before any field is trusted: in
+    /// particular UCX never unpacks a forged rkey.
+    pub(crate) fn decode<'k>(
+        key: &'k RemoteKey,
+        target: Rank,
+        secret: &KeySecret,
+    ) -> Result<UcxKey<'k>> {
         let b = key.as_bytes();
-        if b.len() <= HEADER_LEN || b[0] != KEY_TAG {
+        if b.len() <= HEADER_LEN + SEAL_BYTES || b[0] != KEY_TAG {
             return Err(Error::InvalidKey(format!("not a UCX window key: {key:?}")));
         }
         let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        // Read before the tag is checked only to name the mistake.
+        let owner = u32_at(1);
+        if owner != target {
+            return Err(Error::InvalidKey(format!(
+                "a key of rank {owner}'s window used for rank {target}"
+            )));
+        }
+        let body = secret.open(key, "a UCX window key")?;
         let len = u64_at(9);
         let decoded = UcxKey {
-            owner: u32_at(1),
+            owner,
             id: u32_at(5),
             len: usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?,
             base: u64_at(17),
-            rkey: &b[HEADER_LEN..],
+            rkey: &body[HEADER_LEN..],
         };
-        if decoded.owner != target {
-            return Err(Error::InvalidKey(format!(
-                "a key of rank {}'s window used for rank {target}",
-                decoded.owner
-            )));
-        }
         if decoded.base.checked_add(len).is_none() {
             return Err(Error::InvalidKey(format!(
                 "window of {len} bytes at {:#x} wraps around",
@@ -99,6 +108,7 @@ impl UcxWindow {
     pub(crate) fn create(
         context: &Rc<Context>,
         owner: Rank,
+        secret: &KeySecret,
         id: u32,
         len: usize,
     ) -> Result<UcxWindow> {
@@ -158,7 +168,7 @@ impl UcxWindow {
             base: window.base as u64,
             rkey: &rkey,
         }
-        .encode()?;
+        .encode(secret)?;
         Ok(window)
     }
 
