@@ -18,6 +18,7 @@ mod executor;
 pub mod job;
 mod key;
 pub mod launch;
+pub mod named_shm;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 pub mod os;
