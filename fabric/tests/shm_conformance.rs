@@ -253,3 +253,51 @@ fn forged_and_stale_keys_write_nothing() {
         })
     });
 }
+
+/// A rank killed under `mpiexec` (which knows nothing of catena's shared
+/// memory) leaves nothing in /dev/shm: the kernel frees what it held.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    const CASE: &str = "a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm";
+    let ran = catena_fabric::testing::run_as_rank::<ShmTransport>(CASE, |t| {
+        block_on(t, async {
+            let _window = t.alloc_window(4096)?;
+            conformance::barrier(t).await?;
+            if t.rank() == 1 {
+                // SAFETY: kills this process, as a crash would.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+            // Until mpiexec stops the job, or the victim is seen gone.
+            let deadline = t.deadline_in(Duration::from_secs(30));
+            let _ = t.recv(Some(1), 9, 12, deadline).await;
+            Ok(())
+        })
+    });
+    if ran {
+        return;
+    }
+    let job = catena_fabric::job::new_job_id();
+    let mut mpiexec = Command::new("mpiexec")
+        .args(["-n", "3"])
+        .arg(std::env::current_exe().unwrap())
+        .args([CASE, "--exact", "--nocapture", "--test-threads=1"])
+        .env(catena_fabric::testing::ENV_CASE, CASE)
+        .env(catena_fabric::config::ENV_MPI_JOB, &job)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mpiexec");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mpiexec.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = mpiexec.kill();
+    let status = mpiexec.wait().unwrap();
+    assert!(!status.success(), "a killed rank fails the job");
+    let left = named_in_dev_shm(&job);
+    assert!(left.is_empty(), "left in /dev/shm: {left:?}");
+}
