@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -108,7 +108,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         )));
     }
     let job = crate::job::new_job_id();
-    let job_segment = JobSegment::create(spec.ranks)?;
+    let (job_segment, job_fd) = JobSegment::create(spec.ranks)?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut children: Vec<Option<Child>> = Vec::new();
     let mut forwarders = Vec::new();
@@ -126,7 +126,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        share_job_segment(&mut cmd, job_segment.fd());
+        share_job_segment(&mut cmd, job_fd.as_raw_fd());
         if spec.pin && !cores.is_empty() {
             cmd.env(
                 ENV_PIN_CORE,

@@ -135,7 +135,7 @@ pub fn run_case_on<P: Provider>(
                 );
                 assert_eq!(
                     report.leftover_segments, 0,
-                    "{case}: ranks did not remove their segments\n{}",
+                    "{case}: the job left named objects in /dev/shm\n{}",
                     report.output
                 );
             }

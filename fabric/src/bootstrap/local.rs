@@ -4,7 +4,7 @@
 //! barriers, and the launcher's failure flag.
 
 use std::cell::Cell;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -35,14 +35,14 @@ pub struct JobSegment {
 
 impl JobSegment {
     /// Creates the segment of a job of `size` ranks; called by the launcher
-    /// before it starts the ranks, which inherit its [`fd`](Self::fd).
-    pub fn create(size: u32) -> Result<JobSegment> {
-        let segment = Segment::create(Self::bytes(size))?;
+    /// before it starts the ranks, which inherit the returned descriptor.
+    pub fn create(size: u32) -> Result<(JobSegment, OwnedFd)> {
+        let (segment, fd) = Segment::create(Self::bytes(size))?;
         segment
             .u64_at(SIZE_AT)
             .store(u64::from(size), Ordering::Relaxed);
         segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
-        Ok(JobSegment { segment, size })
+        Ok((JobSegment { segment, size }, fd))
     }
 
     /// Maps the segment the launcher created and left at descriptor `fd`;
@@ -63,11 +63,6 @@ impl JobSegment {
             )));
         }
         Ok(JobSegment { segment, size })
-    }
-
-    /// The descriptor the ranks inherit the segment by.
-    pub fn fd(&self) -> RawFd {
-        self.segment.fd()
     }
 
     fn bytes(size: u32) -> usize {
@@ -173,7 +168,7 @@ impl LocalBootstrap {
     /// A job of one, for a program started without the launcher.
     pub fn singleton() -> Result<LocalBootstrap> {
         Ok(LocalBootstrap {
-            segment: JobSegment::create(1)?,
+            segment: JobSegment::create(1)?.0,
             job: crate::job::new_job_id(),
             rank: 0,
             size: 1,

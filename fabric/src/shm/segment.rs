@@ -3,7 +3,7 @@
 //! Peers of the same user map it through `/proc/<owner pid>/fd/<fd>`.
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -16,15 +16,15 @@ use crate::{Error, Result};
 /// tell a segment from any other file a reused descriptor may name.
 const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
-/// A mapped segment and the descriptor that keeps it reachable by peers.
+/// A mapping of a segment; it keeps the memory alive without a descriptor.
 pub struct Segment {
     map: MmapMut,
-    file: File,
 }
 
 impl Segment {
-    /// Creates a sealed segment of `len` zeroed bytes and maps it.
-    pub fn create(len: usize) -> Result<Segment> {
+    /// Creates a sealed segment of `len` zeroed bytes and maps it; peers can
+    /// open it while the returned descriptor stays open.
+    pub fn create(len: usize) -> Result<(Segment, OwnedFd)> {
         let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
         // SAFETY: a valid C string and flags; the result is checked.
         let fd = unsafe { libc::memfd_create(c"catena".as_ptr(), flags) };
@@ -39,7 +39,7 @@ impl Segment {
         if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } != 0 {
             return Err(os_error("sealing shared memory"));
         }
-        Self::map(file, len)
+        Ok((Self::map(&file, len)?, file.into()))
     }
 
     /// Maps segment `fd` of process `pid` (of this user) if it is a segment
@@ -72,12 +72,12 @@ impl Segment {
         if !is_segment(file.as_raw_fd(), len) {
             return Ok(None);
         }
-        Self::map(file, len).map(Some)
+        Self::map(&file, len).map(Some)
     }
 
-    /// Takes over segment `fd`, inherited from the parent, if it is a segment
-    /// of `len` bytes (else leaves `fd` alone), and keeps it from this
-    /// process's own children.
+    /// Maps segment `fd`, inherited from the parent, if it is a segment of
+    /// `len` bytes (else leaves `fd` alone), and closes `fd`, which this
+    /// process's own children then cannot inherit.
     pub fn adopt(fd: RawFd, len: usize) -> Result<Segment> {
         if !is_segment(fd, len) {
             return Err(Error::Bootstrap(format!(
@@ -87,25 +87,16 @@ impl Segment {
         // SAFETY: `fd` is open (checked), and nothing else in this process
         // uses the descriptor the launcher left for it.
         let file = unsafe { File::from_raw_fd(fd) };
-        // SAFETY: F_SETFD on a descriptor this process now owns.
-        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
-            return Err(os_error("keeping the job segment from children"));
-        }
-        Self::map(file, len)
+        Self::map(&file, len)
     }
 
-    fn map(file: File, len: usize) -> Result<Segment> {
+    fn map(file: &File, len: usize) -> Result<Segment> {
         // SAFETY: the file is a sealed memfd of `len` bytes that nobody can
         // shrink, and all access to the mapping goes through raw pointers
         // and atomics.
-        let map = unsafe { MmapOptions::new().len(len).populate().map_mut(&file) }
+        let map = unsafe { MmapOptions::new().len(len).populate().map_mut(file) }
             .map_err(|e| Error::io(format!("mapping {len} bytes of shared memory"), e))?;
-        Ok(Segment { map, file })
-    }
-
-    /// The descriptor by which peers open this segment (in this process).
-    pub fn fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+        Ok(Segment { map })
     }
 
     /// The mapping's size in bytes.
@@ -159,14 +150,14 @@ mod tests {
 
     #[test]
     fn a_peer_maps_a_segment_by_pid_and_descriptor() {
-        let seg = Segment::create(4096).unwrap();
+        let (seg, fd) = Segment::create(4096).unwrap();
         seg.u64_at(8).store(42, Ordering::Relaxed);
-        let peer = Segment::open(std::process::id(), seg.fd(), 4096)
+        let peer = Segment::open(std::process::id(), fd.as_raw_fd(), 4096)
             .unwrap()
             .expect("mapped");
         assert_eq!(peer.u64_at(8).load(Ordering::Relaxed), 42);
         assert!(
-            Segment::open(std::process::id(), seg.fd(), 8192)
+            Segment::open(std::process::id(), fd.as_raw_fd(), 8192)
                 .unwrap()
                 .is_none(),
             "the size is checked"
@@ -188,19 +179,21 @@ mod tests {
             .map(|s| s.is_none())
             .unwrap_or(true));
         drop(plain);
-        let seg = Segment::create(64).unwrap();
-        let closed = seg.fd();
-        drop(seg);
+        let (seg, fd) = Segment::create(64).unwrap();
+        let closed = fd.as_raw_fd();
+        drop(fd);
         assert!(Segment::open(std::process::id(), closed, 64)
             .unwrap()
             .is_none());
+        assert_eq!(seg.mapped_len(), 64, "the mapping outlives the descriptor");
     }
 
     #[test]
     fn a_segment_cannot_be_shrunk_under_its_mappings() {
-        let seg = Segment::create(8192).unwrap();
-        assert!(seg.file.set_len(64).is_err());
-        assert!(seg.file.set_len(1 << 20).is_err());
+        let (_seg, fd) = Segment::create(8192).unwrap();
+        let file = File::from(fd);
+        assert!(file.set_len(64).is_err());
+        assert!(file.set_len(1 << 20).is_err());
     }
 
     /// A plain file of 4096 bytes, already unlinked.

@@ -4,7 +4,7 @@
 //! tag`, the tag a keyed hash of the rest that only the owner can make.
 
 use std::hash::Hasher;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 
 use siphasher::sip::SipHasher24;
@@ -202,6 +202,8 @@ impl MappedWindow {
 pub struct ShmWindow {
     key: ShmKey,
     segment: Segment,
+    /// Peers open the window by this descriptor; closed when it is freed.
+    _fd: OwnedFd,
 }
 
 impl ShmWindow {
@@ -210,12 +212,12 @@ impl ShmWindow {
     /// `tag_key`. Window 0, the control window, also publishes `tag_key`.
     pub(crate) fn create(rank: Rank, id: u32, len: usize, tag_key: TagKey) -> Result<ShmWindow> {
         crate::bounds::check_window_len(len)?;
-        let segment = Segment::create(HEADER_BYTES + len)?;
+        let (segment, fd) = Segment::create(HEADER_BYTES + len)?;
         let mut key = ShmKey {
             owner: rank,
             id,
             len,
-            fd: segment.fd(),
+            fd: fd.as_raw_fd(),
             tag: 0,
         };
         key.tag = tag_key.tag(&key);
@@ -230,7 +232,11 @@ impl ShmWindow {
             header(TAG_KEY_AT + 8, tag_key.1);
         }
         segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
-        Ok(ShmWindow { key, segment })
+        Ok(ShmWindow {
+            key,
+            segment,
+            _fd: fd,
+        })
     }
 
     /// The segment behind the window, header included.
