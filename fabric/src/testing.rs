@@ -116,7 +116,7 @@ pub fn launch_case(
 }
 
 /// Runs `case` on `ranks` processes of provider `P` started by `starter`, and
-/// asserts that every rank succeeded and left no shared-memory segments.
+/// asserts that every rank succeeded and left nothing in /dev/shm.
 pub fn run_case_on<P: Provider>(
     case: &str,
     ranks: u32,

@@ -301,3 +301,43 @@ fn a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm() {
     let left = named_in_dev_shm(&job);
     assert!(left.is_empty(), "left in /dev/shm: {left:?}");
 }
+
+/// A put into a window of a rank that died is `PeerGone`, and writes
+/// nowhere: its memory went with it (or, where a mapping keeps it, nobody
+/// reads it).
+#[test]
+fn a_dead_ranks_window_is_peer_gone() {
+    use catena_fabric::{Error, LocalWindow, RemoteKey};
+    use std::os::unix::process::ExitStatusExt;
+    let Some(report) =
+        catena_fabric::testing::launch_case("a_dead_ranks_window_is_peer_gone", 2, |t| {
+            block_on(t, async {
+                let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+                if t.rank() == 1 {
+                    let window = t.alloc_window(64)?;
+                    t.send(0, 9, 13, window.key().as_bytes(), deadline).await?;
+                    t.recv(Some(0), 9, 14, deadline).await?;
+                    // SAFETY: kills this process, as a crash would.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                    unreachable!("killed");
+                }
+                let key = RemoteKey::from_bytes(&t.recv(Some(1), 9, 13, deadline).await?.data)?;
+                t.send(1, 9, 14, &[], deadline).await?;
+                let gone = t.recv(Some(1), 9, 15, deadline).await;
+                assert!(matches!(gone, Err(Error::PeerGone { rank: 1 })), "{gone:?}");
+                let put = t.put(1, &key, 0, b"to the dead");
+                assert!(matches!(put, Err(Error::PeerGone { rank: 1 })), "{put:?}");
+                Ok(())
+            })
+        })
+    else {
+        return;
+    };
+    assert!(report.statuses[0].success(), "{}", report.output);
+    assert_eq!(
+        report.statuses[1].signal(),
+        Some(libc::SIGKILL),
+        "{}",
+        report.output
+    );
+}

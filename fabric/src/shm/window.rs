@@ -175,8 +175,9 @@ impl MappedWindow {
         Ok(self.segment.u64_at(HEADER_BYTES + offset))
     }
 
-    /// Copies `data` to `offset` of the data area, checked against the length
-    /// the owner published.
+    /// Copies `data` to `offset` of the data area, checked against the
+    /// window's length (the key's, which the owner tagged and `open` found
+    /// to be the segment's).
     pub(crate) fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         check_bounds(offset, data.len(), self.key.len)?;
         // SAFETY: the range lies inside the owner's data area; `data` is ours.
