@@ -34,3 +34,19 @@ pub fn remove_job(job: &str) -> usize {
         .filter(|n| fs::remove_file(PathBuf::from(SHM_DIR).join(n)).is_ok())
         .count()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_removes_its_own_names_only() {
+        let (mine, other) = (crate::job::new_job_id(), crate::job::new_job_id());
+        for job in [&mine, &other] {
+            fs::write(PathBuf::from(SHM_DIR).join(name(job, "ofi-r0")), b"").unwrap();
+        }
+        assert_eq!(remove_job(&mine), 1);
+        assert!(job_names(&mine).is_empty());
+        assert_eq!(remove_job(&other), 1);
+    }
+}

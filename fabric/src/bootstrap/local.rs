@@ -259,3 +259,27 @@ impl Bootstrap for LocalBootstrap {
         self.segment.failed_rank()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, IntoRawFd};
+
+    #[test]
+    fn a_rank_inherits_only_a_job_segment_of_its_size() {
+        let (launcher, fd) = JobSegment::create(3).unwrap();
+        let wrong_size = JobSegment::inherit(fd.as_raw_fd(), 2);
+        assert!(matches!(wrong_size, Err(Error::Bootstrap(_))));
+        assert!(matches!(
+            JobSegment::inherit(0, 3),
+            Err(Error::Bootstrap(_))
+        ));
+        assert!(matches!(
+            JobSegment::inherit(-1, 3),
+            Err(Error::Bootstrap(_))
+        ));
+        let rank = JobSegment::inherit(fd.into_raw_fd(), 3).unwrap();
+        launcher.mark_failed(2);
+        assert_eq!(rank.failed_rank(), Some(2));
+    }
+}
