@@ -8,13 +8,42 @@ use std::time::{Duration, Instant};
 const RUN: &str = env!("CARGO_BIN_EXE_catena-run");
 const BENCH: &str = env!("CARGO_BIN_EXE_catena-bench");
 
-/// Segments of jobs started by the launcher with this pid.
-fn segments_of_launcher(pid: u32) -> Vec<String> {
+/// Files in /dev/shm whose name mentions job `job`.
+fn named_after(job: &str) -> Vec<String> {
     std::fs::read_dir("/dev/shm")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(&format!("catena-p{pid}n")))
+        .filter(|n| n.contains(job))
         .collect()
+}
+
+/// The `ranks` ranks of launcher `pid` and their job id, once every one of
+/// them maps shared memory (has joined the job).
+fn joined_ranks(pid: u32, ranks: usize) -> (Vec<i32>, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let children: Vec<i32> =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|c| c.parse().unwrap())
+                .collect();
+        let joined = |rank: &i32| {
+            std::fs::read_to_string(format!("/proc/{rank}/maps"))
+                .is_ok_and(|maps| maps.contains("/memfd:catena") || maps.contains("/dev/shm/"))
+        };
+        if children.len() == ranks && children.iter().all(joined) {
+            let environ = std::fs::read(format!("/proc/{}/environ", children[0])).unwrap();
+            let job = environ
+                .split(|&b| b == 0)
+                .find_map(|var| var.strip_prefix(b"CATENA_JOB="))
+                .map(|job| String::from_utf8_lossy(job).into_owned())
+                .expect("a rank knows its job");
+            return (children, job);
+        }
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// `catena-run -n RANKS -- sh -c SCRIPT`.
@@ -52,7 +81,7 @@ fn output_is_prefixed_with_the_rank() {
 
 /// More ranks than the machine can run (here 2^32 - 1) are refused up front
 /// with the kernel limit named, not by an abort half-way through starting
-/// them, and nothing is left in /dev/shm.
+/// them.
 #[test]
 fn a_job_too_large_for_the_machine_is_refused_up_front() {
     let child = run_shell(u32::MAX, "true")
@@ -60,7 +89,6 @@ fn a_job_too_large_for_the_machine_is_refused_up_front() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -68,7 +96,6 @@ fn a_job_too_large_for_the_machine_is_refused_up_front() {
         err.contains("4294967295 ranks on one machine") && err.contains("allows"),
         "{err}"
     );
-    assert!(segments_of_launcher(pid).is_empty());
 }
 
 #[test]
@@ -104,20 +131,9 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = launcher.id();
-    // Wait until the ranks run (their segments exist), then kill one.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while segments_of_launcher(pid).len() < 5 {
-        assert!(Instant::now() < deadline, "the job never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
-    let victim: i32 = children
-        .split_whitespace()
-        .nth(2)
-        .expect("four ranks")
-        .parse()
-        .unwrap();
+    // Wait until the ranks run (have joined the job), then kill one.
+    let (ranks, job) = joined_ranks(launcher.id(), 4);
+    let victim = ranks[2];
     let killed_at = Instant::now();
     unsafe { libc::kill(victim, libc::SIGKILL) };
     let out = launcher.wait_with_output().unwrap();
@@ -127,7 +143,38 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
         killed_at.elapsed()
     );
     assert_eq!(out.status.code(), Some(128 + libc::SIGKILL));
-    assert_eq!(segments_of_launcher(pid), Vec::<String>::new());
+    assert_eq!(named_after(&job), Vec::<String>::new());
+}
+
+/// A job's shared memory has no name in /dev/shm while it runs, and a
+/// SIGKILL of its launcher (which then removes nothing) leaves none.
+#[test]
+fn a_killed_launcher_leaves_nothing_in_dev_shm() {
+    let mut launcher = Command::new(RUN)
+        .args(["-n", "3", "--", BENCH, "ring", "--rounds", "100000000"])
+        .args(["--csv", "/dev/null"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (ranks, job) = joined_ranks(launcher.id(), 3);
+    let named_while_running = named_after(&job);
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    // Ranks that outlive their launcher are not this test's subject.
+    for &rank in &ranks {
+        unsafe { libc::kill(rank, libc::SIGKILL) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ranks
+        .iter()
+        .any(|r| std::path::Path::new(&format!("/proc/{r}")).exists())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(named_while_running, Vec::<String>::new());
+    assert_eq!(named_after(&job), Vec::<String>::new());
 }
 
 #[test]

@@ -6,6 +6,8 @@ use crate::{Error, Result};
 
 /// Job id the launcher gives its ranks.
 pub const ENV_JOB: &str = "CATENA_JOB";
+/// The descriptor by which the launcher's ranks inherit the job segment.
+pub const ENV_JOB_FD: &str = "CATENA_JOB_FD";
 /// This process's rank, from the launcher.
 pub const ENV_RANK: &str = "CATENA_RANK";
 /// The job's rank count, from the launcher.

@@ -89,7 +89,7 @@ impl Job {
         self.size
     }
 
-    /// The job id shared by every rank; names shared resources.
+    /// The job id shared by every rank.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -162,6 +162,12 @@ impl Job {
         }
     }
 
+    /// The process id of `rank` (on its own host).
+    pub fn pid(&self, rank: Rank) -> Result<u32> {
+        let entry = self.directory.address(rank)?;
+        Ok(u32::from_le_bytes(entry[..4].try_into().expect("4 bytes")))
+    }
+
     /// `PeerGone` if `rank` runs on this host and its process is gone
     /// (looked at most every 20 ms; across hosts the bootstrap tells).
     pub fn check_peer(&self, rank: Rank) -> Result<()> {
@@ -170,8 +176,8 @@ impl Job {
             return Ok(());
         }
         self.last_peer_check.set(now);
+        let pid = self.pid(rank)?;
         let entry = self.directory.address(rank)?;
-        let pid = u32::from_le_bytes(entry[..4].try_into().expect("4 bytes"));
         let host = u64::from_le_bytes(entry[4..12].try_into().expect("8 bytes"));
         if host != self.host || process_alive(pid as i32) {
             Ok(())
@@ -219,6 +225,12 @@ impl Job {
     pub fn finalize_done(&self, ticket: bootstrap::BarrierTicket) -> Result<bool> {
         self.bootstrap.barrier_done(ticket)
     }
+}
+
+/// A fresh job id: random, so it is never reused and cannot be guessed (it
+/// names only what libfabric's shm provider puts in /dev/shm).
+pub fn new_job_id() -> String {
+    format!("j{:016x}", crate::os::random_u64())
 }
 
 fn host_hash() -> u64 {

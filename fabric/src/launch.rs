@@ -1,11 +1,13 @@
 //! The local launcher: starts N ranks of a program on this machine, gives
 //! them rank/size/job id and a bootstrap segment, pins them when asked,
 //! forwards their output with a rank prefix, and if one fails stops the
-//! others. Whatever happens, the job's segments are removed at the end.
+//! others. Whatever happens, what libfabric left in /dev/shm under the job's
+//! names is removed at the end (catena's own shared memory has no name).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::ExitStatusExt;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -13,8 +15,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::JobSegment;
-use crate::config::{ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
-use crate::shm::segment;
+use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
+use crate::named_shm;
 use crate::{Error, Rank, Result};
 
 /// Wait status reported for a rank that could not be waited for (exit 255).
@@ -67,7 +69,8 @@ pub struct LaunchReport {
     pub statuses: Vec<ExitStatus>,
     /// The first rank seen to fail, with its status.
     pub first_failure: Option<(Rank, ExitStatus)>,
-    /// Segments of the job that were still there at the end and got removed.
+    /// Objects in /dev/shm named after the job (libfabric's regions) that
+    /// were still there at the end and got removed.
     pub leftover_segments: usize,
     /// The ranks' prefixed output, if it was captured.
     pub output: String,
@@ -104,9 +107,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             spec.ranks
         )));
     }
-    segment::remove_stale();
-    let job = segment::new_job_id();
-    let job_segment = JobSegment::create(&job, spec.ranks)?;
+    let job = crate::job::new_job_id();
+    let (job_segment, job_fd) = JobSegment::create(spec.ranks)?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut children: Vec<Option<Child>> = Vec::new();
     let mut forwarders = Vec::new();
@@ -124,6 +126,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        share_job_segment(&mut cmd, job_fd.as_raw_fd());
         if spec.pin && !cores.is_empty() {
             cmd.env(
                 ENV_PIN_CORE,
@@ -153,7 +156,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
                 let _ = child.wait();
             }
             drop(job_segment);
-            segment::remove_job(&job);
+            named_shm::remove_job(&job);
             return Err(Error::io(
                 format!("starting rank {rank} of {}", spec.program.display()),
                 e,
@@ -196,7 +199,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         std::thread::sleep(Duration::from_millis(2));
     }
     drop(job_segment);
-    let leftover_segments = segment::remove_job(&job);
+    let leftover_segments = named_shm::remove_job(&job);
     Ok(LaunchReport {
         job_id: job,
         statuses: statuses
@@ -211,6 +214,22 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             })
             .unwrap_or_default(),
     })
+}
+
+/// Lets the rank `cmd` starts inherit the job segment at descriptor `fd`
+/// (the launcher's own copy stays close-on-exec, out of other children).
+fn share_job_segment(cmd: &mut Command, fd: RawFd) {
+    cmd.env(ENV_JOB_FD, fd.to_string());
+    // SAFETY: the hook runs in the forked child and makes one
+    // async-signal-safe call, allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 enum Sink {

@@ -20,6 +20,7 @@ pub mod fuzz_hooks;
 pub mod job;
 mod key;
 pub mod launch;
+pub mod named_shm;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 pub mod os;

@@ -1,8 +1,43 @@
 //! What catena asks of the operating system outside any provider: whether a
-//! peer's process still exists (failure detection on this host).
+//! peer's process still exists (failure detection on this host), secrets
+//! from the kernel's random source, and room for open descriptors.
 
 /// Whether process `pid` exists (it may belong to another user).
 pub fn process_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// 64 bits from the kernel's random source (job ids, window secrets).
+pub fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: writes at most the rest of `bytes`.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        // getrandom only fails when interrupted, before the pool is seeded.
+        if n > 0 {
+            filled += n as usize;
+        }
+    }
+    u64::from_le_bytes(bytes)
+}
+
+/// Raises this process's soft limit of open descriptors to its hard limit:
+/// the shm provider holds one descriptor per live window.
+pub fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read or write the one struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::conformance::Check;
 use crate::launch::{launch, LaunchReport, LaunchSpec};
-use crate::shm::{segment, ShmTransport};
+use crate::named_shm;
+use crate::shm::ShmTransport;
 use crate::{Error, Provider, Result};
 
 /// Tells a re-executed test binary which test it runs as a rank.
@@ -97,7 +98,7 @@ pub fn launch_case_on<P: Provider>(
         .extend(env.iter().map(|(k, v)| ((*k).into(), (*v).into())));
     spec.capture_output = true;
     let report = launch(&spec).unwrap_or_else(|e| panic!("launching {case}: {e}"));
-    let left = segment::job_segments(&report.job_id);
+    let left = named_shm::job_names(&report.job_id);
     assert!(
         left.is_empty(),
         "{case}: segments left in /dev/shm: {left:?}"
@@ -115,7 +116,7 @@ pub fn launch_case(
 }
 
 /// Runs `case` on `ranks` processes of provider `P` started by `starter`, and
-/// asserts that every rank succeeded and left no shared-memory segments.
+/// asserts that every rank succeeded and left nothing in /dev/shm.
 pub fn run_case_on<P: Provider>(
     case: &str,
     ranks: u32,
@@ -134,7 +135,7 @@ pub fn run_case_on<P: Provider>(
                 );
                 assert_eq!(
                     report.leftover_segments, 0,
-                    "{case}: ranks did not remove their segments\n{}",
+                    "{case}: the job left named objects in /dev/shm\n{}",
                     report.output
                 );
             }
@@ -156,8 +157,8 @@ pub fn run_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Resu
 /// it succeeded within `MPIEXEC_TIMEOUT`.
 fn run_under_mpiexec(case: &str, ranks: u32, env: &[(&str, &str)]) {
     let exe = std::env::current_exe().expect("the test binary's path");
-    // Names the job, so that its leftover segments can be found afterwards.
-    let job = segment::new_job_id();
+    // Names the job, so that what it left in /dev/shm can be found afterwards.
+    let job = crate::job::new_job_id();
     let mut child = Command::new("mpiexec")
         .arg("-n")
         .arg(ranks.to_string())
@@ -193,7 +194,7 @@ fn run_under_mpiexec(case: &str, ranks: u32, env: &[(&str, &str)]) {
         Some(s) => panic!("{case} under mpiexec failed: {s}\n{output}"),
         None => panic!("{case} under mpiexec ran past {MPIEXEC_TIMEOUT:?}\n{output}"),
     }
-    let left = segment::job_segments(&job);
+    let left = named_shm::job_names(&job);
     assert!(
         left.is_empty(),
         "{case}: segments left in /dev/shm: {left:?}"

@@ -1,14 +1,16 @@
-//! The local launcher's bootstrap: one job segment in /dev/shm, created by
-//! the launcher, holding a slot per rank for the address allgather, an
-//! arrival counter (a futex) for barriers, and the launcher's failure flag.
+//! The local launcher's bootstrap: one job segment (shared memory with no
+//! name) that the launcher creates and its ranks inherit, holding a slot per
+//! rank for the address allgather, an arrival counter (a futex) for
+//! barriers, and the launcher's failure flag.
 
 use std::cell::Cell;
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{BarrierTicket, Bootstrap, LaunchEnv};
 use crate::shm::futex;
-use crate::shm::segment::{self, Segment};
+use crate::shm::segment::Segment;
 use crate::{Error, Rank, Result};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"CATENAJ1");
@@ -24,10 +26,6 @@ const SLOT_DATA: usize = SLOT_BYTES - 8;
 /// Longest sleep between checks of the failure flag.
 const SLICE: Duration = Duration::from_millis(50);
 
-fn segment_name(job: &str) -> String {
-    segment::name(job, "job")
-}
-
 /// The shared job segment as one rank (or the launcher, which creates it and
 /// raises the failure flag) sees it; the launcher keeps it for the job's life.
 pub struct JobSegment {
@@ -36,35 +34,39 @@ pub struct JobSegment {
 }
 
 impl JobSegment {
-    /// Creates the segment of job `job` with a slot per rank; called by the
-    /// launcher before it starts the ranks.
-    pub fn create(job: &str, size: u32) -> Result<JobSegment> {
-        let segment = Segment::create(&segment_name(job), SLOTS_AT + size as usize * SLOT_BYTES)?;
+    /// Creates the segment of a job of `size` ranks; called by the launcher
+    /// before it starts the ranks, which inherit the returned descriptor.
+    pub fn create(size: u32) -> Result<(JobSegment, OwnedFd)> {
+        let (segment, fd) = Segment::create(Self::bytes(size))?;
         segment
             .u64_at(SIZE_AT)
             .store(u64::from(size), Ordering::Relaxed);
         segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
-        Ok(JobSegment { segment, size })
+        Ok((JobSegment { segment, size }, fd))
     }
 
-    /// Opens the segment the launcher created; fails with `Bootstrap` if it
-    /// is missing or was made for another number of ranks.
-    pub fn open(job: &str, size: u32) -> Result<JobSegment> {
-        let segment = Segment::open(&segment_name(job)).map_err(|e| {
+    /// Maps the segment the launcher created and left at descriptor `fd`;
+    /// fails with `Bootstrap` if it is not there or was made for another
+    /// number of ranks.
+    pub fn inherit(fd: RawFd, size: u32) -> Result<JobSegment> {
+        let segment = Segment::adopt(fd, Self::bytes(size)).map_err(|e| {
             Error::Bootstrap(format!(
-                "job {job} has no job segment ({e}); was it started by the launcher?"
+                "no job segment of {size} ranks at descriptor {fd} ({e}); \
+                 was this process started by the launcher?"
             ))
         })?;
-        if segment.mapped_len() < SLOTS_AT
-            || segment.u64_at(MAGIC_AT).load(Ordering::Acquire) != MAGIC
+        if segment.u64_at(MAGIC_AT).load(Ordering::Acquire) != MAGIC
             || segment.u64_at(SIZE_AT).load(Ordering::Relaxed) != u64::from(size)
-            || segment.mapped_len() < SLOTS_AT + size as usize * SLOT_BYTES
         {
             return Err(Error::Bootstrap(format!(
-                "job segment of {job} does not describe {size} ranks"
+                "the job segment at descriptor {fd} does not describe {size} ranks"
             )));
         }
         Ok(JobSegment { segment, size })
+    }
+
+    fn bytes(size: u32) -> usize {
+        SLOTS_AT + size as usize * SLOT_BYTES
     }
 
     /// Marks the job failed because of `rank` and wakes everyone in a barrier.
@@ -154,7 +156,7 @@ impl LocalBootstrap {
     /// Joins the job the launcher described in `env` through its segment.
     pub fn from_launch_env(env: &LaunchEnv) -> Result<LocalBootstrap> {
         Ok(LocalBootstrap {
-            segment: JobSegment::open(&env.job, env.size)?,
+            segment: JobSegment::inherit(env.job_fd, env.size)?,
             job: env.job.clone(),
             rank: env.rank,
             size: env.size,
@@ -165,11 +167,9 @@ impl LocalBootstrap {
 
     /// A job of one, for a program started without the launcher.
     pub fn singleton() -> Result<LocalBootstrap> {
-        let job = segment::new_job_id();
-        segment::remove_stale();
         Ok(LocalBootstrap {
-            segment: JobSegment::create(&job, 1)?,
-            job,
+            segment: JobSegment::create(1)?.0,
+            job: crate::job::new_job_id(),
             rank: 0,
             size: 1,
             local_size: 1,
@@ -257,5 +257,29 @@ impl Bootstrap for LocalBootstrap {
 
     fn failed_rank(&self) -> Option<Rank> {
         self.segment.failed_rank()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, IntoRawFd};
+
+    #[test]
+    fn a_rank_inherits_only_a_job_segment_of_its_size() {
+        let (launcher, fd) = JobSegment::create(3).unwrap();
+        let wrong_size = JobSegment::inherit(fd.as_raw_fd(), 2);
+        assert!(matches!(wrong_size, Err(Error::Bootstrap(_))));
+        assert!(matches!(
+            JobSegment::inherit(0, 3),
+            Err(Error::Bootstrap(_))
+        ));
+        assert!(matches!(
+            JobSegment::inherit(-1, 3),
+            Err(Error::Bootstrap(_))
+        ));
+        let rank = JobSegment::inherit(fd.into_raw_fd(), 3).unwrap();
+        launcher.mark_failed(2);
+        assert_eq!(rank.failed_rank(), Some(2));
     }
 }

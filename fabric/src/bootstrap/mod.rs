@@ -14,7 +14,7 @@ pub use local::{JobSegment, LocalBootstrap};
 pub use mpi::MpiBootstrap;
 
 use crate::config::{
-    optional, required, ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
+    optional, required, ENV_JOB, ENV_JOB_FD, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
 };
 use crate::{Error, Rank, Result};
 
@@ -25,7 +25,7 @@ pub trait Bootstrap {
     fn rank(&self) -> Rank;
     /// The number of ranks in the job.
     fn size(&self) -> u32;
-    /// The id shared by every rank of the job (names its shared resources).
+    /// The id shared by every rank of the job.
     fn job_id(&self) -> &str;
     /// Ranks sharing this machine.
     fn local_size(&self) -> u32;
@@ -81,8 +81,10 @@ pub fn from_env() -> Result<Box<dyn Bootstrap>> {
 /// What the launcher put in the environment of one rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchEnv {
-    /// The job id, which names the job segment.
+    /// The job id.
     pub job: String,
+    /// The descriptor by which this process inherited the job segment.
+    pub job_fd: std::os::fd::RawFd,
     /// This process's rank.
     pub rank: Rank,
     /// The number of ranks in the job.
@@ -106,10 +108,12 @@ impl LaunchEnv {
                 "{ENV_RANK}={rank} is not below {ENV_SIZE}={size}"
             )));
         }
+        let job_fd = required(ENV_JOB_FD)?;
         let local_size = optional(ENV_LOCAL_SIZE)?.unwrap_or(size);
         let pin_core = optional(ENV_PIN_CORE)?;
         Ok(Some(LaunchEnv {
             job,
+            job_fd,
             rank,
             size,
             local_size,

@@ -14,7 +14,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 
 use super::{BarrierTicket, Bootstrap};
 use crate::config::ENV_MPI_JOB;
-use crate::shm::segment::new_job_id;
+use crate::job::new_job_id;
 use crate::{Error, Rank, Result};
 
 /// Longest job id rank 0 may hand out.

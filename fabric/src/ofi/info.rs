@@ -10,7 +10,7 @@ use catena_ofi_sys as sys;
 use super::errors::strerror;
 use crate::config::ENV_OFI_PROVIDER;
 use crate::job::Job;
-use crate::shm::segment;
+use crate::named_shm;
 use crate::{Error, Result};
 
 /// The API version catena is written against.
@@ -56,8 +56,8 @@ pub(crate) struct Request {
     /// The name libfabric's shm provider gives this endpoint's region in
     /// /dev/shm. By default it names regions after the pid, and a region
     /// left by a killed rank makes `fi_enable` fail with EBUSY in any later
-    /// process that reuses the pid; a job segment name is never reused, and
-    /// the launcher sweeps it with the job's other segments.
+    /// process that reuses the pid; a job's names are never reused, and the
+    /// launcher removes them at the job's end.
     pub(crate) shm_name: String,
 }
 
@@ -75,7 +75,7 @@ impl Request {
             provider,
             single_node,
             thread_safe,
-            shm_name: segment::name(job.id(), &format!("ofi-r{}", job.rank())),
+            shm_name: named_shm::name(job.id(), &format!("ofi-r{}", job.rank())),
         }
     }
 }

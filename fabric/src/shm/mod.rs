@@ -1,5 +1,5 @@
 //! The native shared-memory provider, catena's embedded default. Every window
-//! is a /dev/shm segment; a put is a copy into the peer's mapping followed by
+//! is a memfd segment; a put is a copy into the peer's mapping followed by
 //! a release-ordered signal; a waiting rank sleeps on a futex doorbell in its
 //! control window, which a signalling peer rings only if the rank sleeps.
 
@@ -15,7 +15,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
 pub use window::ShmWindow;
-use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
+use window::{MappedWindow, ShmKey, TagKey, DOORBELL_AT, SLEEPERS_AT};
 
 use crate::bootstrap::Bootstrap;
 use crate::config;
@@ -31,11 +31,13 @@ const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// Longest sleep before a parked rank re-checks job health.
 const PARK_SLICE: Duration = Duration::from_millis(50);
 
-/// The shared-memory provider: every window is a `/dev/shm` segment peers on
+/// The shared-memory provider: every window is a memfd segment peers on
 /// this machine map, so puts are memory copies and signals are atomics.
 pub struct ShmTransport {
     messenger: Messenger<ShmWindow>,
     next_window: Cell<u32>,
+    /// Tags this rank's window keys.
+    tag_key: TagKey,
     /// Mappings of peers' live windows, made on first put: O(partners).
     mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
     spin: Duration,
@@ -57,7 +59,10 @@ impl ShmTransport {
     }
 
     fn new(mut job: Job) -> Result<ShmTransport> {
-        let control = ShmWindow::create(job.id(), job.rank(), 0, CONTROL_WINDOW_BYTES)?;
+        // Every live window holds a descriptor.
+        crate::os::raise_open_file_limit();
+        let tag_key = TagKey::random();
+        let control = ShmWindow::create(job.rank(), 0, CONTROL_WINDOW_BYTES, tag_key)?;
         job.exchange_addresses(control.key().as_bytes())?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
@@ -65,6 +70,7 @@ impl ShmTransport {
             job,
             messenger: Messenger::new(control, ring_bytes),
             next_window: Cell::new(1),
+            tag_key,
             mapped: RefCell::new(FxHashMap::default()),
             spin,
         })
@@ -93,45 +99,58 @@ impl ShmTransport {
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
         self.job.check_rank(target)?;
-        let ShmKey { id, len, .. } = ShmKey::decode(key, target)?;
-        if let Some(w) = self.mapped.borrow().get(&(target, id)) {
-            if w.len != len {
-                return Err(Error::InvalidKey(format!(
-                    "window {id} of rank {target} has {} bytes",
-                    w.len
-                )));
-            }
-            return if w.is_live() {
-                f(w)
-            } else {
-                Err(Error::WindowFreed { rank: target })
-            };
+        let key = ShmKey::decode(key, target)?;
+        let w = self.map_peer_window(key)?;
+        if w.is_live() {
+            f(&w)
+        } else {
+            Err(Error::WindowFreed { rank: target })
         }
-        let w = self.map_peer_window(target, id, len)?;
-        f(&w)
     }
 
-    /// Maps `target`'s window `id` (and first its control window).
-    fn map_peer_window(&self, target: Rank, id: u32, len: usize) -> Result<Rc<MappedWindow>> {
-        if let Some(w) = self.mapped.borrow().get(&(target, id)) {
+    /// Maps the window `key` names (and first its owner's control window),
+    /// once the key proved to be one its owner made.
+    fn map_peer_window(&self, key: ShmKey) -> Result<Rc<MappedWindow>> {
+        let target = key.owner;
+        if let Some(w) = self.mapped.borrow().get(&(target, key.id)) {
+            if w.key != key {
+                return Err(Error::InvalidKey(format!(
+                    "rank {target} made no key {key:?}"
+                )));
+            }
             return Ok(w.clone());
         }
-        let control = match id {
-            0 => None,
+        let control_key = ShmKey::decode(&self.control_key(target)?, target)?;
+        let control = match key.id {
+            0 if key == control_key => None,
+            0 => {
+                return Err(Error::InvalidKey(format!(
+                    "{key:?} is not rank {target}'s control window"
+                )))
+            }
             _ => {
-                let control = ShmKey::decode(&self.control_key(target)?, target)?;
-                Some(self.map_peer_window(target, control.id, control.len)?)
+                let control = self.map_peer_window(control_key)?;
+                key.check_tag(control.tag_key())?;
+                Some(control)
             }
         };
-        let w = Rc::new(MappedWindow::open(self.job.id(), target, id, len, control)?);
-        if !w.is_live() {
-            return Err(Error::WindowFreed { rank: target });
-        }
+        let pid = self.job.pid(target)?;
+        let w = match MappedWindow::open(pid, key, control)? {
+            Some(w) => Rc::new(w),
+            // A rank holds its control window while it lives.
+            None if key.id == 0 || !crate::os::process_alive(pid as i32) => {
+                return Err(Error::PeerGone { rank: target })
+            }
+            // The key is genuine, so its window was freed.
+            None => return Err(Error::WindowFreed { rank: target }),
+        };
         let mut mapped = self.mapped.borrow_mut();
         // Mapping is rare, so it is where mappings of freed windows are
         // dropped: the cache stays O(live windows this rank puts into).
         mapped.retain(|_, w| w.is_live());
-        mapped.insert((target, id), w.clone());
+        if w.is_live() {
+            mapped.insert((target, key.id), w.clone());
+        }
         Ok(w)
     }
 }
@@ -173,7 +192,7 @@ impl Rma for ShmTransport {
             id.checked_add(1)
                 .ok_or(Error::Protocol("window ids exhausted".into()))?,
         );
-        ShmWindow::create(self.job.id(), self.job.rank(), id, len)
+        ShmWindow::create(self.job.rank(), id, len, self.tag_key)
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
@@ -306,12 +325,5 @@ impl Provider for ShmTransport {
 
     fn finalize(self, timeout: Duration) -> Result<()> {
         finalize_barrier(&self, &self.job, timeout)
-    }
-}
-
-impl Drop for ShmTransport {
-    fn drop(&mut self) {
-        // Windows unlink their own segments; drop peers' mappings first.
-        self.mapped.borrow_mut().clear();
     }
 }

@@ -1,85 +1,102 @@
-//! Named POSIX shared-memory segments in /dev/shm: created 0600 with
-//! job-unique names (`catena-<job>-...`), removed by their owner on drop, by
-//! the launcher at job end, and by any later launcher if a job crashed.
+//! Shared memory with no name: a sealed memfd, which no other process can
+//! list, squat or plant, and which the kernel frees with its last holder.
+//! Peers of the same user map it through `/proc/<owner pid>/fd/<fd>`.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use memmap2::{MmapMut, MmapOptions};
 
-use crate::os::process_alive;
 use crate::{Error, Result};
 
-/// Where POSIX shared-memory objects live on Linux.
-pub const SHM_DIR: &str = "/dev/shm";
-/// The prefix of every segment catena creates (so leftovers can be found).
-pub const PREFIX: &str = "catena-";
+/// A segment can neither shrink (a peer's mapping would fault with SIGBUS)
+/// nor grow, nor lose these seals. Only a memfd can carry them, so they also
+/// tell a segment from any other file a reused descriptor may name.
+const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
-/// A mapped segment; the creator owns it and unlinks it when dropped.
+/// A mapping of a segment; it keeps the memory alive without a descriptor.
 pub struct Segment {
     map: MmapMut,
-    path: PathBuf,
-    owner: bool,
 }
 
 impl Segment {
-    /// Creates segment `name` of `len` zeroed bytes (failing if it exists) and
-    /// maps it; this handle owns it and unlinks it when dropped.
-    pub fn create(name: &str, len: usize) -> Result<Segment> {
-        let path = PathBuf::from(SHM_DIR).join(name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| Error::io(format!("creating shared segment {}", path.display()), e))?;
-        let map = Self::map(&file, len as u64, &path).inspect_err(|_| {
-            let _ = fs::remove_file(&path);
-        })?;
-        Ok(Segment {
-            map,
-            path,
-            owner: true,
-        })
+    /// Creates a sealed segment of `len` zeroed bytes and maps it; peers can
+    /// open it while the returned descriptor stays open.
+    pub fn create(len: usize) -> Result<(Segment, OwnedFd)> {
+        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        // SAFETY: a valid C string and flags; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"catena".as_ptr(), flags) };
+        if fd < 0 {
+            return Err(os_error("creating shared memory (memfd_create)"));
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(len as u64)
+            .map_err(|e| Error::io(format!("sizing shared memory to {len} bytes"), e))?;
+        // SAFETY: F_ADD_SEALS on a descriptor we own.
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } != 0 {
+            return Err(os_error("sealing shared memory"));
+        }
+        Ok((Self::map(&file, len)?, file.into()))
     }
 
-    /// Maps an existing segment at its full size, without owning it.
-    pub fn open(name: &str) -> Result<Segment> {
-        let path = PathBuf::from(SHM_DIR).join(name);
-        let file = OpenOptions::new()
+    /// Maps segment `fd` of process `pid` (of this user) if it is a segment
+    /// of `len` bytes; `None` if that descriptor is closed, names something
+    /// else, or the process is gone.
+    pub fn open(pid: u32, fd: RawFd, len: usize) -> Result<Option<Segment>> {
+        let path = format!("/proc/{pid}/fd/{fd}");
+        let opened = OpenOptions::new()
             .read(true)
             .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(format!("opening shared segment {}", path.display()), e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io(format!("reading size of {}", path.display()), e))?
-            .len();
-        let map = Self::map(&file, len, &path)?;
-        Ok(Segment {
-            map,
-            path,
-            owner: false,
-        })
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path);
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(Error::io(
+                    format!(
+                        "opening {path}: the kernel lets a process open a peer's \
+                         descriptors only while the peer is dumpable \
+                         (prctl PR_SET_DUMPABLE) and of the same user"
+                    ),
+                    e,
+                ))
+            }
+            // A descriptor that is no file (a socket) cannot be opened.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Ok(None),
+            Err(e) => return Err(Error::io(format!("opening {path}"), e)),
+        };
+        if !is_segment(file.as_raw_fd(), len) {
+            return Ok(None);
+        }
+        Self::map(&file, len).map(Some)
     }
 
-    fn map(file: &File, len: u64, path: &std::path::Path) -> Result<MmapMut> {
-        if file.metadata().map(|m| m.len()).unwrap_or(0) != len {
-            file.set_len(len)
-                .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
+    /// Maps segment `fd`, inherited from the parent, if it is a segment of
+    /// `len` bytes (else leaves `fd` alone), and closes `fd`, which this
+    /// process's own children then cannot inherit.
+    pub fn adopt(fd: RawFd, len: usize) -> Result<Segment> {
+        if !is_segment(fd, len) {
+            return Err(Error::Bootstrap(format!(
+                "descriptor {fd} is not shared memory of {len} bytes"
+            )));
         }
-        // SAFETY: the file is a shared-memory object of catena's own job, and all
-        // access to the mapping goes through raw pointers and atomics.
-        unsafe {
-            MmapOptions::new()
-                .len(len as usize)
-                .populate()
-                .map_mut(file)
-        }
-        .map_err(|e| Error::io(format!("mapping {}", path.display()), e))
+        // SAFETY: `fd` is open (checked), and nothing else in this process
+        // uses the descriptor the launcher left for it.
+        let file = unsafe { File::from_raw_fd(fd) };
+        Self::map(&file, len)
+    }
+
+    fn map(file: &File, len: usize) -> Result<Segment> {
+        // SAFETY: the file is a sealed memfd of `len` bytes that nobody can
+        // shrink, and all access to the mapping goes through raw pointers
+        // and atomics.
+        let map = unsafe { MmapOptions::new().len(len).populate().map_mut(file) }
+            .map_err(|e| Error::io(format!("mapping {len} bytes of shared memory"), e))?;
+        Ok(Segment { map })
     }
 
     /// The mapping's size in bytes.
@@ -107,121 +124,90 @@ impl Segment {
     }
 }
 
-impl Drop for Segment {
-    fn drop(&mut self) {
-        if self.owner {
-            let _ = fs::remove_file(&self.path);
-        }
+/// Whether descriptor `fd` (any number) is a segment, a sealed memfd of
+/// this user, of `len` bytes.
+fn is_segment(fd: RawFd, len: usize) -> bool {
+    // SAFETY: both calls only read the descriptor's seals and status, and
+    // fail with EBADF on a number that is not open.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        libc::fcntl(fd, libc::F_GET_SEALS) == SEALS
+            && libc::fstat(fd, &mut stat) == 0
+            && stat.st_mode & libc::S_IFMT == libc::S_IFREG
+            && stat.st_uid == libc::geteuid()
+            && u64::try_from(stat.st_size) == Ok(len as u64)
     }
 }
 
-/// A fresh job id, `p<pid>n<nonce>`: the pid lets a later launcher tell a
-/// crashed job's leftovers from a live job's segments.
-pub fn new_job_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    format!("p{}n{:x}", std::process::id(), nanos ^ (nanos >> 29))
-}
-
-fn job_owner_pid(name: &str) -> Option<i32> {
-    let rest = name.strip_prefix(PREFIX)?.strip_prefix('p')?;
-    rest[..rest.find('n')?].parse().ok()
-}
-
-/// The name of segment `what` of `job`: removed with the job's segments.
-pub fn name(job: &str, what: &str) -> String {
-    format!("{PREFIX}{job}-{what}")
-}
-
-/// Removes every segment of `job`; returns how many were removed.
-pub fn remove_job(job: &str) -> usize {
-    remove_matching(|name| name.starts_with(&format!("{PREFIX}{job}-")))
-}
-
-/// Removes the segments of jobs whose owning process no longer exists.
-pub fn remove_stale() -> usize {
-    remove_matching(|name| job_owner_pid(name).is_some_and(|pid| !process_alive(pid)))
-}
-
-/// Names of the segments of `job` still in /dev/shm.
-pub fn job_segments(job: &str) -> Vec<String> {
-    let prefix = format!("{PREFIX}{job}-");
-    segment_names()
-        .into_iter()
-        .filter(|n| n.starts_with(&prefix))
-        .collect()
-}
-
-fn segment_names() -> Vec<String> {
-    let Ok(dir) = fs::read_dir(SHM_DIR) else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(PREFIX))
-        .collect()
-}
-
-fn remove_matching(pred: impl Fn(&str) -> bool) -> usize {
-    segment_names()
-        .into_iter()
-        .filter(|n| pred(n))
-        .filter(|n| fs::remove_file(PathBuf::from(SHM_DIR).join(n)).is_ok())
-        .count()
+fn os_error(what: &str) -> Error {
+    Error::io(what, std::io::Error::last_os_error())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
-    fn job_ids_carry_the_owner_pid() {
-        let job = new_job_id();
-        let name = format!("{PREFIX}{job}-r0-w0");
-        assert_eq!(job_owner_pid(&name), Some(std::process::id() as i32));
-        assert_eq!(job_owner_pid("catena-garbage"), None);
-    }
-
-    #[test]
-    fn segments_are_private_and_removed_by_their_owner() {
-        use std::os::unix::fs::PermissionsExt;
-        let job = new_job_id();
-        let name = format!("{PREFIX}{job}-test");
-        let seg = Segment::create(&name, 4096).unwrap();
-        let mode = fs::metadata(PathBuf::from(SHM_DIR).join(&name))
+    fn a_peer_maps_a_segment_by_pid_and_descriptor() {
+        let (seg, fd) = Segment::create(4096).unwrap();
+        seg.u64_at(8).store(42, Ordering::Relaxed);
+        let peer = Segment::open(std::process::id(), fd.as_raw_fd(), 4096)
             .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-        seg.u64_at(8)
-            .store(42, std::sync::atomic::Ordering::Relaxed);
-        let peer = Segment::open(&name).unwrap();
-        assert_eq!(
-            peer.u64_at(8).load(std::sync::atomic::Ordering::Relaxed),
-            42
-        );
+            .expect("mapped");
+        assert_eq!(peer.u64_at(8).load(Ordering::Relaxed), 42);
         assert!(
-            Segment::create(&name, 4096).is_err(),
-            "names are never reused"
+            Segment::open(std::process::id(), fd.as_raw_fd(), 8192)
+                .unwrap()
+                .is_none(),
+            "the size is checked"
         );
-        drop(seg);
-        assert!(job_segments(&job).is_empty());
     }
 
     #[test]
-    fn segments_of_dead_jobs_are_stale_and_live_ones_are_not() {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let stale = format!("{PREFIX}p{dead}n1-r0-w0");
-        let live_job = new_job_id();
-        let live = format!("{PREFIX}{live_job}-r0-w0");
-        let stale_seg = Segment::create(&stale, 64).unwrap();
-        std::mem::forget(stale_seg); // as a crashed owner would
-        let _live_seg = Segment::create(&live, 64).unwrap();
-        remove_stale();
-        assert!(!PathBuf::from(SHM_DIR).join(&stale).exists());
-        assert_eq!(job_segments(&live_job), vec![live]);
+    fn only_sealed_segments_are_opened_or_adopted() {
+        let plain = tempfile_in_dev_shm();
+        let fd = plain.as_raw_fd();
+        assert!(Segment::open(std::process::id(), fd, 4096)
+            .unwrap()
+            .is_none());
+        assert!(Segment::adopt(fd, 4096).is_err());
+        assert!(Segment::adopt(-1, 4096).is_err());
+        assert!(Segment::adopt(1_000_000, 4096).is_err());
+        // A descriptor that is no file at all.
+        assert!(Segment::open(std::process::id(), 0, 4096)
+            .map(|s| s.is_none())
+            .unwrap_or(true));
+        drop(plain);
+        let (seg, fd) = Segment::create(64).unwrap();
+        let closed = fd.as_raw_fd();
+        drop(fd);
+        assert!(Segment::open(std::process::id(), closed, 64)
+            .unwrap()
+            .is_none());
+        assert_eq!(seg.mapped_len(), 64, "the mapping outlives the descriptor");
+    }
+
+    #[test]
+    fn a_segment_cannot_be_shrunk_under_its_mappings() {
+        let (_seg, fd) = Segment::create(8192).unwrap();
+        let file = File::from(fd);
+        assert!(file.set_len(64).is_err());
+        assert!(file.set_len(1 << 20).is_err());
+    }
+
+    /// A plain file of 4096 bytes, already unlinked.
+    fn tempfile_in_dev_shm() -> File {
+        let path = format!("/dev/shm/catena-segment-test-{}", std::process::id());
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file.set_len(4096).unwrap();
+        file
     }
 }
