@@ -20,7 +20,6 @@ pub fn providers() -> Vec<&'static str> {
 /// A key of `provider` as its owner `owner` would make it, sealed with
 /// `secret` where the provider seals keys; `extra` fills the fields a
 /// provider takes from its library (base, memory key, packed rkey).
-#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(unused_variables))]
 pub fn sample_key(
     provider: &str,
     owner: Rank,
@@ -31,7 +30,13 @@ pub fn sample_key(
 ) -> Result<RemoteKey> {
     let secret = KeySecret::from_bytes(secret);
     match provider {
-        "shm" => Ok(crate::shm::window::ShmKey { owner, id, len }.encode()),
+        "shm" => Ok(crate::shm::window::ShmKey {
+            owner,
+            id,
+            len,
+            fd: word(extra, 0) as i32,
+        }
+        .encode(&secret)),
         #[cfg(feature = "ofi")]
         "ofi" => crate::ofi::OfiKey {
             owner,
@@ -56,7 +61,6 @@ pub fn sample_key(
 }
 
 /// The little-endian u64 at `at` of `extra`, zero-filled past its end.
-#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
 fn word(extra: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     for (i, b) in w.iter_mut().enumerate() {
@@ -67,7 +71,6 @@ fn word(extra: &[u8], at: usize) -> u64 {
 
 /// Decodes `key` as `provider` does for a put to `target`, whose published
 /// secret is `secret`; the decoded fields as text.
-#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(unused_variables))]
 pub fn decode_key(
     provider: &str,
     key: &RemoteKey,
@@ -76,7 +79,7 @@ pub fn decode_key(
 ) -> Result<String> {
     let secret = KeySecret::from_bytes(secret);
     match provider {
-        "shm" => crate::shm::window::ShmKey::decode(key, target).map(|k| format!("{k:?}")),
+        "shm" => crate::shm::window::ShmKey::decode(key, target, &secret).map(|k| format!("{k:?}")),
         #[cfg(feature = "ofi")]
         "ofi" => crate::ofi::OfiKey::decode(key, target, &secret).map(|k| format!("{k:?}")),
         #[cfg(feature = "ucx")]

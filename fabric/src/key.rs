@@ -41,7 +41,6 @@ impl std::fmt::Debug for RemoteKey {
 }
 
 /// Bytes of the integrity tag that ends every sealed key.
-#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
 pub(crate) const SEAL_BYTES: usize = 8;
 
 /// A rank's secret for sealing the keys of its windows: drawn at random when
@@ -54,22 +53,11 @@ impl KeySecret {
     /// Bytes of a secret as published in the directory.
     pub(crate) const BYTES: usize = 16;
 
-    /// A fresh secret from the kernel's random source. Should that fail, a
-    /// secret from the clock and the pid still tells this incarnation's keys
-    /// from any other's: the tag guards against corrupted and stale keys, not
-    /// against ranks of the same job, which all know every secret.
+    /// A fresh secret from the kernel's random source.
     pub(crate) fn draw() -> KeySecret {
         let mut bytes = [0u8; KeySecret::BYTES];
-        // SAFETY: `bytes` is writable for its length.
-        let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-        if got != bytes.len() as isize {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos() as u64;
-            bytes[..8].copy_from_slice(&now.to_le_bytes());
-            bytes[8..12].copy_from_slice(&std::process::id().to_le_bytes());
-        }
+        bytes[..8].copy_from_slice(&crate::os::random_u64().to_le_bytes());
+        bytes[8..].copy_from_slice(&crate::os::random_u64().to_le_bytes());
         KeySecret(bytes)
     }
 
@@ -84,7 +72,6 @@ impl KeySecret {
     }
 
     /// SipHash-2-4 of `body` under this secret.
-    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     fn tag(&self, body: &[u8]) -> [u8; SEAL_BYTES] {
         use std::hash::Hasher;
         let mut hasher = siphasher::sip::SipHasher24::new_with_key(&self.0);
@@ -93,7 +80,6 @@ impl KeySecret {
     }
 
     /// `body` followed by its tag.
-    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn seal(&self, body: &[u8]) -> crate::Result<RemoteKey> {
         let mut bytes = body.to_vec();
         bytes.extend_from_slice(&self.tag(body));
@@ -102,7 +88,6 @@ impl KeySecret {
 
     /// The body of `key` if its tag is this secret's, else `InvalidKey`: a
     /// corrupted or forged key is refused before any field of it is used.
-    #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn open<'k>(&self, key: &'k RemoteKey, what: &str) -> crate::Result<&'k [u8]> {
         let bytes = key.as_bytes();
         let refused =

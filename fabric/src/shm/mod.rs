@@ -15,7 +15,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
 pub use window::ShmWindow;
-use window::{MappedWindow, ShmKey, TagKey, DOORBELL_AT, SLEEPERS_AT};
+use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
 
 use crate::bootstrap::Bootstrap;
 use crate::config;
@@ -37,7 +37,6 @@ pub struct ShmTransport {
     messenger: Messenger<ShmWindow>,
     next_window: Cell<u32>,
     /// Tags this rank's window keys.
-    tag_key: TagKey,
     /// Mappings of peers' live windows, made on first put: O(partners).
     mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
     spin: Duration,
@@ -61,8 +60,7 @@ impl ShmTransport {
     fn new(mut job: Job) -> Result<ShmTransport> {
         // Every live window holds a descriptor.
         crate::os::raise_open_file_limit();
-        let tag_key = TagKey::random();
-        let control = ShmWindow::create(job.rank(), 0, CONTROL_WINDOW_BYTES, tag_key)?;
+        let control = ShmWindow::create(job.rank(), 0, CONTROL_WINDOW_BYTES, &job.key_secret())?;
         job.exchange_addresses(control.key().as_bytes())?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
@@ -70,7 +68,6 @@ impl ShmTransport {
             job,
             messenger: Messenger::new(control, ring_bytes),
             next_window: Cell::new(1),
-            tag_key,
             mapped: RefCell::new(FxHashMap::default()),
             spin,
         })
@@ -99,7 +96,7 @@ impl ShmTransport {
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
         self.job.check_rank(target)?;
-        let key = ShmKey::decode(key, target)?;
+        let key = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
         let w = self.map_peer_window(key)?;
         if w.is_live() {
             f(&w)
@@ -120,7 +117,8 @@ impl ShmTransport {
             }
             return Ok(w.clone());
         }
-        let control_key = ShmKey::decode(&self.control_key(target)?, target)?;
+        let secret = self.job.peer_key_secret(target)?;
+        let control_key = ShmKey::decode(&self.control_key(target)?, target, &secret)?;
         let control = match key.id {
             0 if key == control_key => None,
             0 => {
@@ -128,11 +126,7 @@ impl ShmTransport {
                     "{key:?} is not rank {target}'s control window"
                 )))
             }
-            _ => {
-                let control = self.map_peer_window(control_key)?;
-                key.check_tag(control.tag_key())?;
-                Some(control)
-            }
+            _ => Some(self.map_peer_window(control_key)?),
         };
         let pid = self.job.pid(target)?;
         let w = match MappedWindow::open(pid, key, control)? {
@@ -192,7 +186,7 @@ impl Rma for ShmTransport {
             id.checked_add(1)
                 .ok_or(Error::Protocol("window ids exhausted".into()))?,
         );
-        ShmWindow::create(self.job.rank(), id, len, self.tag_key)
+        ShmWindow::create(self.job.rank(), id, len, &self.job.key_secret())
     }
 
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
