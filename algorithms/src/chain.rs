@@ -2,6 +2,13 @@
 //! Each process holds its rank, the group size and three addresses (its own
 //! and its neighbours'): O(1). Tree collectives add, on first use, the
 //! addresses at distances 2^d on both sides: O(log N).
+//!
+//! Tags follow call order, as MPI requires of nonblocking collectives: a
+//! collective reserves the tags of all the calls it makes on a chain (and
+//! the neighbour search, and a split its context id) synchronously when it
+//! is called, before its first await, and hands them to its sub-collectives
+//! in program order. So collectives called in the same order on every member
+//! may run concurrently (their futures joined, polled in any order).
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -208,7 +215,9 @@ impl Chain {
     /// A chain node from its parts; the ends must match the rank, and the
     /// links must name two other processes. Whether the members' links
     /// agree with each other only the members together can tell: every
-    /// collective checks it as it goes (see [`Chain::check_hop`]).
+    /// collective checks it as it goes, and a chain whose links disagree
+    /// fails with `Error::Mismatch` (or `Timeout` where a partner never
+    /// answers) on every member by its deadline.
     pub fn from_links(
         rank: u32,
         size: u32,
@@ -522,5 +531,32 @@ impl Chain {
         deadline: Time,
     ) -> Result<Vec<u8>> {
         Ok(t.recv(Some(from), self.context, tag, deadline).await?.data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_past_the_calls_tags_is_an_error() {
+        let chain = Chain::from_links(0, 2, 0, None, Some(1), 1).expect("a valid node");
+        let tags = chain.next_call();
+        assert!(tags.round(CallTags::ROUNDS - 1).is_ok());
+        assert!(matches!(
+            tags.round(CallTags::ROUNDS),
+            Err(Error::Rounds {
+                round: 256,
+                limit: 256
+            })
+        ));
+        let mut calls = chain.reserve(2);
+        assert!(calls.take(3).is_err(), "more calls than reserved");
+        let (first, second) = (calls.next().unwrap(), calls.next().unwrap());
+        assert_eq!(
+            second.round(0).unwrap() - first.round(0).unwrap(),
+            CallTags::ROUNDS
+        );
+        assert!(calls.next().is_err(), "a third call of two");
     }
 }

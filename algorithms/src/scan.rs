@@ -85,10 +85,14 @@ where
         check_deadline(t, deadline, "a scan round")?;
         let tag = tags.round(round)?;
         if let Some(r) = right {
-            chain.send(t, r, tag, &(chain.hop(left), &incl_lr), deadline).await?;
+            chain
+                .send(t, r, tag, &(chain.hop(left), &incl_lr), deadline)
+                .await?;
         }
         if let Some(l) = left {
-            chain.send(t, l, tag, &(chain.hop(right), &incl_rl), deadline).await?;
+            chain
+                .send(t, l, tag, &(chain.hop(right), &incl_rl), deadline)
+                .await?;
         }
         if let Some(l) = left {
             let (hop, part): (_, A) = chain.recv(t, l, tag, deadline).await?;

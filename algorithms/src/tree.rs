@@ -155,7 +155,10 @@ pub(crate) async fn bcast_in<T: Transport, V: Serialize + DeserializeOwned>(
     let me = place(chain, &nb, root)?;
     let (bytes, value) = match (me.parent, value) {
         (None, Some(v)) => (encode(&v, "a bcast value")?, Some(v)),
-        (Some(p), _) => (chain.recv_bytes(t, p, tags.round(0)?, deadline).await?, None),
+        (Some(p), _) => (
+            chain.recv_bytes(t, p, tags.round(0)?, deadline).await?,
+            None,
+        ),
         (None, None) => unreachable!("the root has a value (checked above)"),
     };
     // Intermediate processes forward the bytes as they came.

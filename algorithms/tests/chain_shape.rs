@@ -133,11 +133,7 @@ fn shm_broken_chains_fail_on_every_member_by_the_deadline() {
 #[test]
 fn links_that_cannot_belong_to_a_chain_are_refused() {
     let me = 5;
-    for (left, right) in [
-        (Some(me), Some(6)),
-        (Some(4), Some(me)),
-        (Some(4), Some(4)),
-    ] {
+    for (left, right) in [(Some(me), Some(6)), (Some(4), Some(me)), (Some(4), Some(4))] {
         let got = Chain::from_links(1, 3, me, left, right, 1);
         assert!(
             matches!(got, Err(Error::InvalidArgument(_))),

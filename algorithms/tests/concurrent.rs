@@ -141,7 +141,9 @@ async fn joined_collectives<T: Transport>(t: &T) -> catena_algorithms::Result<Ve
     .await;
     let joined = (x?, y?);
     if alone != joined {
-        wrong.push(format!("rank {r}: joined allreduce and scan {joined:?}, alone {alone:?}"));
+        wrong.push(format!(
+            "rank {r}: joined allreduce and scan {joined:?}, alone {alone:?}"
+        ));
     }
     // The first tree collectives on a chain also find its neighbours.
     let root = t.size() - 1;
@@ -158,7 +160,9 @@ async fn joined_collectives<T: Transport>(t: &T) -> catena_algorithms::Result<Ve
     .await;
     let joined = (x?, y?);
     if alone != joined {
-        wrong.push(format!("rank {r}: joined bcast and allgather {joined:?}, alone {alone:?}"));
+        wrong.push(format!(
+            "rank {r}: joined bcast and allgather {joined:?}, alone {alone:?}"
+        ));
     }
     Ok(wrong)
 }

@@ -82,9 +82,17 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     // Iteration 0 also separates members from non-members (an extra bin).
     let first_bin = me.as_ref().map_or(BINS, |i| bin(&i.color, 0));
     let tags = calls.next()?;
-    let mut chain = split_by_bin(t, parent, tags, first_bin, BINS + 1, agreed.context, deadline)
-        .await?
-        .chain;
+    let mut chain = split_by_bin(
+        t,
+        parent,
+        tags,
+        first_bin,
+        BINS + 1,
+        agreed.context,
+        deadline,
+    )
+    .await?
+    .chain;
     let Some(item) = me else {
         return Ok(None);
     };
@@ -103,9 +111,17 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
         }
         previous_size = chain.size();
         let mine = bin(&item.color, iteration);
-        chain = split_by_bin(t, &chain, chain.next_call(), mine, BINS, agreed.context, deadline)
-            .await?
-            .chain;
+        chain = split_by_bin(
+            t,
+            &chain,
+            chain.next_call(),
+            mine,
+            BINS,
+            agreed.context,
+            deadline,
+        )
+        .await?
+        .chain;
         iteration += 1;
     }
     if agreed.reorder && chain.size() > 1 {

@@ -39,7 +39,9 @@ pub(crate) async fn place<T: Transport, K>(
     // Each position tells its neighbours its item's color and owner.
     let mine: Option<(&[u8], Rank)> = slot.as_ref().map(|i| (i.color.as_slice(), i.address));
     for side in [parent.left(), parent.right()].into_iter().flatten() {
-        parent.send(t, side, tags.round(0)?, &mine, deadline).await?;
+        parent
+            .send(t, side, tags.round(0)?, &mine, deadline)
+            .await?;
     }
     let mut next = [None, None];
     for (got, side) in next.iter_mut().zip([parent.left(), parent.right()]) {
