@@ -2,16 +2,25 @@
 //! Each process holds its rank, the group size and three addresses (its own
 //! and its neighbours'): O(1). Tree collectives add, on first use, the
 //! addresses at distances 2^d on both sides: O(log N).
+//!
+//! Tags follow call order, as MPI requires of nonblocking collectives: a
+//! collective reserves the tags of all the calls it makes on a chain (and
+//! the neighbour search, and a split its context id) synchronously when it
+//! is called, before its first await, and hands them to its sub-collectives
+//! in program order. So collectives called in the same order on every member
+//! may run concurrently (their futures joined, polled in any order).
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use catena_fabric::{ContextId, Rank, Rma, Tag, Time, Transport};
+use catena_fabric::{wait_until, ContextId, Rank, Rma, Tag, Time, Transport};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
+use crate::deadline::check_deadline;
 use crate::{Error, Result};
 
 /// Context ids from this one up are handed out to new groups (one above the
@@ -22,16 +31,22 @@ pub const FIRST_ALLOCATED_CONTEXT: ContextId = 0x4000_0000;
 /// The highest context id this process has handed out.
 static LAST_CONTEXT: AtomicU32 = AtomicU32::new(FIRST_ALLOCATED_CONTEXT);
 
-/// The highest context id this process uses; a new group takes one above the
-/// maximum of this over its members (an allreduce), so it clashes with no
-/// group any member is in.
-pub(crate) fn highest_context() -> ContextId {
-    LAST_CONTEXT.load(Ordering::Relaxed)
-}
-
 /// Records that this process now uses `context`.
 pub(crate) fn claim_context(context: ContextId) {
     LAST_CONTEXT.fetch_max(context, Ordering::Relaxed);
+}
+
+/// A context id above every one this process uses or has reserved, taken
+/// when a split is called: concurrent splits on one chain, called in the
+/// same order everywhere, so propose different ids, and so agree on
+/// different ones (the id a split agrees on is the maximum of its members'
+/// proposals, and each member's later proposals exceed its earlier ones).
+/// `None` once ids are exhausted.
+pub(crate) fn reserve_context() -> Option<ContextId> {
+    LAST_CONTEXT
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_add(1))
+        .ok()
+        .map(|c| c + 1)
 }
 
 /// One process's node of a chain.
@@ -43,9 +58,22 @@ pub struct Chain {
     left: Option<Rank>,
     right: Option<Rank>,
     context: ContextId,
-    /// Collective calls made so far; tags of different calls differ.
+    /// Collective calls reserved so far; tags of different calls differ.
     calls: Cell<u32>,
-    neighbours: RefCell<Option<Rc<Neighbours>>>,
+    neighbours: RefCell<Search>,
+}
+
+/// Where the chain's neighbour search stands. Its tags are reserved by the
+/// first call (in call order) that may need it; whichever call needs it
+/// first (in poll order) runs it, later ones wait for its result.
+#[derive(Debug)]
+enum Search {
+    Unreserved,
+    Reserved(CallTags),
+    Running,
+    Found(Rc<Neighbours>),
+    /// The run failed or was dropped half-way: its messages are spent.
+    Failed,
 }
 
 /// The addresses at distances 1, 2, 4, ... on each side; what tree
@@ -80,14 +108,93 @@ pub(crate) struct CallTags {
 }
 
 impl CallTags {
-    /// Rounds per call; more than any O(log N) collective on 2^32 ranks needs.
+    /// Rounds per call; more than any O(log N) collective on 2^32 ranks
+    /// needs (a double scan takes at most 32).
     const ROUNDS: u32 = 256;
 
-    /// The tag of round `round` of this call; `round` must be below `ROUNDS`.
-    pub(crate) fn round(self, round: u32) -> Tag {
-        debug_assert!(round < Self::ROUNDS);
-        self.base.wrapping_add(round)
+    /// The tag of round `round` of this call; past `ROUNDS` an error, never
+    /// a tag of another call.
+    pub(crate) fn round(self, round: u32) -> Result<Tag> {
+        if round >= Self::ROUNDS {
+            return Err(Error::Rounds {
+                round,
+                limit: Self::ROUNDS,
+            });
+        }
+        Ok(self.base.wrapping_add(round))
     }
+}
+
+/// Consecutive calls' tags that one collective reserved when it was called,
+/// for itself and the sub-collectives it makes on the same chain; it hands
+/// them out in program order, the same on every member.
+#[derive(Debug)]
+pub(crate) struct Calls {
+    next: u32,
+    left: u32,
+}
+
+impl Calls {
+    /// The tags of the next call of the reservation.
+    pub(crate) fn next(&mut self) -> Result<CallTags> {
+        Ok(CallTags {
+            base: self.take(1)?.next.wrapping_mul(CallTags::ROUNDS),
+        })
+    }
+
+    /// The next `calls` calls of the reservation, for a sub-collective.
+    pub(crate) fn take(&mut self, calls: u32) -> Result<Calls> {
+        if calls > self.left {
+            return Err(Error::Rounds {
+                round: calls,
+                limit: self.left,
+            });
+        }
+        let taken = Calls {
+            next: self.next,
+            left: calls,
+        };
+        self.next = self.next.wrapping_add(calls);
+        self.left -= calls;
+        Ok(taken)
+    }
+}
+
+/// Which side of a process a partner lies on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Left,
+    Right,
+}
+
+/// Sets the chain's search state when a run of it ends or is dropped.
+struct SearchRun<'a> {
+    chain: &'a Chain,
+    found: Option<Rc<Neighbours>>,
+}
+
+impl Drop for SearchRun<'_> {
+    fn drop(&mut self) {
+        *self.chain.neighbours.borrow_mut() = match self.found.take() {
+            Some(found) => Search::Found(found),
+            None => Search::Failed,
+        };
+    }
+}
+
+fn search_failed() -> Error {
+    Error::Mismatch {
+        what: "the chain's shape: its neighbour search failed in a concurrent call".into(),
+    }
+}
+
+/// What each message of address forwarding carries besides its payload:
+/// the sender's rank and size as it sees them, and the address it forwards.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct Hop {
+    rank: u32,
+    size: u32,
+    next: Option<Rank>,
 }
 
 impl Chain {
@@ -105,7 +212,12 @@ impl Chain {
         .expect("the job's own rank and size make a valid chain")
     }
 
-    /// A chain node from its parts; the ends must match the rank.
+    /// A chain node from its parts; the ends must match the rank, and the
+    /// links must name two other processes. Whether the members' links
+    /// agree with each other only the members together can tell: every
+    /// collective checks it as it goes, and a chain whose links disagree
+    /// fails with `Error::Mismatch` (or `Timeout` where a partner never
+    /// answers) on every member by its deadline.
     pub fn from_links(
         rank: u32,
         size: u32,
@@ -125,6 +237,12 @@ impl Chain {
                  only the ends lack a neighbour"
             )));
         }
+        if left == Some(me) || right == Some(me) || (left.is_some() && left == right) {
+            return Err(Error::InvalidArgument(format!(
+                "process {me} with left {left:?} and right {right:?}: \
+                 a chain's links name two other processes"
+            )));
+        }
         Ok(Chain {
             rank,
             size,
@@ -133,7 +251,7 @@ impl Chain {
             right,
             context,
             calls: Cell::new(0),
-            neighbours: RefCell::new(None),
+            neighbours: RefCell::new(Search::Unreserved),
         })
     }
 
@@ -170,13 +288,13 @@ impl Chain {
 
     /// Bytes this node holds beyond its fixed size (the neighbour cache).
     pub fn heap_bytes(&self) -> usize {
-        self.neighbours
-            .borrow()
-            .as_ref()
-            .map_or(0, |n| n.heap_bytes())
+        match &*self.neighbours.borrow() {
+            Search::Found(n) => n.heap_bytes(),
+            _ => 0,
+        }
     }
 
-    /// How many collective calls were made on this node.
+    /// How many collective calls were reserved on this node.
     pub(crate) fn calls_made(&self) -> u32 {
         self.calls.get()
     }
@@ -188,50 +306,172 @@ impl Chain {
         self
     }
 
-    /// Starts a collective call: its tags.
+    /// Reserves the tags of `calls` consecutive calls. A collective calls
+    /// this synchronously when it is called, before its first await, so
+    /// calls get their tags in call order however their futures are polled.
+    pub(crate) fn reserve(&self, calls: u32) -> Calls {
+        let next = self.calls.get();
+        self.calls.set(next.wrapping_add(calls));
+        Calls { next, left: calls }
+    }
+
+    /// Reserves the tags of one call (see [`Chain::reserve`]).
     pub(crate) fn next_call(&self) -> CallTags {
-        let call = self.calls.get();
-        self.calls.set(call.wrapping_add(1));
         CallTags {
-            base: call.wrapping_mul(CallTags::ROUNDS),
+            base: self.reserve(1).next.wrapping_mul(CallTags::ROUNDS),
+        }
+    }
+
+    /// Reserves the tags of the neighbour search if no earlier call did; a
+    /// collective that may need [`Chain::reserved_neighbours`] calls this
+    /// when it is called.
+    pub(crate) fn reserve_neighbours(&self) {
+        let mut search = self.neighbours.borrow_mut();
+        if matches!(*search, Search::Unreserved) {
+            *search = Search::Reserved(self.next_call());
         }
     }
 
     /// The addresses at distances 2^d (collective: every member calls it at
-    /// the same point, as tree collectives do; later calls use the cache).
-    pub async fn neighbours<T: Transport>(&self, t: &T, deadline: Time) -> Result<Rc<Neighbours>> {
-        if let Some(found) = self.neighbours.borrow().as_ref() {
-            return Ok(found.clone());
-        }
-        let found = Rc::new(self.find_neighbours(t, deadline).await?);
-        *self.neighbours.borrow_mut() = Some(found.clone());
-        Ok(found)
+    /// the same point in its sequence of calls, as tree collectives do; later
+    /// calls use the cache).
+    pub fn neighbours<'a, T: Transport>(
+        &'a self,
+        t: &'a T,
+        deadline: Time,
+    ) -> impl Future<Output = Result<Rc<Neighbours>>> + 'a {
+        self.reserve_neighbours();
+        self.reserved_neighbours(t, deadline)
     }
 
-    async fn find_neighbours<T: Transport>(&self, t: &T, deadline: Time) -> Result<Neighbours> {
-        let tags = self.next_call();
+    /// The neighbours, searching for them with the reserved tags if no call
+    /// has started to, else waiting for the call that did.
+    pub(crate) async fn reserved_neighbours<T: Transport>(
+        &self,
+        t: &T,
+        deadline: Time,
+    ) -> Result<Rc<Neighbours>> {
+        let state = std::mem::replace(&mut *self.neighbours.borrow_mut(), Search::Running);
+        match state {
+            Search::Reserved(tags) => {
+                let mut run = SearchRun {
+                    chain: self,
+                    found: None,
+                };
+                let found = Rc::new(self.find_neighbours(t, tags, deadline).await?);
+                run.found = Some(found.clone());
+                // Calls waiting for this search (joined futures) are polled
+                // again now, not at their deadline.
+                t.wake_at(t.now());
+                Ok(found)
+            }
+            Search::Running => {
+                let what = "a concurrent call's neighbour search";
+                let found = wait_until(t, deadline, what, || {
+                    Ok(match &*self.neighbours.borrow() {
+                        Search::Running => None,
+                        Search::Found(found) => Some(Some(found.clone())),
+                        _ => Some(None),
+                    })
+                })
+                .await?;
+                found.ok_or_else(search_failed)
+            }
+            Search::Found(found) => {
+                *self.neighbours.borrow_mut() = Search::Found(found.clone());
+                Ok(found)
+            }
+            Search::Failed => {
+                *self.neighbours.borrow_mut() = Search::Failed;
+                Err(search_failed())
+            }
+            Search::Unreserved => unreachable!("collectives reserve the search when called"),
+        }
+    }
+
+    async fn find_neighbours<T: Transport>(
+        &self,
+        t: &T,
+        tags: CallTags,
+        deadline: Time,
+    ) -> Result<Neighbours> {
         let mut found = Neighbours::default();
         let (mut left, mut right) = (self.left, self.right);
         let mut round = 0;
+        // At most 32 rounds: check_hop keeps `left` set only while
+        // rank >= 2^round, `right` only while rank + 2^round < size.
         while left.is_some() || right.is_some() {
+            check_deadline(t, deadline, "the neighbour search")?;
+            let tag = tags.round(round)?;
             found.left.extend(left);
             found.right.extend(right);
             // My partner on one side is the next partner of the one on the other.
             if let Some(r) = right {
-                self.send(t, r, tags.round(round), &left, deadline).await?;
+                self.send(t, r, tag, &self.hop(left), deadline).await?;
             }
             if let Some(l) = left {
-                self.send(t, l, tags.round(round), &right, deadline).await?;
+                self.send(t, l, tag, &self.hop(right), deadline).await?;
             }
             if let Some(l) = left {
-                left = self.recv(t, l, tags.round(round), deadline).await?;
+                let hop = self.recv(t, l, tag, deadline).await?;
+                left = self.check_hop(hop, round, Side::Left)?;
             }
             if let Some(r) = right {
-                right = self.recv(t, r, tags.round(round), deadline).await?;
+                let hop = self.recv(t, r, tag, deadline).await?;
+                right = self.check_hop(hop, round, Side::Right)?;
             }
             round += 1;
         }
         Ok(found)
+    }
+
+    /// This process's header of an address-forwarding message that passes
+    /// on `next`.
+    pub(crate) fn hop(&self, next: Option<Rank>) -> Hop {
+        Hop {
+            rank: self.rank,
+            size: self.size,
+            next,
+        }
+    }
+
+    /// Checks the header that the partner 2^`round` ranks to the `side`
+    /// sent in that round; returns the address it forwards, the partner
+    /// 2^(round+1) away, which exists exactly when the chain has that rank.
+    ///
+    /// This is how a broken chain is detected: links that do not agree
+    /// pairwise (a partner that is not the rank it should be, or sees
+    /// another size) fail here on both partners; a ring has no ends, so its
+    /// ranks cannot all agree pairwise; and as a rank's partners exist only
+    /// while `rank ± 2^round` lies in `0..size`, no loop over rounds runs
+    /// more than 32 times. A member whose broken links make a partner never
+    /// answer gets `Timeout` at its deadline instead.
+    pub(crate) fn check_hop(&self, hop: Hop, round: u32, side: Side) -> Result<Option<Rank>> {
+        let (rank, size) = (u64::from(self.rank), u64::from(self.size));
+        let distance = 1u64 << round;
+        let step = |from: u64| match side {
+            Side::Left => from.checked_sub(distance),
+            Side::Right => Some(from + distance).filter(|&r| r < size),
+        };
+        let expected = step(rank);
+        let forwards = expected.and_then(step).is_some();
+        if expected != Some(u64::from(hop.rank))
+            || hop.size != self.size
+            || hop.next.is_some() != forwards
+        {
+            return Err(Error::Mismatch {
+                what: format!(
+                    "the chain's shape: rank {} of {} heard from rank {} of {} where it \
+                     expected rank {}, {distance} to its {side:?}",
+                    self.rank,
+                    self.size,
+                    hop.rank,
+                    hop.size,
+                    expected.map_or("none".into(), |e| e.to_string()),
+                ),
+            });
+        }
+        Ok(hop.next)
     }
 
     /// Sends `value` to `to` within this chain's context.
@@ -291,5 +531,32 @@ impl Chain {
         deadline: Time,
     ) -> Result<Vec<u8>> {
         Ok(t.recv(Some(from), self.context, tag, deadline).await?.data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_past_the_calls_tags_is_an_error() {
+        let chain = Chain::from_links(0, 2, 0, None, Some(1), 1).expect("a valid node");
+        let tags = chain.next_call();
+        assert!(tags.round(CallTags::ROUNDS - 1).is_ok());
+        assert!(matches!(
+            tags.round(CallTags::ROUNDS),
+            Err(Error::Rounds {
+                round: 256,
+                limit: 256
+            })
+        ));
+        let mut calls = chain.reserve(2);
+        assert!(calls.take(3).is_err(), "more calls than reserved");
+        let (first, second) = (calls.next().unwrap(), calls.next().unwrap());
+        assert_eq!(
+            second.round(0).unwrap() - first.round(0).unwrap(),
+            CallTags::ROUNDS
+        );
+        assert!(calls.next().is_err(), "a third call of two");
     }
 }

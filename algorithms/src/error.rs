@@ -41,6 +41,15 @@ pub enum Error {
     /// below its size, an unknown split algorithm); carries the explanation.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A call went past the rounds (or sub-calls) its tags provide, which
+    /// no consistent chain needs; its tags would have been another call's.
+    #[error("a collective call reached round {round}; its tags cover {limit}")]
+    Rounds {
+        /// The round (or number of sub-calls) asked for.
+        round: u32,
+        /// The rounds (or sub-calls) the call reserved.
+        limit: u32,
+    },
 }
 
 /// Runs user code (an operation, a comparator), turning a panic into

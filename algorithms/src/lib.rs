@@ -8,6 +8,7 @@
 pub mod bulk;
 pub mod chain;
 mod codec;
+mod deadline;
 mod error;
 pub use catena_groupmap as groupmap;
 pub mod pipeline;

@@ -4,11 +4,14 @@
 //! and O(1) memory. The double scan runs both directions at once; the other
 //! scans, allreduce and barrier are made of it.
 
+use std::future::Future;
+
 use catena_fabric::{Time, Transport};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::chain::Chain;
+use crate::chain::{CallTags, Chain, Side};
+use crate::deadline::check_deadline;
 use crate::error::user_code;
 use crate::Result;
 
@@ -35,10 +38,32 @@ fn after<A: Clone>(prefix: Option<&A>, value: &A, op: &impl Fn(&A, &A) -> A) -> 
 }
 
 /// Left-to-right and right-to-left scans at once, with associative (not
-/// necessarily commutative) operations; every member calls it.
-pub async fn double_scan<T, A, B>(
+/// necessarily commutative) operations; every member calls it. Like every
+/// collective, it takes its tags when called, not when first polled.
+pub fn double_scan<'a, T, A, B>(
+    t: &'a T,
+    chain: &'a Chain,
+    x: A,
+    y: B,
+    op_lr: impl Fn(&A, &A) -> A + 'a,
+    op_rl: impl Fn(&B, &B) -> B + 'a,
+    deadline: Time,
+) -> impl Future<Output = Result<DoubleScan<A, B>>> + 'a
+where
+    T: Transport,
+    A: Serialize + DeserializeOwned + Clone + 'a,
+    B: Serialize + DeserializeOwned + Clone + 'a,
+{
+    let tags = chain.next_call();
+    double_scan_in(t, chain, tags, x, y, op_lr, op_rl, deadline)
+}
+
+/// [`double_scan`] with the tags of a call reserved before.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn double_scan_in<T, A, B>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     x: A,
     y: B,
     op_lr: impl Fn(&A, &A) -> A,
@@ -50,37 +75,42 @@ where
     A: Serialize + DeserializeOwned + Clone,
     B: Serialize + DeserializeOwned + Clone,
 {
-    let tags = chain.next_call();
     let (mut left, mut right) = (chain.left(), chain.right());
     // incl_lr covers the ranks (r - 2^i, r], incl_rl covers [r, r + 2^i).
     let (mut incl_lr, mut incl_rl) = (x, y);
     let (mut excl_lr, mut excl_rl): (Option<A>, Option<B>) = (None, None);
     let mut round = 0;
+    // At most 32 rounds: `check_hop` ends a chain whose links disagree.
     while left.is_some() || right.is_some() {
-        let tag = tags.round(round);
+        check_deadline(t, deadline, "a scan round")?;
+        let tag = tags.round(round)?;
         if let Some(r) = right {
-            chain.send(t, r, tag, &(left, &incl_lr), deadline).await?;
+            chain
+                .send(t, r, tag, &(chain.hop(left), &incl_lr), deadline)
+                .await?;
         }
         if let Some(l) = left {
-            chain.send(t, l, tag, &(right, &incl_rl), deadline).await?;
+            chain
+                .send(t, l, tag, &(chain.hop(right), &incl_rl), deadline)
+                .await?;
         }
         if let Some(l) = left {
-            let (next, part): (_, A) = chain.recv(t, l, tag, deadline).await?;
+            let (hop, part): (_, A) = chain.recv(t, l, tag, deadline).await?;
+            left = chain.check_hop(hop, round, Side::Left)?;
             excl_lr = Some(match &excl_lr {
                 Some(e) => user_code("a scan operation", || op_lr(&part, e))?,
                 None => part.clone(),
             });
             incl_lr = user_code("a scan operation", || op_lr(&part, &incl_lr))?;
-            left = next;
         }
         if let Some(r) = right {
-            let (next, part): (_, B) = chain.recv(t, r, tag, deadline).await?;
+            let (hop, part): (_, B) = chain.recv(t, r, tag, deadline).await?;
+            right = chain.check_hop(hop, round, Side::Right)?;
             excl_rl = Some(match &excl_rl {
                 Some(e) => user_code("a scan operation", || op_rl(e, &part))?,
                 None => part.clone(),
             });
             incl_rl = user_code("a scan operation", || op_rl(&incl_rl, &part))?;
-            right = next;
         }
         round += 1;
     }
@@ -93,63 +123,76 @@ where
 }
 
 /// Left-to-right inclusive scan: x_0 ⊕ … ⊕ x_r.
-pub async fn scan<T: Transport, A: Serialize + DeserializeOwned + Clone>(
-    t: &T,
-    chain: &Chain,
+pub fn scan<'a, T: Transport, A: Serialize + DeserializeOwned + Clone + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
     x: A,
-    op: impl Fn(&A, &A) -> A,
+    op: impl Fn(&A, &A) -> A + 'a,
     deadline: Time,
-) -> Result<A> {
-    let s = double_scan(t, chain, x, (), op, |_, _| (), deadline).await?;
-    Ok(s.inclusive_lr)
+) -> impl Future<Output = Result<A>> + 'a {
+    let s = double_scan(t, chain, x, (), op, |_, _| (), deadline);
+    async move { Ok(s.await?.inclusive_lr) }
 }
 
 /// Left-to-right exclusive scan: x_0 ⊕ … ⊕ x_(r-1), `None` on rank 0.
-pub async fn exscan<T: Transport, A: Serialize + DeserializeOwned + Clone>(
-    t: &T,
-    chain: &Chain,
+pub fn exscan<'a, T: Transport, A: Serialize + DeserializeOwned + Clone + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
     x: A,
-    op: impl Fn(&A, &A) -> A,
+    op: impl Fn(&A, &A) -> A + 'a,
     deadline: Time,
-) -> Result<Option<A>> {
-    let s = double_scan(t, chain, x, (), op, |_, _| (), deadline).await?;
-    Ok(s.exclusive_lr)
+) -> impl Future<Output = Result<Option<A>>> + 'a {
+    let s = double_scan(t, chain, x, (), op, |_, _| (), deadline);
+    async move { Ok(s.await?.exclusive_lr) }
 }
 
 /// Right-to-left inclusive scan: y_r ⊕ … ⊕ y_(n-1).
-pub async fn scan_rl<T: Transport, B: Serialize + DeserializeOwned + Clone>(
-    t: &T,
-    chain: &Chain,
+pub fn scan_rl<'a, T: Transport, B: Serialize + DeserializeOwned + Clone + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
     y: B,
-    op: impl Fn(&B, &B) -> B,
+    op: impl Fn(&B, &B) -> B + 'a,
     deadline: Time,
-) -> Result<B> {
-    let s = double_scan(t, chain, (), y, |_, _| (), op, deadline).await?;
-    Ok(s.inclusive_rl)
+) -> impl Future<Output = Result<B>> + 'a {
+    let s = double_scan(t, chain, (), y, |_, _| (), op, deadline);
+    async move { Ok(s.await?.inclusive_rl) }
 }
 
 /// Right-to-left exclusive scan: y_(r+1) ⊕ … ⊕ y_(n-1), `None` on the last rank.
-pub async fn exscan_rl<T: Transport, B: Serialize + DeserializeOwned + Clone>(
-    t: &T,
-    chain: &Chain,
+pub fn exscan_rl<'a, T: Transport, B: Serialize + DeserializeOwned + Clone + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
     y: B,
-    op: impl Fn(&B, &B) -> B,
+    op: impl Fn(&B, &B) -> B + 'a,
     deadline: Time,
-) -> Result<Option<B>> {
-    let s = double_scan(t, chain, (), y, |_, _| (), op, deadline).await?;
-    Ok(s.exclusive_rl)
+) -> impl Future<Output = Result<Option<B>>> + 'a {
+    let s = double_scan(t, chain, (), y, |_, _| (), op, deadline);
+    async move { Ok(s.await?.exclusive_rl) }
 }
 
 /// x_0 ⊕ … ⊕ x_(n-1) on every member, in log2 N rounds of one double scan.
-pub async fn allreduce<T: Transport, A: Serialize + DeserializeOwned + Clone>(
+pub fn allreduce<'a, T: Transport, A: Serialize + DeserializeOwned + Clone + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
+    x: A,
+    op: impl Fn(&A, &A) -> A + 'a,
+    deadline: Time,
+) -> impl Future<Output = Result<A>> + 'a {
+    let tags = chain.next_call();
+    allreduce_in(t, chain, tags, x, op, deadline)
+}
+
+/// [`allreduce`] with the tags of a call reserved before.
+pub(crate) async fn allreduce_in<T: Transport, A: Serialize + DeserializeOwned + Clone>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     x: A,
     op: impl Fn(&A, &A) -> A,
     deadline: Time,
 ) -> Result<A> {
     let own = x.clone();
-    let s = double_scan(t, chain, x.clone(), x, &op, &op, deadline).await?;
+    let s = double_scan_in(t, chain, tags, x.clone(), x, &op, &op, deadline).await?;
     let left_and_own = after(s.exclusive_lr.as_ref(), &own, &op)?;
     match s.exclusive_rl {
         Some(right) => user_code("a scan operation", || op(&left_and_own, &right)),
@@ -158,7 +201,14 @@ pub async fn allreduce<T: Transport, A: Serialize + DeserializeOwned + Clone>(
 }
 
 /// Returns once every member has entered.
-pub async fn barrier<T: Transport>(t: &T, chain: &Chain, deadline: Time) -> Result<()> {
-    double_scan(t, chain, (), (), |_, _| (), |_, _| (), deadline).await?;
-    Ok(())
+pub fn barrier<'a, T: Transport>(
+    t: &'a T,
+    chain: &'a Chain,
+    deadline: Time,
+) -> impl Future<Output = Result<()>> + 'a {
+    let s = double_scan(t, chain, (), (), |_, _| (), |_, _| (), deadline);
+    async move {
+        s.await?;
+        Ok(())
+    }
 }

@@ -5,23 +5,17 @@
 //! contiguous run of ranks, so non-commutative reductions and gathers keep
 //! rank order.
 
+use std::future::Future;
 use std::ops::Range;
 
 use catena_fabric::{Rank, Time, Transport};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::chain::{Chain, Neighbours};
+use crate::chain::{CallTags, Chain, Neighbours, Side};
 use crate::codec::{decode, encode};
 use crate::error::user_code;
 use crate::{Error, Result};
-
-/// Which side of the root a subtree lies on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    Left,
-    Right,
-}
 
 /// One child: its address, the side it lies on and the ranks of its subtree.
 #[derive(Clone, Debug)]
@@ -123,11 +117,30 @@ fn check_root(chain: &Chain, root: u32) -> Result<()> {
     Ok(())
 }
 
+/// The tags of one tree collective, taken when it is called: its own and
+/// the neighbour search's, if no earlier call reserved that.
+pub(crate) fn reserve(chain: &Chain) -> CallTags {
+    chain.reserve_neighbours();
+    chain.next_call()
+}
+
 /// `value` of the root on every member; the root passes `Some`, the others
 /// `None`.
-pub async fn bcast<T: Transport, V: Serialize + DeserializeOwned>(
+pub fn bcast<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
+    root: u32,
+    value: Option<V>,
+    deadline: Time,
+) -> impl Future<Output = Result<V>> + 'a {
+    bcast_in(t, chain, reserve(chain), root, value, deadline)
+}
+
+/// [`bcast`] with tags reserved before (and the neighbour search).
+pub(crate) async fn bcast_in<T: Transport, V: Serialize + DeserializeOwned>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     root: u32,
     value: Option<V>,
     deadline: Time,
@@ -138,18 +151,20 @@ pub async fn bcast<T: Transport, V: Serialize + DeserializeOwned>(
             "bcast takes a value on the root and none elsewhere".into(),
         ));
     }
-    let nb = chain.neighbours(t, deadline).await?;
-    let tags = chain.next_call();
+    let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
     let (bytes, value) = match (me.parent, value) {
         (None, Some(v)) => (encode(&v, "a bcast value")?, Some(v)),
-        (Some(p), _) => (chain.recv_bytes(t, p, tags.round(0), deadline).await?, None),
+        (Some(p), _) => (
+            chain.recv_bytes(t, p, tags.round(0)?, deadline).await?,
+            None,
+        ),
         (None, None) => unreachable!("the root has a value (checked above)"),
     };
     // Intermediate processes forward the bytes as they came.
     for child in &me.children {
         chain
-            .send_bytes(t, child.address, tags.round(0), &bytes, deadline)
+            .send_bytes(t, child.address, tags.round(0)?, &bytes, deadline)
             .await?;
     }
     match value {
@@ -159,36 +174,37 @@ pub async fn bcast<T: Transport, V: Serialize + DeserializeOwned>(
 }
 
 /// x_0 ⊕ … ⊕ x_(n-1) on the root (`None` elsewhere), in chain order.
-pub async fn reduce<T: Transport, A: Serialize + DeserializeOwned>(
-    t: &T,
-    chain: &Chain,
+pub fn reduce<'a, T: Transport, A: Serialize + DeserializeOwned + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
     root: u32,
     x: A,
-    op: impl Fn(&A, &A) -> A,
+    op: impl Fn(&A, &A) -> A + 'a,
     deadline: Time,
-) -> Result<Option<A>> {
-    let combine = |a: A, b: A| user_code("a reduce operation", || op(&a, &b));
-    reduce_with(t, chain, root, x, combine, deadline).await
+) -> impl Future<Output = Result<Option<A>>> + 'a {
+    let tags = reserve(chain);
+    let combine = move |a: A, b: A| user_code("a reduce operation", || op(&a, &b));
+    reduce_with(t, chain, tags, root, x, combine, deadline)
 }
 
-/// [`reduce`] with a fallible operation that consumes its operands (the
-/// left one first).
+/// [`reduce`] with tags reserved before (and the neighbour search) and a
+/// fallible operation that consumes its operands (the left one first).
 pub(crate) async fn reduce_with<T: Transport, A: Serialize + DeserializeOwned>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     root: u32,
     x: A,
     mut combine: impl FnMut(A, A) -> Result<A>,
     deadline: Time,
 ) -> Result<Option<A>> {
     check_root(chain, root)?;
-    let nb = chain.neighbours(t, deadline).await?;
-    let tags = chain.next_call();
+    let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
     let mut acc = x;
     for child in &me.children {
         let part: A = chain
-            .recv(t, child.address, tags.round(0), deadline)
+            .recv(t, child.address, tags.round(0)?, deadline)
             .await?;
         acc = match child.side {
             Side::Right => combine(acc, part)?,
@@ -197,7 +213,7 @@ pub(crate) async fn reduce_with<T: Transport, A: Serialize + DeserializeOwned>(
     }
     match me.parent {
         Some(p) => {
-            chain.send(t, p, tags.round(0), &acc, deadline).await?;
+            chain.send(t, p, tags.round(0)?, &acc, deadline).await?;
             Ok(None)
         }
         None => Ok(Some(acc)),
@@ -205,37 +221,52 @@ pub(crate) async fn reduce_with<T: Transport, A: Serialize + DeserializeOwned>(
 }
 
 /// Every member's `x`, in rank order, on the root (`None` elsewhere).
-pub async fn gather<T: Transport, V: Serialize + DeserializeOwned>(
-    t: &T,
-    chain: &Chain,
+pub fn gather<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
     root: u32,
     x: &V,
     deadline: Time,
-) -> Result<Option<Vec<V>>> {
-    let blobs = gather_bytes(t, chain, root, encode(x, "a gather value")?, deadline).await?;
-    blobs
-        .map(|all| all.iter().map(|b| decode(b, "a gather value")).collect())
-        .transpose()
+) -> impl Future<Output = Result<Option<Vec<V>>>> + 'a {
+    let tags = reserve(chain);
+    let x = encode(x, "a gather value");
+    async move {
+        let blobs = gather_bytes_in(t, chain, tags, root, x?, deadline).await?;
+        blobs
+            .map(|all| all.iter().map(|b| decode(b, "a gather value")).collect())
+            .transpose()
+    }
 }
 
 /// [`gather`] of byte payloads, forwarded without re-encoding.
-pub async fn gather_bytes<T: Transport>(
+pub fn gather_bytes<'a, T: Transport>(
+    t: &'a T,
+    chain: &'a Chain,
+    root: u32,
+    x: Vec<u8>,
+    deadline: Time,
+) -> impl Future<Output = Result<Option<Vec<Vec<u8>>>>> + 'a {
+    gather_bytes_in(t, chain, reserve(chain), root, x, deadline)
+}
+
+/// [`gather_bytes`] with tags reserved before (and the neighbour search).
+async fn gather_bytes_in<T: Transport>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     root: u32,
     x: Vec<u8>,
     deadline: Time,
 ) -> Result<Option<Vec<Vec<u8>>>> {
     check_root(chain, root)?;
-    let nb = chain.neighbours(t, deadline).await?;
-    let tags = chain.next_call();
+    let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
     // Left subtrees arrive nearest first, so they are prepended in turn.
     let mut left: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut right = vec![x];
     for child in &me.children {
         let part: Vec<Vec<u8>> = chain
-            .recv(t, child.address, tags.round(0), deadline)
+            .recv(t, child.address, tags.round(0)?, deadline)
             .await?;
         if part.len() != child.ranks.len() {
             return Err(Error::Codec {
@@ -253,7 +284,7 @@ pub async fn gather_bytes<T: Transport>(
     all.extend(right);
     match me.parent {
         Some(p) => {
-            chain.send(t, p, tags.round(0), &all, deadline).await?;
+            chain.send(t, p, tags.round(0)?, &all, deadline).await?;
             Ok(None)
         }
         None => Ok(Some(all)),
@@ -262,9 +293,21 @@ pub async fn gather_bytes<T: Transport>(
 
 /// Hands member r the r-th of the root's `values` (`Some` on the root only,
 /// one per member).
-pub async fn scatter<T: Transport, V: Serialize + DeserializeOwned>(
+pub fn scatter<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
+    root: u32,
+    values: Option<Vec<V>>,
+    deadline: Time,
+) -> impl Future<Output = Result<V>> + 'a {
+    scatter_in(t, chain, reserve(chain), root, values, deadline)
+}
+
+/// [`scatter`] with tags reserved before (and the neighbour search).
+pub(crate) async fn scatter_in<T: Transport, V: Serialize + DeserializeOwned>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     root: u32,
     values: Option<Vec<V>>,
     deadline: Time,
@@ -277,15 +320,27 @@ pub async fn scatter<T: Transport, V: Serialize + DeserializeOwned>(
         })
         .transpose()?;
     decode(
-        &scatter_bytes(t, chain, root, blobs, deadline).await?,
+        &scatter_bytes_in(t, chain, tags, root, blobs, deadline).await?,
         "a scatter value",
     )
 }
 
 /// [`scatter`] of byte payloads.
-pub async fn scatter_bytes<T: Transport>(
+pub fn scatter_bytes<'a, T: Transport>(
+    t: &'a T,
+    chain: &'a Chain,
+    root: u32,
+    values: Option<Vec<Vec<u8>>>,
+    deadline: Time,
+) -> impl Future<Output = Result<Vec<u8>>> + 'a {
+    scatter_bytes_in(t, chain, reserve(chain), root, values, deadline)
+}
+
+/// [`scatter_bytes`] with tags reserved before (and the neighbour search).
+async fn scatter_bytes_in<T: Transport>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     root: u32,
     values: Option<Vec<Vec<u8>>>,
     deadline: Time,
@@ -305,13 +360,12 @@ pub async fn scatter_bytes<T: Transport>(
             )));
         }
     }
-    let nb = chain.neighbours(t, deadline).await?;
-    let tags = chain.next_call();
+    let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
     let mut mine: Vec<Vec<u8>> = match (me.parent, values) {
         (None, Some(v)) => v,
         (Some(p), _) => {
-            let got: Vec<Vec<u8>> = chain.recv(t, p, tags.round(0), deadline).await?;
+            let got: Vec<Vec<u8>> = chain.recv(t, p, tags.round(0)?, deadline).await?;
             if got.len() != me.ranks.len() {
                 return Err(Error::Codec {
                     action: "decode",
@@ -327,7 +381,7 @@ pub async fn scatter_bytes<T: Transport>(
     for child in &me.children {
         let part = &mine[(child.ranks.start - first) as usize..(child.ranks.end - first) as usize];
         chain
-            .send(t, child.address, tags.round(0), part, deadline)
+            .send(t, child.address, tags.round(0)?, part, deadline)
             .await?;
     }
     Ok(std::mem::take(&mut mine[(chain.rank() - first) as usize]))
@@ -335,14 +389,28 @@ pub async fn scatter_bytes<T: Transport>(
 
 /// Every member's `x`, in rank order, on every member (O(N) memory, as the
 /// operation implies): a gather to rank 0 and a broadcast.
-pub async fn allgather<T: Transport, V: Serialize + DeserializeOwned>(
-    t: &T,
-    chain: &Chain,
+pub fn allgather<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
+    t: &'a T,
+    chain: &'a Chain,
     x: &V,
     deadline: Time,
+) -> impl Future<Output = Result<Vec<V>>> + 'a {
+    let tags = [reserve(chain), chain.next_call()];
+    let x = encode(x, "an allgather value");
+    async move { allgather_in(t, chain, tags, x?, deadline).await }
+}
+
+/// [`allgather`] of an encoded value with the tags of its gather and its
+/// broadcast reserved before (and the neighbour search).
+pub(crate) async fn allgather_in<T: Transport, V: DeserializeOwned>(
+    t: &T,
+    chain: &Chain,
+    [gather_tags, bcast_tags]: [CallTags; 2],
+    x: Vec<u8>,
+    deadline: Time,
 ) -> Result<Vec<V>> {
-    let all = gather_bytes(t, chain, 0, encode(x, "an allgather value")?, deadline).await?;
-    let all = bcast(t, chain, 0, all, deadline).await?;
+    let all = gather_bytes_in(t, chain, gather_tags, 0, x, deadline).await?;
+    let all = bcast_in(t, chain, bcast_tags, 0, all, deadline).await?;
     all.iter()
         .map(|b| decode(b, "an allgather value"))
         .collect()

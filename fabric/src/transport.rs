@@ -257,12 +257,16 @@ where
             if let Err(e) = transport.check_health() {
                 return Poll::Ready(Err(e));
             }
-            // A clock read costs more than a poll, so a wait reads it every
-            // 16th time (on the critical path of a short wait it would add
-            // latency); past the deadline the executor no longer sleeps, so
-            // the timeout is at most 16 quick polls late.
+            // A clock read costs more than a poll, so a wait reads it on its
+            // first pending poll (a wait begun past its deadline fails at
+            // once, however few times it is polled) and then every 16th;
+            // past the deadline the executor no longer sleeps, so the
+            // timeout is at most 16 quick polls late. A wait that is ready
+            // at once reads no clock: loops of such waits check their
+            // deadline once per round themselves.
+            let look = pending_polls % 16 == 0;
             pending_polls = pending_polls.wrapping_add(1);
-            if pending_polls % 16 == 0 && transport.now() >= deadline {
+            if look && transport.now() >= deadline {
                 return Poll::Ready(Err(Error::Timeout { what }));
             }
             transport.wake_at(deadline);

@@ -7,8 +7,8 @@ use catena_fabric::{ContextId, Time, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::{Algorithm, Color, Key};
-use crate::chain::{claim_context, highest_context, Chain};
-use crate::scan::allreduce;
+use crate::chain::{claim_context, CallTags, Chain};
+use crate::scan::allreduce_in;
 use crate::{Error, Result};
 
 /// What the processes agreed on.
@@ -38,7 +38,8 @@ struct Votes {
     types: (u64, u64),
     algorithm: (u32, u32),
     modes: u8,
-    context: ContextId,
+    /// `None` where ids are exhausted.
+    context: Option<ContextId>,
     members: u32,
 }
 
@@ -50,7 +51,7 @@ fn combine(a: &Votes, b: &Votes) -> Votes {
             a.algorithm.1.max(b.algorithm.1),
         ),
         modes: a.modes | b.modes,
-        context: a.context.max(b.context),
+        context: a.context.zip(b.context).map(|(a, b)| a.max(b)),
         members: a.members + b.members,
     }
 }
@@ -68,9 +69,14 @@ fn fingerprint(text: &str) -> u64 {
     h.wrapping_add(h << 15)
 }
 
+/// `proposal` is this process's context id for the new groups, reserved
+/// when the split was called ([`crate::chain::reserve_context`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn agree<T: Transport, C, K>(
     t: &T,
     parent: &Chain,
+    tags: CallTags,
+    proposal: Option<ContextId>,
     color: &Color<C>,
     key: &Key<K>,
     algorithm: Algorithm,
@@ -96,10 +102,10 @@ pub(crate) async fn agree<T: Transport, C, K>(
         types: (types, types),
         algorithm: (algorithm_id, algorithm_id),
         modes,
-        context: highest_context(),
+        context: proposal,
         members: u32::from(modes != 0),
     };
-    let all = allreduce(t, parent, mine, combine, deadline).await?;
+    let all = allreduce_in(t, parent, tags, mine, combine, deadline).await?;
     if all.types.0 != all.types.1 {
         return Err(Error::Mismatch {
             what: format!(
@@ -124,7 +130,7 @@ pub(crate) async fn agree<T: Transport, C, K>(
             what: "whether to reorder (some members passed Key::ParentOrder, others a key)".into(),
         });
     }
-    let context = all.context.checked_add(1).ok_or_else(|| {
+    let context = all.context.ok_or_else(|| {
         Error::InvalidArgument("context ids are exhausted (3 x 2^30 groups were made)".into())
     })?;
     let radix_refused = all.modes & RADIX_REFUSED != 0;

@@ -7,19 +7,26 @@ use catena_fabric::{Time, Transport};
 use super::item::{sort_items, Item, KeyOrder};
 use super::sorted::placements;
 use super::Placement;
-use crate::chain::Chain;
-use crate::codec::Wire;
-use crate::tree::allgather;
+use crate::chain::{Calls, Chain};
+use crate::codec::{encode, Wire};
+use crate::tree::allgather_in;
 use crate::Result;
+
+/// The calls it makes on `chain` (an allgather), whose neighbour search
+/// must be reserved too.
+pub(crate) const CALLS: u32 = 2;
 
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     t: &T,
     chain: &Chain,
+    mut calls: Calls,
     me: Option<Item<K>>,
     order: KeyOrder<'_, K>,
     deadline: Time,
 ) -> Result<Option<Placement>> {
-    let all: Vec<Option<Item<K>>> = allgather(t, chain, &me, deadline).await?;
+    let tags = [calls.next()?, calls.next()?];
+    let mine = encode(&me, "an allgather value")?;
+    let all: Vec<Option<Item<K>>> = allgather_in(t, chain, tags, mine, deadline).await?;
     let Some(mine) = me else {
         return Ok(None);
     };

@@ -5,8 +5,8 @@
 
 use catena_fabric::{Rank, Time, Transport};
 
-use crate::chain::Chain;
-use crate::scan::double_scan;
+use crate::chain::{CallTags, Chain};
+use crate::scan::double_scan_in;
 use crate::Result;
 
 /// Chains derived inside a split count their collective calls from here,
@@ -25,10 +25,11 @@ pub(crate) struct BinSplit {
 }
 
 /// Splits `chain` into one chain per bin (`bins` bins, this process in
-/// `mine`).
+/// `mine`), with the tags of one call on it.
 pub(crate) async fn split_by_bin<T: Transport>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     mine: usize,
     bins: usize,
     context: u32,
@@ -49,14 +50,21 @@ pub(crate) async fn split_by_bin<T: Transport>(
             .map(|(a, b)| (a.0.or(b.0), a.1 + b.1))
             .collect()
     };
-    let s = double_scan(t, chain, table.clone(), table, lr, rl, deadline).await?;
+    let s = double_scan_in(t, chain, tags, table.clone(), table, lr, rl, deadline).await?;
     let count = |side: &Option<Table>, bin: usize| side.as_ref().map_or(0, |e| e[bin].1);
     let nearest = |side: &Option<Table>| side.as_ref().and_then(|e| e[mine].0);
     let (before, after) = (count(&s.exclusive_lr, mine), count(&s.exclusive_rl, mine));
     let below = (0..mine)
         .map(|bin| count(&s.exclusive_lr, bin) + count(&s.exclusive_rl, bin))
         .sum();
-    let calls = chain.calls_made().max(FIRST_DERIVED_CALL);
+    // A chain split from one in the new context continues its count; one
+    // split from the parent (another context) starts afresh, whatever calls
+    // its members have reserved on the parent meanwhile.
+    let calls = if chain.context() == context {
+        chain.calls_made()
+    } else {
+        FIRST_DERIVED_CALL
+    };
     let chain = Chain::from_links(
         before,
         before + 1 + after,

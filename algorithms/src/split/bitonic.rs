@@ -10,8 +10,9 @@ use std::cmp::Ordering;
 use catena_fabric::{Time, Transport};
 
 use super::item::{cmp_slots, Item, KeyOrder};
-use crate::chain::Chain;
+use crate::chain::{CallTags, Chain};
 use crate::codec::Wire;
+use crate::deadline::check_deadline;
 use crate::tree::chain_disagrees;
 use crate::Result;
 
@@ -28,17 +29,20 @@ fn power_below(n: u32) -> u32 {
 
 /// Leaves the chain sorted: the process of rank i holds the i-th smallest
 /// slot (`None`, a non-member's, sorts last). Returns this process's slot.
+/// Takes the tags of one call, on a chain whose neighbour search is reserved
+/// ([`crate::tree::reserve`]).
 pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
     t: &T,
     chain: &Chain,
+    tags: CallTags,
     mine: Option<Item<K>>,
     order: KeyOrder<'_, K>,
     deadline: Time,
 ) -> Result<Option<Item<K>>> {
-    let nb = chain.neighbours(t, deadline).await?;
+    let nb = chain.reserved_neighbours(t, deadline).await?;
     // One tag for the whole sort: two partners meet in the same global order
     // and messages between two processes arrive in order.
-    let tag = chain.next_call().round(0);
+    let tag = tags.round(0)?;
     let p = chain.rank();
     let mut slot = mine;
     let mut stack = vec![Frame::Sort {
@@ -76,6 +80,7 @@ pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
                     None
                 };
                 if let Some((address, lower)) = partner {
+                    check_deadline(t, deadline, "a bitonic merge round")?;
                     let address = address.ok_or_else(|| chain_disagrees(chain, d))?;
                     chain.send(t, address, tag, &slot, deadline).await?;
                     let theirs: Option<Item<K>> = chain.recv(t, address, tag, deadline).await?;

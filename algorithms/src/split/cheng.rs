@@ -14,19 +14,23 @@ use super::agreement::Agreed;
 use super::bins::FIRST_DERIVED_CALL;
 use super::item::{merge_items, sort_items, Item, KeyOrder};
 use super::{sorted, Placement};
-use crate::chain::Chain;
+use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
 use crate::scan::allreduce;
-use crate::tree::{allgather, reduce_with, scatter};
+use crate::tree::{allgather, reduce_with, reserve, scatter_in};
 use crate::Result;
 
 /// Where the block chains and the leaders' chain count their calls.
 const BLOCK_CALLS: u32 = FIRST_DERIVED_CALL;
 const LEADER_CALLS: u32 = 2 * FIRST_DERIVED_CALL;
 
+/// Takes `sorted::CALLS` of `calls` on a parent whose neighbour search is
+/// reserved; the block and leader chains are its alone.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     t: &T,
     parent: &Chain,
+    calls: Calls,
     me: Option<Item<K>>,
     agreed: Agreed,
     max_items: u32,
@@ -50,11 +54,11 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     )?
     .counting_calls_from(BLOCK_CALLS);
     // Leaders are M = 2^d ranks apart: the neighbour cache reaches them.
-    let nb = parent.neighbours(t, deadline).await?;
+    let nb = parent.reserved_neighbours(t, deadline).await?;
     let member = me.is_some();
     let run: Vec<Item<K>> = me.into_iter().collect();
     let merge = |left, right| merge_items(left, right, order);
-    let gathered = reduce_with(t, &block, 0, run, merge, deadline).await?;
+    let gathered = reduce_with(t, &block, reserve(&block), 0, run, merge, deadline).await?;
     let shares = match gathered {
         None => None,
         Some(run) => {
@@ -74,8 +78,8 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
             Some(slots)
         }
     };
-    let slot = scatter(t, &block, 0, shares, deadline).await?;
-    sorted::place(t, parent, slot, member, deadline).await
+    let slot = scatter_in(t, &block, reserve(&block), 0, shares, deadline).await?;
+    sorted::place(t, parent, calls, slot, member, deadline).await
 }
 
 /// Sorts the leaders' runs: leader b ends with the items at sorted
@@ -99,7 +103,7 @@ async fn sort<T: Transport, K: Wire + Clone>(
     cuts.extend(select_cuts(t, leaders, &run, &targets, order, deadline).await?);
     cuts.push(run.len());
     let addresses: Vec<Rank> = allgather(t, leaders, &leaders.address(), deadline).await?;
-    let tag = leaders.next_call().round(0);
+    let tag = leaders.next_call().round(0)?;
     let me = leaders.rank();
     let mut pieces: Vec<(u32, Vec<Item<K>>)> = Vec::new();
     for (c, piece) in cuts.windows(2).map(|w| &run[w[0]..w[1]]).enumerate() {

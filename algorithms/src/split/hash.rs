@@ -12,9 +12,10 @@ use super::agreement::Agreed;
 use super::bins::split_by_bin;
 use super::item::{Item, KeyOrder};
 use super::{allgather_group, bitonic, sorted, Placement};
-use crate::chain::Chain;
+use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
 use crate::scan::allreduce;
+use crate::tree::reserve;
 use crate::Result;
 
 /// Bins per iteration (a 4-bit region of the hash).
@@ -65,9 +66,13 @@ async fn one_color<T: Transport>(
     Ok(lo == hi)
 }
 
+/// Takes one of `calls` on the parent; the chains it derives reserve their
+/// own calls as it goes (they are its alone).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     t: &T,
     parent: &Chain,
+    mut calls: Calls,
     me: Option<Item<K>>,
     agreed: Agreed,
     order: KeyOrder<'_, K>,
@@ -76,9 +81,18 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
 ) -> Result<Option<Placement>> {
     // Iteration 0 also separates members from non-members (an extra bin).
     let first_bin = me.as_ref().map_or(BINS, |i| bin(&i.color, 0));
-    let mut chain = split_by_bin(t, parent, first_bin, BINS + 1, agreed.context, deadline)
-        .await?
-        .chain;
+    let tags = calls.next()?;
+    let mut chain = split_by_bin(
+        t,
+        parent,
+        tags,
+        first_bin,
+        BINS + 1,
+        agreed.context,
+        deadline,
+    )
+    .await?
+    .chain;
     let Some(item) = me else {
         return Ok(None);
     };
@@ -86,29 +100,35 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     let mut previous_size = parent.size();
     while agreed.split && chain.size() > 1 {
         if serial_below.is_some_and(|below| chain.size() < below) {
-            return allgather_group::place(t, &chain, Some(item), order, deadline).await;
+            return serially(t, &chain, item, order, deadline).await;
         }
         if chain.size() == previous_size && one_color(t, &chain, &item.color, deadline).await? {
             break;
         }
         if iteration == MAX_ITERATIONS {
             // Colors that collide under every hash: sort them apart.
-            let slot = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
-            return sorted::place(t, &chain, slot, true, deadline).await;
+            return by_bitonic(t, &chain, item, order, deadline).await;
         }
         previous_size = chain.size();
         let mine = bin(&item.color, iteration);
-        chain = split_by_bin(t, &chain, mine, BINS, agreed.context, deadline)
-            .await?
-            .chain;
+        chain = split_by_bin(
+            t,
+            &chain,
+            chain.next_call(),
+            mine,
+            BINS,
+            agreed.context,
+            deadline,
+        )
+        .await?
+        .chain;
         iteration += 1;
     }
     if agreed.reorder && chain.size() > 1 {
         if serial_below.is_some_and(|below| chain.size() < below) {
-            return allgather_group::place(t, &chain, Some(item), order, deadline).await;
+            return serially(t, &chain, item, order, deadline).await;
         }
-        let slot = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
-        return sorted::place(t, &chain, slot, true, deadline).await;
+        return by_bitonic(t, &chain, item, order, deadline).await;
     }
     Ok(Some(Placement {
         rank: chain.rank(),
@@ -116,4 +136,30 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
         left: chain.left(),
         right: chain.right(),
     }))
+}
+
+/// Finishes a chain serially (AllgatherGroup).
+async fn serially<T: Transport, K: Wire + Clone>(
+    t: &T,
+    chain: &Chain,
+    item: Item<K>,
+    order: KeyOrder<'_, K>,
+    deadline: Time,
+) -> Result<Option<Placement>> {
+    chain.reserve_neighbours();
+    let calls = chain.reserve(allgather_group::CALLS);
+    allgather_group::place(t, chain, calls, Some(item), order, deadline).await
+}
+
+/// Sorts a chain by Bitonic and places its members.
+async fn by_bitonic<T: Transport, K: Wire + Clone>(
+    t: &T,
+    chain: &Chain,
+    item: Item<K>,
+    order: KeyOrder<'_, K>,
+    deadline: Time,
+) -> Result<Option<Placement>> {
+    let slot = bitonic::sort(t, chain, reserve(chain), Some(item), order, deadline).await?;
+    let calls = chain.reserve(sorted::CALLS);
+    sorted::place(t, chain, calls, slot, true, deadline).await
 }

@@ -21,12 +21,13 @@ mod sorted;
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::future::Future;
 use std::str::FromStr;
 
-use catena_fabric::{Rank, Time, Transport};
+use catena_fabric::{ContextId, Rank, Time, Transport};
 use serde::{Deserialize, Serialize};
 
-use crate::chain::Chain;
+use crate::chain::{reserve_context, Calls, Chain};
 use crate::codec::{encode, Wire};
 use crate::{Error, Result};
 use item::Item;
@@ -248,57 +249,83 @@ pub(crate) struct Placement {
     pub right: Option<Rank>,
 }
 
+/// What a split takes on its parent when it is called, before its first
+/// await, so that splits get their tags and contexts in call order however
+/// their futures are polled: the calls it makes on the parent (numbered in
+/// program order) and the neighbour search, and a context id to propose.
+struct Reserved {
+    calls: Calls,
+    context: Option<ContextId>,
+}
+
+/// Calls a split makes on its parent: the agreement, at most
+/// `PLACEMENT_CALLS` to place members, and the numbering.
+const AGREEMENT_CALLS: u32 = 1;
+const PLACEMENT_CALLS: u32 = 3;
+const NUMBERING_CALLS: u32 = 1;
+
+impl Reserved {
+    fn on(parent: &Chain) -> Reserved {
+        parent.reserve_neighbours();
+        Reserved {
+            calls: parent.reserve(AGREEMENT_CALLS + PLACEMENT_CALLS + NUMBERING_CALLS),
+            context: reserve_context(),
+        }
+    }
+}
+
 /// [`split_by`] with the key's own order; Radix needs this form and a
 /// primitive integer key.
-pub async fn split<T, C, K>(
-    t: &T,
-    parent: &Chain,
+pub fn split<'a, T, C, K>(
+    t: &'a T,
+    parent: &'a Chain,
     color: Color<C>,
     key: Key<K>,
     algorithm: Algorithm,
     deadline: Time,
-) -> Result<Split>
+) -> impl Future<Output = Result<Split>> + 'a
 where
     T: Transport,
-    C: Serialize,
+    C: Serialize + 'a,
     K: Wire + Clone + Ord + 'static,
 {
+    let reserved = Reserved::on(parent);
     let radix_key = match &key {
         Key::Is(k) => radix::integer_image(k),
         Key::ParentOrder => None,
     };
+    let order = &K::cmp;
     run(
-        t,
-        parent,
-        color,
-        key,
-        &K::cmp,
-        radix_key,
-        algorithm,
-        deadline,
+        t, parent, reserved, color, key, order, radix_key, algorithm, deadline,
     )
-    .await
 }
 
 /// Splits `parent` by color, ordering each group by `order` on the keys,
 /// then by parent rank. Every process of `parent` calls it with the same
 /// color and key types and the same algorithm; a disagreement is an error
-/// on every process.
-pub async fn split_by<T, C, K>(
-    t: &T,
-    parent: &Chain,
+/// on every process. Splits called one after the other may run concurrently
+/// (their futures joined), as MPI's nonblocking collectives may.
+pub fn split_by<'a, T, C, K>(
+    t: &'a T,
+    parent: &'a Chain,
     color: Color<C>,
     key: Key<K>,
-    order: impl Fn(&K, &K) -> Ordering,
+    order: impl Fn(&K, &K) -> Ordering + 'a,
     algorithm: Algorithm,
     deadline: Time,
-) -> Result<Split>
+) -> impl Future<Output = Result<Split>> + 'a
 where
     T: Transport,
-    C: Serialize,
-    K: Wire + Clone,
+    C: Serialize + 'a,
+    K: Wire + Clone + 'a,
 {
-    run(t, parent, color, key, &order, None, algorithm, deadline).await
+    let reserved = Reserved::on(parent);
+    async move {
+        run(
+            t, parent, reserved, color, key, &order, None, algorithm, deadline,
+        )
+        .await
+    }
 }
 
 /// The split; `radix_key` is the key's order-preserving image where the
@@ -307,6 +334,7 @@ where
 async fn run<T, C, K>(
     t: &T,
     parent: &Chain,
+    reserved: Reserved,
     color: Color<C>,
     key: Key<K>,
     order: item::KeyOrder<'_, K>,
@@ -331,9 +359,20 @@ where
         _ => None,
     };
     let radix_refused = member && algorithm == Algorithm::Radix && digits.is_none();
-    let agreed =
-        agreement::agree::<T, C, K>(t, parent, &color, &key, algorithm, radix_refused, deadline)
-            .await?;
+    let mut calls = reserved.calls;
+    let agreed = agreement::agree::<T, C, K>(
+        t,
+        parent,
+        calls.next()?,
+        reserved.context,
+        &color,
+        &key,
+        algorithm,
+        radix_refused,
+        deadline,
+    )
+    .await?;
+    let placing = calls.take(PLACEMENT_CALLS)?;
     if agreed.radix_refused {
         return Err(radix::refused());
     }
@@ -351,29 +390,35 @@ where
     } else {
         match algorithm.resolve(parent.size(), agreed.reorder) {
             Algorithm::AllgatherGroup => {
-                allgather_group::place(t, parent, me, order, deadline).await?
+                allgather_group::place(t, parent, placing, me, order, deadline).await?
             }
             Algorithm::GatherScatter => {
-                gather_scatter::place(t, parent, me, order, deadline).await?
+                gather_scatter::place(t, parent, placing, me, order, deadline).await?
             }
             Algorithm::Cheng(max_items) => {
-                cheng::place(t, parent, me, agreed, max_items, order, deadline).await?
+                let calls = placing;
+                cheng::place(t, parent, calls, me, agreed, max_items, order, deadline).await?
             }
             Algorithm::Bitonic => {
-                let slot = bitonic::sort(t, parent, me, order, deadline).await?;
-                sorted::place(t, parent, slot, member, deadline).await?
+                let mut calls = placing;
+                let slot = bitonic::sort(t, parent, calls.next()?, me, order, deadline).await?;
+                let calls = calls.take(sorted::CALLS)?;
+                sorted::place(t, parent, calls, slot, member, deadline).await?
             }
             Algorithm::Radix => {
                 let mine = me.zip(digits);
-                radix::place(t, parent, mine, agreed, deadline).await?
+                radix::place(t, parent, placing, mine, agreed, deadline).await?
             }
-            Algorithm::Hash => hash::place(t, parent, me, agreed, order, None, deadline).await?,
+            Algorithm::Hash => {
+                hash::place(t, parent, placing, me, agreed, order, None, deadline).await?
+            }
             Algorithm::Hash64 => {
                 let serial_below = Some(HASH64_SERIAL_BELOW);
-                hash::place(t, parent, me, agreed, order, serial_below, deadline).await?
+                let calls = placing;
+                hash::place(t, parent, calls, me, agreed, order, serial_below, deadline).await?
             }
             Algorithm::Auto => unreachable!("resolved above"),
         }
     };
-    numbering::number(t, parent, placement, agreed, deadline).await
+    numbering::number(t, parent, calls.next()?, placement, agreed, deadline).await
 }

@@ -7,13 +7,16 @@ use catena_fabric::{Time, Transport};
 
 use super::agreement::Agreed;
 use super::{Group, Placement, Split};
-use crate::chain::Chain;
-use crate::scan::{allreduce, double_scan};
+use crate::chain::{CallTags, Chain};
+use crate::scan::{allreduce, double_scan_in};
 use crate::Result;
 
+/// Takes the tags of one call on the parent; the new chain is the member's
+/// alone until the split returns it.
 pub(crate) async fn number<T: Transport>(
     t: &T,
     parent: &Chain,
+    tags: CallTags,
     placement: Option<Placement>,
     agreed: Agreed,
     deadline: Time,
@@ -40,9 +43,10 @@ pub(crate) async fn number<T: Transport>(
         }
     };
     let add = |a: &u32, b: &u32| a + b;
-    let leaders = double_scan(
+    let leaders = double_scan_in(
         t,
         parent,
+        tags,
         u32::from(leads),
         u32::from(leads),
         add,

@@ -15,7 +15,7 @@ use super::agreement::Agreed;
 use super::bins::{split_by_bin, FIRST_DERIVED_CALL};
 use super::item::Item;
 use super::{sorted, Placement};
-use crate::chain::Chain;
+use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
 use crate::scan::allreduce;
 use crate::{Error, Result};
@@ -37,7 +37,7 @@ pub(crate) fn refused() -> Error {
 
 /// Collective calls the sorted chain makes (its placement), then those each
 /// level makes on its chain: distinct tags for chains sharing processes.
-const SORTED_CALLS: u32 = 2;
+const SORTED_CALLS: u32 = sorted::CALLS;
 const CALLS_PER_LEVEL: u32 = 3;
 
 /// The key as big-endian bytes that order as the integer does (sign bit
@@ -110,17 +110,20 @@ struct Level {
 type Ends = Vec<(Option<Rank>, Option<Rank>)>;
 
 /// Places each member; `mine` is this process's item and digits if it is a
-/// member.
+/// member. Takes one of `calls` on the parent; the chains it derives are
+/// its alone.
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     t: &T,
     parent: &Chain,
+    mut calls: Calls,
     mine: Option<(Item<K>, Vec<u8>)>,
     agreed: Agreed,
     deadline: Time,
 ) -> Result<Option<Placement>> {
     let (members, context) = (agreed.members, agreed.context);
     let bin = usize::from(mine.is_none());
-    let members_chain = split_by_bin(t, parent, bin, 2, context, deadline).await?;
+    let tags = calls.next()?;
+    let members_chain = split_by_bin(t, parent, tags, bin, 2, context, deadline).await?;
     let Some((item, digits)) = mine else {
         return Ok(None);
     };
@@ -141,7 +144,8 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
             break;
         };
         let bin = digit(&digits, position);
-        let split = split_by_bin(t, &chain, bin, BINS, context, deadline).await?;
+        let tags = chain.next_call();
+        let split = split_by_bin(t, &chain, tags, bin, BINS, context, deadline).await?;
         let next = split
             .chain
             .counting_calls_from(level_calls(path.len() as u32 + 1));
@@ -182,5 +186,6 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     }
     let sorted_chain = Chain::from_links(position, members, me, left, right, context)?
         .counting_calls_from(FIRST_DERIVED_CALL);
-    sorted::place(t, &sorted_chain, Some(item), true, deadline).await
+    let calls = sorted_chain.reserve(sorted::CALLS);
+    sorted::place(t, &sorted_chain, calls, Some(item), true, deadline).await
 }

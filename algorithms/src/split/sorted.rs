@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::item::Item;
 use super::Placement;
-use crate::chain::Chain;
-use crate::scan::double_scan;
+use crate::chain::{Calls, Chain};
+use crate::scan::double_scan_in;
 use crate::Result;
 
 /// A run length that restarts where a group starts (left to right) or ends
@@ -22,26 +22,32 @@ struct Run {
     count: u32,
 }
 
+/// The calls it makes on its chain.
+pub(crate) const CALLS: u32 = 2;
+
 /// Places every member from the sorted `slot` this process holds; returns
 /// this process's placement if it is a `member`.
 pub(crate) async fn place<T: Transport, K>(
     t: &T,
     parent: &Chain,
+    mut calls: Calls,
     slot: Option<Item<K>>,
     member: bool,
     deadline: Time,
 ) -> Result<Option<Placement>> {
-    let tags = parent.next_call();
+    let tags = calls.next()?;
     // Each position tells its neighbours its item's color and owner.
     let mine: Option<(&[u8], Rank)> = slot.as_ref().map(|i| (i.color.as_slice(), i.address));
     for side in [parent.left(), parent.right()].into_iter().flatten() {
-        parent.send(t, side, tags.round(0), &mine, deadline).await?;
+        parent
+            .send(t, side, tags.round(0)?, &mine, deadline)
+            .await?;
     }
     let mut next = [None, None];
     for (got, side) in next.iter_mut().zip([parent.left(), parent.right()]) {
         if let Some(side) = side {
             let theirs: Option<(Vec<u8>, Rank)> =
-                parent.recv(t, side, tags.round(0), deadline).await?;
+                parent.recv(t, side, tags.round(0)?, deadline).await?;
             *got = theirs;
         }
     }
@@ -52,9 +58,10 @@ pub(crate) async fn place<T: Transport, K>(
     };
     let (left, right) = (same_group(&left), same_group(&right));
     let counted = u32::from(slot.is_some());
-    let runs = double_scan(
+    let runs = double_scan_in(
         t,
         parent,
+        calls.next()?,
         Run {
             boundary: left.is_none(),
             count: counted,
@@ -94,14 +101,14 @@ pub(crate) async fn place<T: Transport, K>(
             right,
         };
         parent
-            .send(t, item.address, tags.round(1), &placement, deadline)
+            .send(t, item.address, tags.round(1)?, &placement, deadline)
             .await?;
     }
     if !member {
         return Ok(None);
     }
     // From whichever position holds this member's item.
-    parent.recv_any(t, tags.round(1), deadline).await.map(Some)
+    parent.recv_any(t, tags.round(1)?, deadline).await.map(Some)
 }
 
 /// The placement of each item of a sorted run, in the run's order.
