@@ -2,6 +2,7 @@
 //! context lives as long as any window mapped in it, the worker (and the
 //! optional progress thread that drives it) as long as the transport.
 
+use std::cell::RefCell;
 use std::ffi::{CStr, CString};
 use std::ptr;
 use std::rc::Rc;
@@ -89,6 +90,9 @@ pub(crate) struct Context {
     handle: sys::ucp_context_h,
     /// `tcp/lo, posix/memory, ...`: what UCX found usable.
     transports: Vec<String>,
+    /// Freed windows' mappings, unmapped only with the context (see
+    /// [`Context::bury`]).
+    tombstones: RefCell<Vec<sys::ucp_mem_h>>,
 }
 
 impl Context {
@@ -130,6 +134,7 @@ impl Context {
         let mut context = Context {
             handle,
             transports: Vec::new(),
+            tombstones: RefCell::new(Vec::new()),
         };
         context.transports = context.read_transports();
         Ok(context)
@@ -137,6 +142,16 @@ impl Context {
 
     pub(crate) fn handle(&self) -> sys::ucp_context_h {
         self.handle
+    }
+
+    /// Keeps a freed window's mapping until the context goes, its pages
+    /// given back: UCX over tcp writes a peer's put at its raw address
+    /// without looking for a registration, and UCX over shared memory
+    /// attaches a segment by the owner's descriptor number, which a new
+    /// window would reuse. Kept, neither address nor descriptor is ever
+    /// reused, so a stale key writes only into the tombstone.
+    pub(crate) fn bury(&self, memh: sys::ucp_mem_h) {
+        self.tombstones.borrow_mut().push(memh);
     }
 
     pub(crate) fn transports(&self) -> &[String] {
@@ -170,8 +185,14 @@ impl Context {
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: every worker and window holds an Rc of this context, so
-        // none is left; cleaned up once.
-        unsafe { sys::ucp_cleanup(self.handle) };
+        // none is left; each buried mapping is unmapped once, then the
+        // context is cleaned up once.
+        unsafe {
+            for memh in self.tombstones.take() {
+                sys::ucp_mem_unmap(self.handle, memh);
+            }
+            sys::ucp_cleanup(self.handle);
+        }
     }
 }
 

@@ -236,8 +236,16 @@ impl LocalWindow for UcxWindow {
 
 impl Drop for UcxWindow {
     fn drop(&mut self) {
-        // SAFETY: mapped in `create`, unmapped once; the context is alive
-        // (held by this window).
-        unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
+        if self.base.is_null() {
+            // `create` failed before the mapping was a window: no key exists.
+            // SAFETY: mapped in `create`, unmapped once; the context is alive
+            // (held by this window).
+            unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
+            return;
+        }
+        // SAFETY: UCX allocated `len` bytes at `base` for this window, which
+        // nobody reads any more; the mapping stays, buried in the context.
+        unsafe { crate::tombstone::give_back_pages(self.base, self.len) };
+        self.context.bury(self.memh);
     }
 }
