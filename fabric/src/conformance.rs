@@ -588,7 +588,7 @@ pub async fn forged_keys<T: Transport>(t: &T) -> Result<()> {
 
 /// A freed window's key (a stale key) writes nothing, whatever the owner
 /// allocates after it (new windows of the same size, likely at the same
-/// address): every put, put_signal, atomic and flush through it ends by its
+/// address, after 200 more allocated and freed): every put, put_signal, atomic and flush through it ends by its
 /// deadline with `WindowFreed`, or with `Ok` where the provider keeps freed
 /// windows as tombstones (docs/providers.md, "Keys": ofi and UCX, where the
 /// operation acts on pages no window uses again). The new windows stay zero
@@ -596,6 +596,7 @@ pub async fn forged_keys<T: Transport>(t: &T) -> Result<()> {
 pub async fn stale_keys<T: Transport>(t: &T) -> Result<()> {
     const LEN: usize = 4096;
     const NEW_WINDOWS: usize = 4;
+    const CHURN: usize = 200;
     let short = || t.deadline_in(Duration::from_millis(300));
     let freed = |e: &Error| matches!(e, Error::WindowFreed { rank } if *rank == right(t));
     let ok_or_freed = |what: &str, got: Result<()>| match got {
@@ -607,6 +608,12 @@ pub async fn stale_keys<T: Transport>(t: &T) -> Result<()> {
     let stale = swap_keys_with_neighbours(t, &window).await?;
     barrier(t).await?;
     drop(window);
+    // More frees than a provider keeps whole (UCX keeps 128 tombstones'
+    // mappings, then only their address ranges), of windows too large for
+    // the freed one's place, which the new windows below would then take.
+    for _ in 0..CHURN {
+        drop(t.alloc_window(4 * LEN)?);
+    }
     let fresh = (0..NEW_WINDOWS)
         .map(|_| t.alloc_window(LEN))
         .collect::<Result<Vec<_>>>()?;

@@ -11,14 +11,11 @@
 /// `base..base + len` must be mapped memory this process owns and no longer
 /// reads or writes as a window (its contents are lost).
 pub(crate) unsafe fn give_back_pages(base: *mut u8, len: usize) {
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let start = (base as usize).next_multiple_of(page);
-    let end = (base as usize).saturating_add(len) / page * page;
-    if end <= start {
+    let (start, bytes) = whole_pages(base, len);
+    if bytes == 0 {
         return;
     }
-    let (addr, bytes) = (start as *mut libc::c_void, end - start);
+    let addr = start as *mut libc::c_void;
     // SAFETY: whole pages inside the caller's range. A failure (MADV_REMOVE
     // on private memory is EINVAL) only leaves the pages in place.
     unsafe {
@@ -26,4 +23,43 @@ pub(crate) unsafe fn give_back_pages(base: *mut u8, len: usize) {
             libc::madvise(addr, bytes, libc::MADV_DONTNEED);
         }
     }
+}
+
+/// Maps private, never-reserved memory over the whole pages of
+/// `base..base + len` where nothing is mapped any more, so that no later
+/// allocation lands there; a stale write into it costs at most its pages.
+/// Leaves ranges that something else mapped meanwhile alone.
+///
+/// # Safety
+/// The range must be memory this process just unmapped (or still owns and
+/// no longer uses).
+pub(crate) unsafe fn reserve_range(base: *mut u8, len: usize) {
+    let (start, bytes) = whole_pages(base, len);
+    if bytes == 0 {
+        return;
+    }
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping. The
+    // reservation is never unmapped: it is the tombstone.
+    unsafe {
+        libc::mmap(
+            start as *mut libc::c_void,
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE
+                | libc::MAP_ANONYMOUS
+                | libc::MAP_NORESERVE
+                | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+}
+
+/// (start, length) of the whole pages inside `base..base + len`.
+fn whole_pages(base: *mut u8, len: usize) -> (usize, usize) {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let start = (base as usize).next_multiple_of(page);
+    let end = (base as usize).saturating_add(len) / page * page;
+    (start, end.saturating_sub(start))
 }

@@ -3,6 +3,7 @@
 //! optional progress thread that drives it) as long as the transport.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
 use std::ptr;
 use std::rc::Rc;
@@ -12,7 +13,7 @@ use sys::ucs_status_t;
 
 use crate::config::ENV_UCX_TLS;
 pub(crate) use crate::progress_thread::{ProgressMode, ProgressThread};
-use crate::{Error, Result};
+use crate::{tombstone, Error, Result};
 
 /// The user's transport selection; named in errors about reachability.
 const UCX_TLS: &str = "UCX_TLS";
@@ -86,13 +87,24 @@ impl Drop for Config {
 }
 
 /// A UCP context with RMA and 64-bit atomics.
+/// Freed windows whose mapping (and, for posix segments, descriptor) is
+/// kept; beyond them only the address range is (see [`Context::bury`]).
+const MAX_BURIED: usize = 128;
+
+/// A freed window's mapping.
+struct Tombstone {
+    memh: sys::ucp_mem_h,
+    base: *mut u8,
+    len: usize,
+}
+
 pub(crate) struct Context {
     handle: sys::ucp_context_h,
     /// `tcp/lo, posix/memory, ...`: what UCX found usable.
     transports: Vec<String>,
-    /// Freed windows' mappings, unmapped only with the context (see
+    /// The latest freed windows' mappings, unmapped with the context (see
     /// [`Context::bury`]).
-    tombstones: RefCell<Vec<sys::ucp_mem_h>>,
+    tombstones: RefCell<VecDeque<Tombstone>>,
 }
 
 impl Context {
@@ -134,7 +146,7 @@ impl Context {
         let mut context = Context {
             handle,
             transports: Vec::new(),
-            tombstones: RefCell::new(Vec::new()),
+            tombstones: RefCell::new(VecDeque::new()),
         };
         context.transports = context.read_transports();
         Ok(context)
@@ -144,14 +156,31 @@ impl Context {
         self.handle
     }
 
-    /// Keeps a freed window's mapping until the context goes, its pages
-    /// given back: UCX over tcp writes a peer's put at its raw address
-    /// without looking for a registration, and UCX over shared memory
-    /// attaches a segment by the owner's descriptor number, which a new
-    /// window would reuse. Kept, neither address nor descriptor is ever
-    /// reused, so a stale key writes only into the tombstone.
-    pub(crate) fn bury(&self, memh: sys::ucp_mem_h) {
-        self.tombstones.borrow_mut().push(memh);
+    /// Makes a freed window (its mapping `memh` of `len` bytes at `base`)
+    /// a tombstone: UCX over tcp and cma writes a peer's put at its raw
+    /// address without looking for a registration, and UCX's posix segments
+    /// are attached by the owner's pid and descriptor number, which a new
+    /// window would reuse. The latest [`MAX_BURIED`] keep their mapping (so
+    /// their descriptor stays taken), pages given back; older ones are
+    /// unmapped and their address range reserved, never to be reused.
+    ///
+    /// # Safety
+    /// `memh` must be a mapping of this context of `len` bytes at `base`
+    /// that nothing uses any more.
+    pub(crate) unsafe fn bury(&self, memh: sys::ucp_mem_h, base: *mut u8, len: usize) {
+        // SAFETY: per this function's contract.
+        unsafe { tombstone::give_back_pages(base, len) };
+        let mut tombstones = self.tombstones.borrow_mut();
+        tombstones.push_back(Tombstone { memh, base, len });
+        if tombstones.len() > MAX_BURIED {
+            let oldest = tombstones.pop_front().expect("over the bound");
+            // SAFETY: buried once, unmapped once; the range is then
+            // reserved before anything of this thread maps memory.
+            unsafe {
+                sys::ucp_mem_unmap(self.handle, oldest.memh);
+                tombstone::reserve_range(oldest.base, oldest.len);
+            }
+        }
     }
 
     pub(crate) fn transports(&self) -> &[String] {
@@ -188,8 +217,8 @@ impl Drop for Context {
         // none is left; each buried mapping is unmapped once, then the
         // context is cleaned up once.
         unsafe {
-            for memh in self.tombstones.take() {
-                sys::ucp_mem_unmap(self.handle, memh);
+            for buried in self.tombstones.take() {
+                sys::ucp_mem_unmap(self.handle, buried.memh);
             }
             sys::ucp_cleanup(self.handle);
         }

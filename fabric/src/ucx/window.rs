@@ -243,9 +243,8 @@ impl Drop for UcxWindow {
             unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
             return;
         }
-        // SAFETY: UCX allocated `len` bytes at `base` for this window, which
-        // nobody reads any more; the mapping stays, buried in the context.
-        unsafe { crate::tombstone::give_back_pages(self.base, self.len) };
-        self.context.bury(self.memh);
+        // SAFETY: UCX allocated `len` bytes at `base` for this window in
+        // `memh`, which nobody uses any more.
+        unsafe { self.context.bury(self.memh, self.base, self.len) };
     }
 }
