@@ -25,22 +25,27 @@ pub(crate) unsafe fn give_back_pages(base: *mut u8, len: usize) {
     }
 }
 
-/// Maps private, never-reserved memory over the whole pages of
-/// `base..base + len` where nothing is mapped any more, so that no later
-/// allocation lands there; a stale write into it costs at most its pages.
-/// Leaves ranges that something else mapped meanwhile alone.
+/// Maps private anonymous memory (`MAP_NORESERVE`: nothing committed) over
+/// the pages of `base..base + len`, where nothing is mapped any more, so
+/// that no later allocation lands there; a stale write into it costs at
+/// most its pages. Leaves ranges that something else mapped meanwhile alone.
 ///
 /// # Safety
 /// The range must be memory this process just unmapped (or still owns and
 /// no longer uses).
 pub(crate) unsafe fn reserve_range(base: *mut u8, len: usize) {
-    let (start, bytes) = whole_pages(base, len);
+    // Every page the window touched: where one of them is still mapped
+    // (memory from the heap), nothing is reserved.
+    let page = page_size();
+    let start = base as usize / page * page;
+    let end = (base as usize).saturating_add(len).next_multiple_of(page);
+    let bytes = end.saturating_sub(start);
     if bytes == 0 {
         return;
     }
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping. The
     // reservation is never unmapped: it is the tombstone.
-    unsafe {
+    let got = unsafe {
         libc::mmap(
             start as *mut libc::c_void,
             bytes,
@@ -53,12 +58,22 @@ pub(crate) unsafe fn reserve_range(base: *mut u8, len: usize) {
             0,
         )
     };
+    if got != libc::MAP_FAILED && got as usize != start {
+        // A kernel older than 4.17 took the address as a hint and mapped
+        // elsewhere: that mapping reserves nothing.
+        // SAFETY: the mapping just made, unmapped once.
+        unsafe { libc::munmap(got, bytes) };
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
 }
 
 /// (start, length) of the whole pages inside `base..base + len`.
 fn whole_pages(base: *mut u8, len: usize) -> (usize, usize) {
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let page = page_size();
     let start = (base as usize).next_multiple_of(page);
     let end = (base as usize).saturating_add(len) / page * page;
     (start, end.saturating_sub(start))
