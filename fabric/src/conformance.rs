@@ -586,6 +586,77 @@ pub async fn forged_keys<T: Transport>(t: &T) -> Result<()> {
     barrier(t).await
 }
 
+/// A freed window's key (a stale key) writes nothing, whatever the owner
+/// allocates after it (new windows of the same size, likely at the same
+/// address, after 200 more allocated and freed): every put, put_signal, atomic and flush through it ends by its
+/// deadline with `WindowFreed`, or with `Ok` where the provider keeps freed
+/// windows as tombstones (docs/providers.md, "Keys": ofi and UCX, where the
+/// operation acts on pages no window uses again). The new windows stay zero
+/// and the transport keeps working.
+pub async fn stale_keys<T: Transport>(t: &T) -> Result<()> {
+    const LEN: usize = 4096;
+    const NEW_WINDOWS: usize = 4;
+    const CHURN: usize = 200;
+    let short = || t.deadline_in(Duration::from_millis(300));
+    let freed = |e: &Error| matches!(e, Error::WindowFreed { rank } if *rank == right(t));
+    let ok_or_freed = |what: &str, got: Result<()>| match got {
+        Ok(()) => Ok(()),
+        Err(e) if freed(&e) => Ok(()),
+        other => Err(fail(format!("{what}: got {other:?}"))),
+    };
+    let window = t.alloc_window(LEN)?;
+    let stale = swap_keys_with_neighbours(t, &window).await?;
+    barrier(t).await?;
+    drop(window);
+    // More frees than a provider keeps whole (UCX keeps 128 tombstones'
+    // mappings, then only their address ranges), of windows too large for
+    // the freed one's place, which the new windows below would then take.
+    for _ in 0..CHURN {
+        drop(t.alloc_window(4 * LEN)?);
+    }
+    let fresh = (0..NEW_WINDOWS)
+        .map(|_| t.alloc_window(LEN))
+        .collect::<Result<Vec<_>>>()?;
+    barrier(t).await?;
+    let r = right(t);
+    for round in 0..3 {
+        let what = format!("put with a stale key (round {round})");
+        ok_or_freed(&what, t.put(r, &stale, 0, &[0xAB; 8]))?;
+        let what = format!("large put with a stale key (round {round})");
+        ok_or_freed(&what, t.put(r, &stale, 0, &[0xCD; LEN]))?;
+        let what = format!("put_signal with a stale key (round {round})");
+        let signal = Signal { offset: 8, add: 1 };
+        ok_or_freed(&what, t.put_signal(r, &stale, 16, &[0xEF; 8], signal))?;
+        let what = format!("fetch_add with a stale key (round {round})");
+        ok_or_freed(&what, t.fetch_add(r, &stale, 0, 1, short()).await.map(drop))?;
+        let what = format!("compare_swap with a stale key (round {round})");
+        let swapped = t.compare_swap(r, &stale, 0, 0, 1, short()).await;
+        ok_or_freed(&what, swapped.map(drop))?;
+        let what = format!("flush after stale puts (round {round})");
+        ok_or_freed(&what, t.flush(r, short()).await)?;
+    }
+    barrier(t).await?;
+    let mut mine = vec![0u8; LEN];
+    for (i, w) in fresh.iter().enumerate() {
+        w.read(0, &mut mine)?;
+        if mine.iter().any(|&b| b != 0) {
+            return Err(fail(format!(
+                "a stale key wrote into window {i} allocated after the free"
+            )));
+        }
+    }
+    // The stale operations broke nothing: a put through a live key lands.
+    let live = swap_keys_with_neighbours(t, &fresh[0]).await?;
+    let data = pattern(t.rank(), 16, 64);
+    t.put_signal(r, &live, 64, &data, Signal { offset: 0, add: 1 })?;
+    t.wait_signal(&fresh[0], 0, 1, deadline(t)).await?;
+    fresh[0].read(64, &mut mine[..64])?;
+    if mine[..64] != pattern(left(t), 16, 64)[..] {
+        return Err(fail("a put after stale ones landed corrupted"));
+    }
+    barrier(t).await
+}
+
 /// `victim` dies (through `die`) after a barrier; every other rank's waits,
 /// on the victim and on anything else, must end with `PeerGone` in 10 s.
 pub async fn peer_killed<T: Transport>(t: &T, victim: Rank, die: impl FnOnce()) -> Result<()> {
@@ -638,6 +709,9 @@ pub enum Check {
     BadInput,
     /// [`forged_keys`]: corrupted and forged keys are refused, write nothing.
     ForgedKeys,
+    /// [`stale_keys`]: a freed window's key writes nothing, atomics on it
+    /// are `WindowFreed`.
+    StaleKeys,
     /// [`first_contact_retry`]: a timed-out first contact leaves no trace.
     FirstContactRetry,
     /// [`dropped_send_breaks_the_stream`]: later sends fail with `Protocol`.
@@ -649,7 +723,7 @@ pub enum Check {
 
 /// The checks `Check::Suite` runs, in order: all but those that need a job
 /// of their own (first contact must be first; a broken stream stays broken).
-pub const SUITE: [Check; 7] = [
+pub const SUITE: [Check; 8] = [
     Check::PutSizes,
     Check::ManyPutsInFlight,
     Check::SignalsAndAtomics,
@@ -657,6 +731,7 @@ pub const SUITE: [Check; 7] = [
     Check::AllPairs,
     Check::BadInput,
     Check::ForgedKeys,
+    Check::StaleKeys,
 ];
 
 /// Runs `check` on this rank.
@@ -669,6 +744,7 @@ pub async fn run<T: Transport + ControlWindows>(t: &T, check: Check) -> Result<(
         Check::AllPairs => all_pairs(t).await,
         Check::BadInput => bad_input(t).await,
         Check::ForgedKeys => forged_keys(t).await,
+        Check::StaleKeys => stale_keys(t).await,
         Check::FirstContactRetry => first_contact_retry(t).await,
         Check::DroppedSendBreaksTheStream => dropped_send_breaks_the_stream(t).await,
         Check::Suite => {

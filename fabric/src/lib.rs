@@ -30,6 +30,8 @@ mod provider;
 pub mod shm;
 pub mod testing;
 mod time;
+#[cfg(any(feature = "ofi", feature = "ucx"))]
+mod tombstone;
 mod transport;
 #[cfg(feature = "ucx")]
 pub mod ucx;

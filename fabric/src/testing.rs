@@ -345,6 +345,7 @@ macro_rules! conformance_tests {
                 all_pairs AllPairs,
                 bad_input BadInput,
                 forged_keys ForgedKeys,
+                stale_keys StaleKeys,
                 first_contact_retry FirstContactRetry,
                 dropped_send_breaks_the_stream DroppedSendBreaksTheStream,
             );

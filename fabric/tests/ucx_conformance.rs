@@ -182,3 +182,34 @@ fn tcp_peer_killed_mid_put() {
         );
     }
 }
+
+/// Freed windows are tombstones (docs/providers.md, "Keys"), but only the
+/// latest keep their posix segment's descriptor: 2000 allocated and freed
+/// windows leave the process's descriptors and the allocations unharmed.
+#[test]
+fn shm_freed_windows_keep_few_descriptors() {
+    catena_fabric::testing::run_case_on::<UcxTransport>(
+        "shm_freed_windows_keep_few_descriptors",
+        1,
+        Starter::Launcher,
+        SHM,
+        |t| {
+            use catena_fabric::Rma;
+            let descriptors = || {
+                std::fs::read_dir("/proc/self/fd")
+                    .expect("/proc/self/fd")
+                    .count()
+            };
+            let before = descriptors();
+            for _ in 0..2000 {
+                drop(t.alloc_window(4096)?);
+            }
+            let grown = descriptors().saturating_sub(before);
+            assert!(
+                grown <= 200,
+                "{grown} descriptors more after 2000 freed windows"
+            );
+            Ok(())
+        },
+    );
+}

@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 use super::domain::{CqEvent, Domain, Mr};
 use super::errors::{fabric_error, is_again};
 use super::signal;
+use super::window::Registered;
 use crate::{Error, Result};
 
 /// Completions taken per `fi_cq_read`.
@@ -71,6 +72,9 @@ pub(crate) struct Engine {
     /// it do not read the CQ again.
     quiet: Cell<bool>,
     pub(crate) mr_local: bool,
+    /// Freed windows' memory and registrations, kept until the transport
+    /// goes (see [`Registered`]).
+    tombstones: RefCell<Vec<Registered>>,
     // Last: dropped after the operations' registrations (see Drop).
     pub(crate) domain: Domain,
 }
@@ -84,6 +88,7 @@ impl Engine {
             stray: RefCell::new(None),
             quiet: Cell::new(false),
             mr_local: domain.info().has_mr_mode(sys::FI_MR_LOCAL),
+            tombstones: RefCell::new(Vec::new()),
             domain,
         }
     }
@@ -177,6 +182,11 @@ impl Engine {
 
     pub(crate) fn withdraw(&self, id: u32) {
         self.windows.borrow_mut().remove(&id);
+    }
+
+    /// Keeps a freed window's memory and registration while the domain lives.
+    pub(crate) fn bury(&self, memory: Registered) {
+        self.tombstones.borrow_mut().push(memory);
     }
 
     /// Starts tracking an operation with buffer `init` (registered where

@@ -90,13 +90,24 @@ pub struct OfiWindow {
     key: OfiKey,
     /// `key`, sealed.
     sealed: RemoteKey,
-    // Drop order: the registration goes before the memory it covers, and
-    // both before the engine (whose domain must outlive every MR).
-    _mr: Mr,
-    /// Start of `_map`, taken from it mutably once: peers write through it.
+    /// Taken by `drop`, which hands it to the engine as a tombstone.
+    memory: Option<Registered>,
+    /// Start of the mapping, taken from it mutably once: peers write
+    /// through it.
     base: *mut u8,
-    _map: MmapMut,
     engine: Rc<Engine>,
+}
+
+/// A window's memory and its registration, which outlive the window (see
+/// [`crate::tombstone`]): libfabric's `tcp` drops the whole connection when a
+/// write names a key it does not know, and `shm` silently drops the write
+/// or atomic, leaving the origin to wait for an answer that never comes.
+/// Kept, the stale key stays valid and its writes land in pages no window
+/// will ever use again.
+pub(crate) struct Registered {
+    // Drop order: the registration goes before the memory it covers.
+    _mr: Mr,
+    map: MmapMut,
 }
 
 impl OfiWindow {
@@ -130,9 +141,8 @@ impl OfiWindow {
         Ok(OfiWindow {
             key,
             sealed,
-            _mr: mr,
+            memory: Some(Registered { _mr: mr, map }),
             base,
-            _map: map,
             engine: engine.clone(),
         })
     }
@@ -190,5 +200,10 @@ impl Drop for OfiWindow {
     fn drop(&mut self) {
         // Signals for this window arriving from now on are dropped.
         self.engine.withdraw(self.key.id);
+        if let Some(mut memory) = self.memory.take() {
+            // SAFETY: the window's own mapping, which nobody reads any more.
+            unsafe { crate::tombstone::give_back_pages(memory.map.as_mut_ptr(), memory.map.len()) };
+            self.engine.bury(memory);
+        }
     }
 }

@@ -2,6 +2,8 @@
 //! context lives as long as any window mapped in it, the worker (and the
 //! optional progress thread that drives it) as long as the transport.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
 use std::ptr;
 use std::rc::Rc;
@@ -11,7 +13,7 @@ use sys::ucs_status_t;
 
 use crate::config::ENV_UCX_TLS;
 pub(crate) use crate::progress_thread::{ProgressMode, ProgressThread};
-use crate::{Error, Result};
+use crate::{tombstone, Error, Result};
 
 /// The user's transport selection; named in errors about reachability.
 const UCX_TLS: &str = "UCX_TLS";
@@ -85,10 +87,24 @@ impl Drop for Config {
 }
 
 /// A UCP context with RMA and 64-bit atomics.
+/// Freed windows whose mapping (and, for posix segments, descriptor) is
+/// kept; beyond them only the address range is (see [`Context::bury`]).
+const MAX_BURIED: usize = 128;
+
+/// A freed window's mapping.
+struct Tombstone {
+    memh: sys::ucp_mem_h,
+    base: *mut u8,
+    len: usize,
+}
+
 pub(crate) struct Context {
     handle: sys::ucp_context_h,
     /// `tcp/lo, posix/memory, ...`: what UCX found usable.
     transports: Vec<String>,
+    /// The latest freed windows' mappings, unmapped with the context (see
+    /// [`Context::bury`]).
+    tombstones: RefCell<VecDeque<Tombstone>>,
 }
 
 impl Context {
@@ -130,6 +146,7 @@ impl Context {
         let mut context = Context {
             handle,
             transports: Vec::new(),
+            tombstones: RefCell::new(VecDeque::new()),
         };
         context.transports = context.read_transports();
         Ok(context)
@@ -137,6 +154,33 @@ impl Context {
 
     pub(crate) fn handle(&self) -> sys::ucp_context_h {
         self.handle
+    }
+
+    /// Makes a freed window (its mapping `memh` of `len` bytes at `base`)
+    /// a tombstone: UCX over tcp and cma writes a peer's put at its raw
+    /// address without looking for a registration, and UCX's posix segments
+    /// are attached by the owner's pid and descriptor number, which a new
+    /// window would reuse. The latest [`MAX_BURIED`] keep their mapping (so
+    /// their descriptor stays taken), pages given back; older ones are
+    /// unmapped and their address range reserved, never to be reused.
+    ///
+    /// # Safety
+    /// `memh` must be a mapping of this context of `len` bytes at `base`
+    /// that nothing uses any more.
+    pub(crate) unsafe fn bury(&self, memh: sys::ucp_mem_h, base: *mut u8, len: usize) {
+        // SAFETY: per this function's contract.
+        unsafe { tombstone::give_back_pages(base, len) };
+        let mut tombstones = self.tombstones.borrow_mut();
+        tombstones.push_back(Tombstone { memh, base, len });
+        if tombstones.len() > MAX_BURIED {
+            let oldest = tombstones.pop_front().expect("over the bound");
+            // SAFETY: buried once, unmapped once; the range is then
+            // reserved before anything of this thread maps memory.
+            unsafe {
+                sys::ucp_mem_unmap(self.handle, oldest.memh);
+                tombstone::reserve_range(oldest.base, oldest.len);
+            }
+        }
     }
 
     pub(crate) fn transports(&self) -> &[String] {
@@ -170,8 +214,14 @@ impl Context {
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: every worker and window holds an Rc of this context, so
-        // none is left; cleaned up once.
-        unsafe { sys::ucp_cleanup(self.handle) };
+        // none is left; each buried mapping is unmapped once, then the
+        // context is cleaned up once.
+        unsafe {
+            for buried in self.tombstones.take() {
+                sys::ucp_mem_unmap(self.handle, buried.memh);
+            }
+            sys::ucp_cleanup(self.handle);
+        }
     }
 }
 

@@ -236,8 +236,15 @@ impl LocalWindow for UcxWindow {
 
 impl Drop for UcxWindow {
     fn drop(&mut self) {
-        // SAFETY: mapped in `create`, unmapped once; the context is alive
-        // (held by this window).
-        unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
+        if self.base.is_null() {
+            // `create` failed before the mapping was a window: no key exists.
+            // SAFETY: mapped in `create`, unmapped once; the context is alive
+            // (held by this window).
+            unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
+            return;
+        }
+        // SAFETY: UCX allocated `len` bytes at `base` for this window in
+        // `memh`, which nobody uses any more.
+        unsafe { self.context.bury(self.memh, self.base, self.len) };
     }
 }
