@@ -111,13 +111,7 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
         assert!(Instant::now() < deadline, "the job never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
-    let victim: i32 = children
-        .split_whitespace()
-        .nth(2)
-        .expect("four ranks")
-        .parse()
-        .unwrap();
+    let victim = *children_of(pid).get(2).expect("four ranks");
     let killed_at = Instant::now();
     unsafe { libc::kill(victim, libc::SIGKILL) };
     let out = launcher.wait_with_output().unwrap();
@@ -128,6 +122,56 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
     );
     assert_eq!(out.status.code(), Some(128 + libc::SIGKILL));
     assert_eq!(segments_of_launcher(pid), Vec::<String>::new());
+}
+
+/// The direct children of `pid` (its ranks, for a launcher).
+fn children_of(pid: u32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|c| c.parse().unwrap())
+        .collect()
+}
+
+/// Whether `pid` still runs: not gone and not a zombie awaiting its reaper.
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat[stat.rfind(')')? + 2..].starts_with(|c| c != 'Z')))
+        .unwrap_or(false)
+}
+
+/// SIGKILL gives the launcher no chance to stop its ranks, so the kernel
+/// must: every rank dies with it (parent-death signal), within a generous
+/// bound, instead of running on as an orphan.
+#[test]
+fn ranks_die_with_a_killed_launcher() {
+    let mut launcher = Command::new(RUN)
+        .args(["-n", "3", "--", "sleep", "600"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = launcher.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ranks = loop {
+        let ranks = children_of(pid);
+        if ranks.len() == 3 {
+            break ranks;
+        }
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ranks.iter().any(|&r| running(r)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let orphans: Vec<i32> = ranks.into_iter().filter(|&r| running(r)).collect();
+    for &orphan in &orphans {
+        unsafe { libc::kill(orphan, libc::SIGKILL) };
+    }
+    assert_eq!(orphans, Vec::<i32>::new(), "ranks outlived their launcher");
 }
 
 #[test]

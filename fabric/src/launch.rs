@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -124,6 +124,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        die_with_launcher(&mut cmd);
         if spec.pin && !cores.is_empty() {
             cmd.env(
                 ENV_PIN_CORE,
@@ -211,6 +212,31 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             })
             .unwrap_or_default(),
     })
+}
+
+/// Makes the rank `cmd` starts die by SIGKILL when the launcher dies, even
+/// by SIGKILL, which leaves the launcher no chance to stop it. The kernel
+/// sends the signal when the *thread* that forked the rank exits: `launch`
+/// forks every rank from its caller's thread and returns only after it
+/// reaped them all, so that thread outlives the ranks in every case. A
+/// rank's own children are not covered (the setting is not inherited by
+/// `fork`): a wrapper script should `exec` the program.
+fn die_with_launcher(cmd: &mut Command) {
+    let launcher = std::process::id() as libc::pid_t;
+    // SAFETY: the hook runs in the forked child and makes only
+    // async-signal-safe calls (prctl, getppid, raise), allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The launcher may have died before the setting took effect.
+            if libc::getppid() != launcher {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
 }
 
 enum Sink {
