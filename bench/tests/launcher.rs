@@ -276,3 +276,51 @@ fn ring_runs_under_the_launcher_and_under_mpiexec() {
         let _ = std::fs::remove_file(&csv);
     }
 }
+
+/// A rank that fails at start-up under `mpiexec` (rank 1 with a malformed
+/// setting, after the address exchange; rank 0 with a malformed job id,
+/// before it) prints its error and ends the whole job with a non-zero
+/// status, instead of leaving it hanging in `MPI_Finalize` and collectives.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_rank_failing_at_start_up_aborts_the_mpiexec_job() {
+    let ring = [BENCH, "ring", "--rounds", "100000000", "--timeout-s", "600"];
+    let cases = [
+        (
+            "CATENA_SPIN_US",
+            "1",
+            "CATENA_SPIN_US=\"bad id\" is not a number",
+        ),
+        (
+            "CATENA_MPI_JOB",
+            "0",
+            "CATENA_MPI_JOB=\"bad id\": a job id is",
+        ),
+    ];
+    for (variable, rank, error) in cases {
+        let script =
+            format!("if [ $PMI_RANK = {rank} ]; then export {variable}='bad id'; fi; exec \"$@\"");
+        let mut mpiexec = Command::new("mpiexec")
+            .args(["-n", "3", "sh", "-c", &script, "sh"])
+            .args(ring)
+            .args(["--csv", "/dev/null"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while mpiexec.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = mpiexec.kill();
+        let out = mpiexec.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code().is_some_and(|c| c != 0),
+            "{variable}: {out:?}"
+        );
+        assert!(err.contains(error), "{variable}: {err}");
+        assert!(err.contains("MPI_Abort"), "{variable}: {err}");
+    }
+}
