@@ -324,3 +324,71 @@ fn a_rank_failing_at_start_up_aborts_the_mpiexec_job() {
         assert!(err.contains("MPI_Abort"), "{variable}: {err}");
     }
 }
+
+/// Entries of /dev/shm now.
+#[cfg(all(feature = "mpi", feature = "ofi"))]
+fn shm_entries() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect()
+}
+
+/// A rank killed under `mpiexec` on ofi/shm leaves libfabric's regions
+/// (libfabric names them `<source address>:<uid>:<index>`) of every rank
+/// `mpiexec` then killed; the next catena job on this machine removes them.
+#[cfg(all(feature = "mpi", feature = "ofi"))]
+#[test]
+fn libfabric_regions_of_a_killed_mpiexec_job_are_removed_by_the_next_job() {
+    let before = shm_entries();
+    let ring = |rounds: &str| {
+        let mut cmd = Command::new("mpiexec");
+        cmd.args([
+            "-n",
+            "2",
+            BENCH,
+            "ring",
+            "--provider",
+            "ofi",
+            "--csv",
+            "/dev/null",
+        ])
+        .args(["--rounds", rounds])
+        .env("CATENA_OFI_PROVIDER", "shm")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        cmd
+    };
+    let mut killed = ring("100000000").spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let regions = || -> Vec<String> {
+        shm_entries()
+            .difference(&before)
+            .filter(|n| n.contains(':'))
+            .cloned()
+            .collect()
+    };
+    while regions().len() < 2 {
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // mpiexec's proxy is its child, the ranks are the proxy's.
+    let proxy = children_of(killed.id())[0];
+    let rank = children_of(proxy as u32)[0];
+    unsafe { libc::kill(rank, libc::SIGKILL) };
+    killed.wait().unwrap();
+    let left = regions();
+    assert!(
+        !left.is_empty(),
+        "the killed job left no region to clean up"
+    );
+    // Named by catena (unguessable, owner-stamped), not after the pid.
+    assert!(left.iter().all(|r| r.starts_with("catena-fi-")), "{left:?}");
+    assert!(ring("10").status().unwrap().success());
+    let still = regions();
+    assert!(
+        left.iter().all(|r| !still.contains(r)),
+        "left {left:?}, still there {still:?}"
+    );
+}

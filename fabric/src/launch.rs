@@ -1,7 +1,8 @@
 //! The local launcher: starts N ranks of a program on this machine, gives
 //! them rank/size/job id and a bootstrap segment, pins them when asked,
 //! forwards their output with a rank prefix, and if one fails stops the
-//! others. Whatever happens, the job's segments are removed at the end.
+//! others. Whatever happens, the job's segments are removed at the end, and
+//! so are shared-memory leftovers of any dead catena process.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::bootstrap::JobSegment;
 use crate::config::{ENV_JOB, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
 use crate::shm::segment;
-use crate::{Error, Rank, Result};
+use crate::{owned_name, Error, Rank, Result};
 
 /// Wait status reported for a rank that could not be waited for (exit 255).
 const LOST_CHILD_STATUS: i32 = 255 << 8;
@@ -105,6 +106,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         )));
     }
     segment::remove_stale();
+    owned_name::remove_dead();
     let job = segment::new_job_id();
     let job_segment = JobSegment::create(&job, spec.ranks)?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
@@ -198,6 +200,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
     }
     drop(job_segment);
     let leftover_segments = segment::remove_job(&job);
+    // What libfabric made for ranks that were killed: they are all dead now.
+    owned_name::remove_dead();
     Ok(LaunchReport {
         job_id: job,
         statuses: statuses

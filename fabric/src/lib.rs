@@ -21,6 +21,7 @@ pub mod launch;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 pub mod os;
+pub mod owned_name;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 pub mod progress_thread;
 mod provider;

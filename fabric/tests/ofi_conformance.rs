@@ -147,28 +147,36 @@ fn unknown_provider_is_unavailable() {
     );
 }
 
-/// libfabric's shm provider names each rank's region after the job, never
-/// after the pid: a region a killed rank left behind under a pid-based name
-/// made `fi_enable` fail with EBUSY in whichever later process reused the
-/// pid. The job's names are swept with its segments (see `shm_peer_killed_*`).
+/// libfabric's shm provider names each rank's region with an owned name,
+/// never after the pid: one that others cannot predict (a file planted at a
+/// predicted name crashes a rank with SIGBUS), carrying the owner's pid so
+/// that later catena processes remove it once the owner is dead.
 #[test]
-fn shm_regions_are_named_after_the_job() {
+fn shm_regions_are_unguessable_and_owned() {
     catena_fabric::testing::run_case_on::<OfiTransport>(
-        "shm_regions_are_named_after_the_job",
+        "shm_regions_are_unguessable_and_owned",
         2,
         Starter::Launcher,
         SHM,
         |t| {
             use catena_fabric::Rma;
-            let job =
-                std::env::var(catena_fabric::config::ENV_JOB).expect("the launcher sets the job");
-            let prefix = format!("catena-{job}-ofi-r{}:", t.rank());
+            let stamp = format!("-p{}-", std::process::id());
             let regions: Vec<String> = std::fs::read_dir("/dev/shm")
                 .expect("/dev/shm")
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
+                .filter(|n| n.starts_with("catena-fi-") && n.contains(&stamp))
                 .collect();
             assert_eq!(regions.len(), 1, "rank {}: regions {regions:?}", t.rank());
+            // `<owner stamp>-<32 hex digits>:<uid>:<index>`
+            let random = regions[0]
+                .split(':')
+                .next()
+                .unwrap()
+                .rsplit('-')
+                .next()
+                .unwrap();
+            assert_eq!(random.len(), 32, "{regions:?}");
+            assert!(random.bytes().all(|b| b.is_ascii_hexdigit()), "{regions:?}");
             Ok(())
         },
     );

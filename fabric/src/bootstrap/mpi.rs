@@ -19,7 +19,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use super::{BarrierTicket, Bootstrap};
 use crate::config::ENV_MPI_JOB;
 use crate::shm::segment::new_job_id;
-use crate::{Error, Rank, Result};
+use crate::{owned_name, Error, Rank, Result};
 
 /// Longest job id rank 0 may hand out.
 const MAX_JOB_ID: usize = 64;
@@ -80,6 +80,8 @@ impl MpiBootstrap {
 
     /// The job id (from rank 0) and the number of ranks on this machine.
     fn join(world: &SimpleCommunicator) -> Result<(String, u32)> {
+        // mpiexec has no cleanup of its own for what killed ranks left.
+        owned_name::remove_dead();
         let local_size = world.split_shared(world.rank()).size() as u32;
         let mut job = vec![0u8; MAX_JOB_ID];
         if world.rank() == 0 {
