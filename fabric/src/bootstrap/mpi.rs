@@ -49,7 +49,7 @@ pub struct MpiBootstrap {
 impl MpiBootstrap {
     /// Initializes MPI unless the program did, and learns the job from it.
     /// If catena initialized MPI and this fails, the job is aborted when
-    /// this process exits (see [`abort_job_at_exit`]).
+    /// this process exits, so that `mpiexec` ends every rank.
     pub fn init() -> Result<MpiBootstrap> {
         let universe = if mpi::environment::is_initialized() {
             None
