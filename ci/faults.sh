@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Fault injection: a 3-rank `catena-bench ring` job on every provider, under
 # catena's launcher and under `mpiexec`, meets each fault below. One table
-# row per cell: exit status, seconds until the job was over, what it left in
-# /dev/shm (after the job, and after the next job of the same starter, which
-# must remove leftovers of dead processes), and orphaned rank processes.
-# Exits non-zero if a cell breaks its promise (see `verdict`). Kills any
-# orphan it finds. About 2-3 minutes on 2 cores.
+# row per cell: exit status, seconds from the fault until the job was over,
+# catena's entries it left in /dev/shm (after the job, and after the next job
+# of the same starter, which must remove leftovers of dead processes), other
+# libraries' entries left (UCX, MPICH: reported, not catena's to remove),
+# orphaned rank processes, and a note when a rank crashed. Exits non-zero if
+# a cell breaks its promise (see `verdict`). Kills any orphan it finds.
+# Runs in a private /dev/shm when it may (root: a tmpfs in a mount namespace
+# of its own), so that other jobs on the machine do not count. About 2-3
+# minutes on 2 cores.
 #
 #   kill-rank      SIGKILL rank 1 once the job runs: the job must end, non-zero.
 #   stop-rank      SIGSTOP rank 1: survivors time out by their deadline
@@ -21,6 +25,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+if [ -z "${FAULTS_SHM:-}" ] && unshare --mount --propagation private true 2>/dev/null; then
+  exec unshare --mount --propagation private sh -c \
+    'if mount -t tmpfs -o mode=1777 tmpfs /dev/shm; then export FAULTS_SHM=private; else export FAULTS_SHM=shared; fi
+     exec "$@"' sh "$0" "$@"
+fi
+echo "ci/faults.sh: /dev/shm is ${FAULTS_SHM:-shared}" >&2
+
 # Cells that may leave catena's own named segments (catena-p<pid>n...) of
 # ranks that mpiexec killed, until the shm provider moves to memfd: no later
 # mpiexec job sweeps them. Listed cells pass if that is all they leave;
@@ -35,7 +46,6 @@ EXPECTED_NAMED_SEGMENTS=(
 
 RANKS=3
 DEADLINE_S=5        # ring --timeout-s: how long survivors wait for a stopped rank
-READY_S=1.5         # after the ranks exist, time for them to finish start-up
 CELL_CAP_S=40       # a cell still running after this is a hang
 GRACE_S=3           # the launcher's grace period after a rank failed
 declare -A LIMIT_S=(  # a job must be over within this many seconds of the fault
@@ -109,7 +119,7 @@ start_job() {
   read -r -a spec <<< "${PROVIDER_ARGS[$provider]}"
   local -a envs=("${spec[@]:1}")
   local -a ring=("$BENCH" ring --provider "${spec[0]}" --rounds "$rounds"
-    --timeout-s "$DEADLINE_S" --csv "$WORK/$MARK-$cell.csv")
+    --timeout-s "$DEADLINE_S" --ready-file "$WORK/$cell.ready" --csv "$WORK/$MARK-$cell.csv")
   local -a starter_cmd=(mpiexec -n "$ranks")
   [ "$starter" = launcher ] && starter_cmd=("$RUN" -n "$ranks" --)
   # In $WORK: what crashing libraries write to the working directory (UCX
@@ -147,8 +157,8 @@ failures=0
 expected=0
 ALL_LEFT="$WORK/left"
 : > "$ALL_LEFT"
-printf '%-8s %-9s %-13s %5s %6s %5s %5s %7s  %s\n' \
-  provider starter fault exit secs left next orphans verdict
+printf '%-8s %-9s %-13s %5s %6s %5s %5s %6s %7s  %s\n' \
+  provider starter fault exit secs left next other orphans verdict
 cell_no=0
 for provider in "${PROVIDERS[@]}"; do
   for starter in "${STARTERS[@]}"; do
@@ -170,8 +180,8 @@ for provider in "${PROVIDERS[@]}"; do
       note=""
       # (bash reports the jobs this kills on stderr: kept out of the table)
       {
-        # Wait for the ranks (or for a start-up failure to end the job).
-        while [ "$(rank_pids "$cell" | wc -l)" -lt "$RANKS" ] && kill -0 "$starter_pid" 2>/dev/null; do
+        # Wait until every rank joined the job (or a start-up failure ended it).
+        while [ "$(ls "$WORK" | grep -c "^$cell\.ready\.")" -lt "$RANKS" ] && kill -0 "$starter_pid" 2>/dev/null; do
           sleep 0.05
           seen+=$'\n'$(rank_pids "$cell")
           greater "$(since "$started")" "$CELL_CAP_S" && break
@@ -179,8 +189,7 @@ for provider in "${PROVIDERS[@]}"; do
         seen+=$'\n'$(rank_pids "$cell")
         case "$fault" in
           kill-rank | stop-rank | kill-starter)
-            sleep "$READY_S"
-            victim=$(rank_pid "$cell" 1)
+              victim=$(rank_pid "$cell" 1)
             fault_at=$EPOCHREALTIME
             case "$fault" in
               kill-rank) [ -n "$victim" ] && kill -KILL "$victim" ;;
@@ -217,7 +226,6 @@ for provider in "${PROVIDERS[@]}"; do
       for p in $orphans; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
       cell_pids=$( (echo "$seen"; echo "$starter_pid") | grep -E '^[0-9]+$' | sort -u)
       left=$(new_entries "$before" "$(shm_list)" "$cell_pids")
-      n_left=$(echo -n "$left" | grep -c . || true)
       next_left=$left
       if [ -n "$left" ]; then
         # The next job of this starter must sweep what dead processes left.
@@ -225,8 +233,18 @@ for provider in "${PROVIDERS[@]}"; do
         wait "$STARTER_PID" || note+="the next job failed"
         next_left=$(comm -12 <(echo "$left") <(shm_list))
       fi
-      n_next=$(echo -n "$next_left" | grep -c . || true)
       echo "$next_left" >> "$ALL_LEFT"
+      other=$(echo "$next_left" | grep -v '^catena-' || true)
+      next_left=$(echo "$next_left" | grep '^catena-' || true)
+      n_left=$(echo -n "$left" | grep -c '^catena-' || true)
+      n_next=$(echo -n "$next_left" | grep -c . || true)
+      n_other=$(echo -n "$other" | grep -c . || true)
+      crash=""
+      for btr in "$WORK"/*.btr; do
+        [ -e "$btr" ] || continue
+        crash+=" $(grep -m1 -oE '\((uc[a-z]+_[a-z_]+)\+' "$btr" | tr -d '(+')"
+        mv "$btr" "$btr.seen"
+      done
 
       verdict=ok
       why=()
@@ -246,21 +264,20 @@ for provider in "${PROVIDERS[@]}"; do
       elif expected_cell "$provider $starter $fault"; then
         verdict="ok (expected to leave named segments, left none)"
       fi
+      ((n_other)) && verdict+="; other: $(echo "$other" | tr '\n' ' ')"
+      [ -n "$crash" ] && verdict+="; a rank crashed in$crash"
       if ((${#why[@]})); then
         verdict="FAIL: ${why[*]}"
         failures=$((failures + 1))
         sed 's/^/    | /' "$WORK/$cell.out" | tail -5
       fi
-      printf '%-8s %-9s %-13s %5s %6.1f %5s %5s %7s  %s\n' \
-        "$provider" "$starter" "$fault" "$code" "$secs" "$n_left" "$n_next" "$n_orphans" "$verdict"
+      printf '%-8s %-9s %-13s %5s %6.1f %5s %5s %6s %7s  %s\n' \
+        "$provider" "$starter" "$fault" "$code" "$secs" "$n_left" "$n_next" "$n_other" "$n_orphans" "$verdict"
     done
   done
 done
 
 # What the cells left (expected ones included) goes, so the machine stays clean.
 grep -v '^$' "$ALL_LEFT" | sort -u | while read -r name; do rm -f "/dev/shm/$name"; done
-for btr in "$WORK"/*.btr; do
-  [ -e "$btr" ] && echo "ci/faults.sh: a rank crashed: $(head -2 "$btr" | tail -1)" >&2
-done
 echo "ci/faults.sh: $cell_no cells, $failures failed, $expected expected (named segments)"
 ((failures == 0))

@@ -31,6 +31,10 @@ pub struct Args {
     /// waits for a stopped neighbour before it gives up with `Timeout`.
     #[arg(long, default_value_t = 120)]
     timeout_s: u64,
+    /// Create `<PATH>.<rank>` once this rank has joined the job, so that a
+    /// script can tell a running job from one still starting.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
 }
 
 const CTX: u32 = 0xBE_0002;
@@ -54,6 +58,11 @@ fn ring<P: Provider>(args: &Args) -> crate::Outcome {
     let t = P::from_env()?;
     let timeout = Duration::from_secs(args.timeout_s);
     let (rank, size) = (t.rank(), t.size());
+    if let Some(path) = &args.ready_file {
+        let mut ready = path.clone().into_os_string();
+        ready.push(format!(".{rank}"));
+        std::fs::write(ready, b"")?;
+    }
     let left = (rank + size - 1) % size;
     let bytes = args.bytes.max(8);
     let mut rounds_us = Vec::with_capacity(args.rounds as usize);
