@@ -297,6 +297,9 @@ fn a_rank_failing_at_start_up_aborts_the_mpiexec_job() {
             "CATENA_MPI_JOB=\"bad id\": a job id is",
         ),
     ];
+    // Names the job, so that the segments of the ranks mpiexec killed can
+    // be removed afterwards (the shm provider's named segments).
+    let job = format!("startupfailure{}", std::process::id());
     for (variable, rank, error) in cases {
         let script =
             format!("if [ $PMI_RANK = {rank} ]; then export {variable}='bad id'; fi; exec \"$@\"");
@@ -304,6 +307,7 @@ fn a_rank_failing_at_start_up_aborts_the_mpiexec_job() {
             .args(["-n", "3", "sh", "-c", &script, "sh"])
             .args(ring)
             .args(["--csv", "/dev/null"])
+            .env("CATENA_MPI_JOB", &job)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -315,6 +319,12 @@ fn a_rank_failing_at_start_up_aborts_the_mpiexec_job() {
         }
         let _ = mpiexec.kill();
         let out = mpiexec.wait_with_output().unwrap();
+        let prefix = format!("catena-{job}-");
+        for entry in std::fs::read_dir("/dev/shm").unwrap().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.code().is_some_and(|c| c != 0),

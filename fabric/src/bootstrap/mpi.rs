@@ -160,7 +160,13 @@ fn abort_job_at_exit(universe: Universe, rank: i32) {
     });
 }
 
+/// How long the error a rank printed gets to travel through `mpiexec`'s
+/// output forwarding before `MPI_Abort` tears the job down (and the pipes
+/// with it).
+const ABORT_FLUSH: Duration = Duration::from_millis(300);
+
 extern "C" fn abort_job() {
+    std::thread::sleep(ABORT_FLUSH);
     SimpleCommunicator::world().abort(1);
 }
 
@@ -251,8 +257,11 @@ impl Drop for MpiBootstrap {
     fn drop(&mut self) {
         // rsmpi panics on dropping an incomplete request, and waiting for a
         // barrier that a failed job never completes would hang: leak it.
-        let barrier_pending = self.barrier.get_mut().take().map(std::mem::forget);
-        let finalized = self.barriers_done.get() > 0 && barrier_pending.is_none();
+        let barrier_pending = self.barrier.get_mut().take().is_some_and(|in_flight| {
+            std::mem::forget(in_flight);
+            true
+        });
+        let finalized = self.barriers_done.get() > 0 && !barrier_pending;
         if let Some(universe) = self.universe.take() {
             if !finalized {
                 abort_job_at_exit(universe, self.rank as i32);
