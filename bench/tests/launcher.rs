@@ -167,6 +167,10 @@ fn ranks_die_with_a_killed_launcher() {
     while ranks.iter().any(|&r| running(r)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
+    // A killed launcher cannot remove its job's segments: the next one would.
+    for name in segments_of_launcher(pid) {
+        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
     let orphans: Vec<i32> = ranks.into_iter().filter(|&r| running(r)).collect();
     for &orphan in &orphans {
         unsafe { libc::kill(orphan, libc::SIGKILL) };
