@@ -57,6 +57,10 @@ declare -A LIMIT_S=(  # a job must be over within this many seconds of the fault
 )
 FAULTS=(kill-rank stop-rank kill-starter bad-setting bad-bootstrap)
 STARTERS=(launcher mpiexec)
+if ! command -v mpiexec > /dev/null; then
+  echo "ci/faults.sh: no mpiexec (MPICH): the launcher only" >&2
+  STARTERS=(launcher)
+fi
 declare -A PROVIDER_ARGS=(
   [shm]="shm"
   [ofi-shm]="ofi CATENA_OFI_PROVIDER=shm"
