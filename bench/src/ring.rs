@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use catena_algorithms::shift;
-use catena_fabric::{block_on, Error, Provider, Rma, Transport};
+use catena_fabric::{block_on, Error, Provider, WithProvider};
 
 use crate::report::{quantile, Table};
 
@@ -23,15 +23,46 @@ pub struct Args {
     /// Where to write the per-rank results as CSV.
     #[arg(long, default_value = "results/ring.csv")]
     csv: PathBuf,
+    /// `shm`, `ofi` or `ucx` (the latter two need their cargo features).
+    #[arg(long, default_value = "shm",
+          value_parser = clap::builder::PossibleValuesParser::new(catena_fabric::PROVIDERS))]
+    provider: String,
+    /// Deadline of each round and of finalize, in seconds: how long a rank
+    /// waits for a stopped neighbour before it gives up with `Timeout`.
+    #[arg(long, default_value_t = 120)]
+    timeout_s: u64,
+    /// Create `<PATH>.<rank>` once this rank has joined the job, so that a
+    /// script can tell a running job from one still starting.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
 }
 
 const CTX: u32 = 0xBE_0002;
 const WARM_UP: u32 = 50;
-const TIMEOUT: Duration = Duration::from_secs(120);
 
 pub fn main(args: &Args) -> crate::Outcome {
-    let t = catena_fabric::init()?;
+    catena_fabric::with_provider(&args.provider, Ring(args))?
+}
+
+/// [`ring`] on the provider the user named.
+struct Ring<'a>(&'a Args);
+
+impl WithProvider for Ring<'_> {
+    type Output = crate::Outcome;
+    fn run<P: Provider>(self) -> crate::Outcome {
+        ring::<P>(self.0)
+    }
+}
+
+fn ring<P: Provider>(args: &Args) -> crate::Outcome {
+    let t = P::from_env()?;
+    let timeout = Duration::from_secs(args.timeout_s);
     let (rank, size) = (t.rank(), t.size());
+    if let Some(path) = &args.ready_file {
+        let mut ready = path.clone().into_os_string();
+        ready.push(format!(".{rank}"));
+        std::fs::write(ready, b"")?;
+    }
     let left = (rank + size - 1) % size;
     let bytes = args.bytes.max(8);
     let mut rounds_us = Vec::with_capacity(args.rounds as usize);
@@ -45,7 +76,7 @@ pub fn main(args: &Args) -> crate::Outcome {
             payload[..4].copy_from_slice(&rank.to_le_bytes());
             payload[4..8].copy_from_slice(&round.to_le_bytes());
             let start = Instant::now();
-            let got = shift(&t, 1, CTX, 0, &payload, t.deadline_in(TIMEOUT)).await?;
+            let got = shift(&t, 1, CTX, 0, &payload, t.deadline_in(timeout)).await?;
             let elapsed = start.elapsed();
             let expected = [left.to_le_bytes(), round.to_le_bytes()].concat();
             if got.data.len() != bytes || got.data[..8] != expected[..] {
@@ -64,7 +95,7 @@ pub fn main(args: &Args) -> crate::Outcome {
     let summary = [mean, median, p90, p99, max];
     let encoded: Vec<u8> = summary.iter().flat_map(|v| v.to_le_bytes()).collect();
     let all = block_on(&t, async {
-        let deadline = t.deadline_in(TIMEOUT);
+        let deadline = t.deadline_in(timeout);
         t.send(0, CTX, 1, &encoded, deadline).await?;
         let mut all = Vec::new();
         if rank == 0 {
@@ -83,7 +114,7 @@ pub fn main(args: &Args) -> crate::Outcome {
     if rank == 0 {
         report(args, size, &all)?;
     }
-    t.finalize(TIMEOUT)?;
+    t.finalize(timeout)?;
     Ok(0)
 }
 

@@ -177,6 +177,56 @@ fn a_killed_launcher_leaves_nothing_in_dev_shm() {
     assert_eq!(named_after(&job), Vec::<String>::new());
 }
 
+/// The direct children of `pid` (its ranks, for a launcher).
+fn children_of(pid: u32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|c| c.parse().unwrap())
+        .collect()
+}
+
+/// Whether `pid` still runs: not gone and not a zombie awaiting its reaper.
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat[stat.rfind(')')? + 2..].starts_with(|c| c != 'Z')))
+        .unwrap_or(false)
+}
+
+/// SIGKILL gives the launcher no chance to stop its ranks, so the kernel
+/// must: every rank dies with it (parent-death signal), within a generous
+/// bound, instead of running on as an orphan.
+#[test]
+fn ranks_die_with_a_killed_launcher() {
+    let mut launcher = Command::new(RUN)
+        .args(["-n", "3", "--", "sleep", "600"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = launcher.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ranks = loop {
+        let ranks = children_of(pid);
+        if ranks.len() == 3 {
+            break ranks;
+        }
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ranks.iter().any(|&r| running(r)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let orphans: Vec<i32> = ranks.into_iter().filter(|&r| running(r)).collect();
+    for &orphan in &orphans {
+        unsafe { libc::kill(orphan, libc::SIGKILL) };
+    }
+    assert_eq!(orphans, Vec::<i32>::new(), "ranks outlived their launcher");
+}
+
 #[test]
 fn catena_bench_run_is_an_alias_of_catena_run() {
     let script = "echo $CATENA_RANK of $CATENA_SIZE: [$0] [$1]";
@@ -278,4 +328,130 @@ fn ring_runs_under_the_launcher_and_under_mpiexec() {
         assert_eq!(rows, 1 + 4, "{what}: one CSV row per rank");
         let _ = std::fs::remove_file(&csv);
     }
+}
+
+/// A rank that fails at start-up under `mpiexec` (rank 1 with a malformed
+/// setting, after the address exchange; rank 0 with a malformed job id,
+/// before it) prints its error and ends the whole job with a non-zero
+/// status, instead of leaving it hanging in `MPI_Finalize` and collectives.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_rank_failing_at_start_up_aborts_the_mpiexec_job() {
+    let ring = [BENCH, "ring", "--rounds", "100000000", "--timeout-s", "600"];
+    let cases = [
+        (
+            "CATENA_SPIN_US",
+            "1",
+            "CATENA_SPIN_US=\"bad id\" is not a number",
+        ),
+        (
+            "CATENA_MPI_JOB",
+            "0",
+            "CATENA_MPI_JOB=\"bad id\": a job id is",
+        ),
+    ];
+    // Names the job, so that the segments of the ranks mpiexec killed can
+    // be removed afterwards (the shm provider's named segments).
+    let job = format!("startupfailure{}", std::process::id());
+    for (variable, rank, error) in cases {
+        let script =
+            format!("if [ $PMI_RANK = {rank} ]; then export {variable}='bad id'; fi; exec \"$@\"");
+        let mut mpiexec = Command::new("mpiexec")
+            .args(["-n", "3", "sh", "-c", &script, "sh"])
+            .args(ring)
+            .args(["--csv", "/dev/null"])
+            .env("CATENA_MPI_JOB", &job)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while mpiexec.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = mpiexec.kill();
+        let out = mpiexec.wait_with_output().unwrap();
+        let prefix = format!("catena-{job}-");
+        for entry in std::fs::read_dir("/dev/shm").unwrap().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code().is_some_and(|c| c != 0),
+            "{variable}: {out:?}"
+        );
+        assert!(err.contains(error), "{variable}: {err}");
+        assert!(err.contains("MPI_Abort"), "{variable}: {err}");
+    }
+}
+
+/// Entries of /dev/shm now.
+#[cfg(all(feature = "mpi", feature = "ofi"))]
+fn shm_entries() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect()
+}
+
+/// A rank killed under `mpiexec` on ofi/shm leaves libfabric's regions
+/// (libfabric names them `<source address>:<uid>:<index>`) of every rank
+/// `mpiexec` then killed; the next catena job on this machine removes them.
+#[cfg(all(feature = "mpi", feature = "ofi"))]
+#[test]
+fn libfabric_regions_of_a_killed_mpiexec_job_are_removed_by_the_next_job() {
+    let before = shm_entries();
+    let ring = |rounds: &str| {
+        let mut cmd = Command::new("mpiexec");
+        cmd.args([
+            "-n",
+            "2",
+            BENCH,
+            "ring",
+            "--provider",
+            "ofi",
+            "--csv",
+            "/dev/null",
+        ])
+        .args(["--rounds", rounds])
+        .env("CATENA_OFI_PROVIDER", "shm")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        cmd
+    };
+    let mut killed = ring("100000000").spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let regions = || -> Vec<String> {
+        shm_entries()
+            .difference(&before)
+            .filter(|n| n.contains(':'))
+            .cloned()
+            .collect()
+    };
+    while regions().len() < 2 {
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // mpiexec's proxy is its child, the ranks are the proxy's.
+    let proxy = children_of(killed.id())[0];
+    let rank = children_of(proxy as u32)[0];
+    unsafe { libc::kill(rank, libc::SIGKILL) };
+    killed.wait().unwrap();
+    let left = regions();
+    assert!(
+        !left.is_empty(),
+        "the killed job left no region to clean up"
+    );
+    // Named by catena (unguessable, owner-stamped), not after the pid.
+    assert!(left.iter().all(|r| r.starts_with("catena-fi-")), "{left:?}");
+    assert!(ring("10").status().unwrap().success());
+    let still = regions();
+    assert!(
+        left.iter().all(|r| !still.contains(r)),
+        "left {left:?}, still there {still:?}"
+    );
 }

@@ -1,8 +1,9 @@
 //! The local launcher: starts N ranks of a program on this machine, gives
 //! them rank/size/job id and a bootstrap segment, pins them when asked,
 //! forwards their output with a rank prefix, and if one fails stops the
-//! others. Whatever happens, what libfabric left in /dev/shm under the job's
-//! names is removed at the end (catena's own shared memory has no name).
+//! others. Whatever happens, what libfabric left in /dev/shm for ranks that
+//! died is removed at the end, and so are such leftovers of any dead catena
+//! process (catena's own shared memory has no name).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -16,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::bootstrap::JobSegment;
 use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
-use crate::named_shm;
-use crate::{Error, Rank, Result};
+use crate::{owned_name, Error, Rank, Result};
 
 /// Wait status reported for a rank that could not be waited for (exit 255).
 const LOST_CHILD_STATUS: i32 = 255 << 8;
@@ -107,10 +107,13 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             spec.ranks
         )));
     }
+    owned_name::remove_dead();
     let job = crate::job::new_job_id();
     let (job_segment, job_fd) = JobSegment::create(spec.ranks)?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut children: Vec<Option<Child>> = Vec::new();
+    // Their names in /dev/shm (libfabric's) are told apart by owner pid.
+    let mut pids = Vec::new();
     let mut forwarders = Vec::new();
     let captured = spec
         .capture_output
@@ -127,6 +130,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         share_job_segment(&mut cmd, job_fd.as_raw_fd());
+        die_with_launcher(&mut cmd);
         if spec.pin && !cores.is_empty() {
             cmd.env(
                 ENV_PIN_CORE,
@@ -143,6 +147,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             let stderr = child.stderr.take().expect("piped");
             // The child joins the job before its forwarders start, so that
             // it is killed with the others if a thread cannot be made.
+            pids.push(child.id());
             children.push(Some(child));
             forwarders.push(forward(rank, stdout, out)?);
             forwarders.push(forward(rank, stderr, err)?);
@@ -156,7 +161,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
                 let _ = child.wait();
             }
             drop(job_segment);
-            named_shm::remove_job(&job);
+            owned_name::remove_dead();
             return Err(Error::io(
                 format!("starting rank {rank} of {}", spec.program.display()),
                 e,
@@ -199,7 +204,9 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         std::thread::sleep(Duration::from_millis(2));
     }
     drop(job_segment);
-    let leftover_segments = named_shm::remove_job(&job);
+    // What libfabric made for ranks that were killed: they are all dead now.
+    let leftover_segments = owned_name::remove_dead_of(|pid| pids.contains(&pid));
+    owned_name::remove_dead();
     Ok(LaunchReport {
         job_id: job,
         statuses: statuses
@@ -226,6 +233,31 @@ fn share_job_segment(cmd: &mut Command, fd: RawFd) {
         cmd.pre_exec(move || {
             if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes the rank `cmd` starts die by SIGKILL when the launcher dies, even
+/// by SIGKILL, which leaves the launcher no chance to stop it. The kernel
+/// sends the signal when the *thread* that forked the rank exits: `launch`
+/// forks every rank from its caller's thread and returns only after it
+/// reaped them all, so that thread outlives the ranks in every case. A
+/// rank's own children are not covered (the setting is not inherited by
+/// `fork`): a wrapper script should `exec` the program.
+fn die_with_launcher(cmd: &mut Command) {
+    let launcher = std::process::id() as libc::pid_t;
+    // SAFETY: the hook runs in the forked child and makes only
+    // async-signal-safe calls (prctl, getppid, raise), allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The launcher may have died before the setting took effect.
+            if libc::getppid() != launcher {
+                libc::raise(libc::SIGKILL);
             }
             Ok(())
         });

@@ -20,10 +20,10 @@ pub mod fuzz_hooks;
 pub mod job;
 mod key;
 pub mod launch;
-pub mod named_shm;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 pub mod os;
+pub mod owned_name;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 pub mod progress_thread;
 mod provider;

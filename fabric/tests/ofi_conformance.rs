@@ -147,29 +147,90 @@ fn unknown_provider_is_unavailable() {
     );
 }
 
-/// libfabric's shm provider names each rank's region after the job, never
-/// after the pid: a region a killed rank left behind under a pid-based name
-/// made `fi_enable` fail with EBUSY in whichever later process reused the
-/// pid. The job's names are swept with its segments (see `shm_peer_killed_*`).
+/// libfabric's shm provider names each rank's region with an owned name,
+/// never after the pid: one that others cannot predict (a file planted at a
+/// predicted name crashes a rank with SIGBUS), carrying the owner's pid so
+/// that later catena processes remove it once the owner is dead.
 #[test]
-fn shm_regions_are_named_after_the_job() {
+fn shm_regions_are_unguessable_and_owned() {
     catena_fabric::testing::run_case_on::<OfiTransport>(
-        "shm_regions_are_named_after_the_job",
+        "shm_regions_are_unguessable_and_owned",
         2,
         Starter::Launcher,
         SHM,
         |t| {
             use catena_fabric::Rma;
-            let job =
-                std::env::var(catena_fabric::config::ENV_JOB).expect("the launcher sets the job");
-            let prefix = format!("catena-{job}-ofi-r{}:", t.rank());
+            let stamp = format!("-p{}-", std::process::id());
             let regions: Vec<String> = std::fs::read_dir("/dev/shm")
                 .expect("/dev/shm")
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
+                .filter(|n| n.starts_with("catena-fi-") && n.contains(&stamp))
                 .collect();
             assert_eq!(regions.len(), 1, "rank {}: regions {regions:?}", t.rank());
+            // `<owner stamp>-<32 hex digits>:<uid>:<index>`
+            let random = regions[0]
+                .split(':')
+                .next()
+                .unwrap()
+                .rsplit('-')
+                .next()
+                .unwrap();
+            assert_eq!(random.len(), 32, "{regions:?}");
+            assert!(random.bytes().all(|b| b.is_ascii_hexdigit()), "{regions:?}");
             Ok(())
         },
+    );
+}
+
+/// A peer that exits (closing its endpoint, so libfabric unlinks its shm
+/// region) before this rank first contacts it is `PeerGone`. libfabric
+/// 1.17's shm provider keeps such a peer unmapped and its progress then
+/// dereferenced the missing region: the survivor died of SIGSEGV.
+#[test]
+fn shm_a_peer_gone_before_first_contact_is_peer_gone() {
+    use catena_fabric::launch::{launch, LaunchSpec};
+    use catena_fabric::{block_on, Error, Rma, Transport};
+    use std::time::{Duration, Instant};
+
+    const CASE: &str = "shm_a_peer_gone_before_first_contact_is_peer_gone";
+    if catena_fabric::testing::is_rank_of(CASE) {
+        let t = OfiTransport::from_env().expect("start-up");
+        let job = std::env::var(catena_fabric::config::ENV_JOB).expect("a launched job");
+        let [closed, done] = ["closed", "done"]
+            .map(|what| std::env::temp_dir().join(format!("{CASE}-{job}-{what}")));
+        let wait_for = |path: &std::path::Path| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !path.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = std::fs::remove_file(path);
+        };
+        if t.rank() == 1 {
+            // Close the endpoint, but stay alive: the pid check cannot tell.
+            drop(t);
+            std::fs::write(&closed, b"").expect("telling rank 0");
+            wait_for(&done);
+            return;
+        }
+        wait_for(&closed);
+        let deadline = t.deadline_in(Duration::from_secs(10));
+        let sent = block_on(&t, t.send(1, 7, 7, b"hello", deadline));
+        std::fs::write(&done, b"").expect("telling rank 1");
+        assert!(matches!(sent, Err(Error::PeerGone { rank: 1 })), "{sent:?}");
+        std::mem::forget(t);
+        return;
+    }
+    let mut spec = LaunchSpec::new(2, std::env::current_exe().unwrap());
+    spec.args = vec![CASE.into(), "--exact".into(), "--nocapture".into()];
+    spec.env = [("CATENA_TEST_CASE", CASE), ("CATENA_OFI_PROVIDER", "shm")]
+        .map(|(k, v)| (k.into(), v.into()))
+        .to_vec();
+    spec.capture_output = true;
+    let report = launch(&spec).unwrap();
+    assert!(
+        report.success(),
+        "{:?}\n{}",
+        report.first_failure,
+        report.output
     );
 }

@@ -3,29 +3,38 @@
 //! exchanged with two allgathers (lengths, then blocks padded to the longest)
 //! and barriers are `MPI_Ibarrier` + `MPI_Test`. MPI stays initialized for
 //! the life of the bootstrap, so catena coexists with MPI use by the program.
+//! Every wait is bounded, and a rank that leaves before the finalize barrier
+//! (a start-up failure, an error, a panic) ends the whole job with
+//! `MPI_Abort` when it exits, instead of waiting in `MPI_Finalize` forever.
 
 use std::cell::{Cell, RefCell};
-use std::time::Duration;
+use std::sync::Once;
+use std::time::{Duration, Instant};
 
 use mpi::collective::{CommunicatorCollectives, Root};
 use mpi::environment::Universe;
-use mpi::request::Request;
+use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 
 use super::{BarrierTicket, Bootstrap};
 use crate::config::ENV_MPI_JOB;
 use crate::job::new_job_id;
-use crate::{Error, Rank, Result};
+use crate::{owned_name, Error, Rank, Result};
 
 /// Longest job id rank 0 may hand out.
 const MAX_JOB_ID: usize = 64;
+/// How long a rank waits in `init` for rank 0's job id.
+const INIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Pause between tests of a pending start-up collective.
+const POLL: Duration = Duration::from_millis(1);
 
 /// Bootstrap of a rank started by `mpiexec`: identity, the allgather and
 /// barriers come from `MPI_COMM_WORLD`; rank 0 hands out the job id.
 pub struct MpiBootstrap {
-    /// `Some` when catena initialized MPI (and so finalizes it on drop);
+    /// `Some` when catena initialized MPI (and so finalizes it on drop, or
+    /// aborts the job if this rank did not reach the finalize barrier);
     /// `None` when the program had initialized MPI itself.
-    _universe: Option<Universe>,
+    universe: Option<Universe>,
     world: SimpleCommunicator,
     rank: Rank,
     size: u32,
@@ -39,6 +48,8 @@ pub struct MpiBootstrap {
 
 impl MpiBootstrap {
     /// Initializes MPI unless the program did, and learns the job from it.
+    /// If catena initialized MPI and this fails, the job is aborted when
+    /// this process exits, so that `mpiexec` ends every rank.
     pub fn init() -> Result<MpiBootstrap> {
         let universe = if mpi::environment::is_initialized() {
             None
@@ -46,11 +57,34 @@ impl MpiBootstrap {
             Some(mpi::initialize().ok_or_else(|| Error::Bootstrap("MPI_Init failed".into()))?)
         };
         let world = SimpleCommunicator::world();
-        let (rank, size) = (world.rank() as Rank, world.size() as u32);
-        let local_size = world.split_shared(world.rank()).size() as u32;
+        match Self::join(&world) {
+            Ok((job, local_size)) => Ok(MpiBootstrap {
+                universe,
+                rank: world.rank() as Rank,
+                size: world.size() as u32,
+                world,
+                job,
+                local_size,
+                gathered: Cell::new(false),
+                barrier: RefCell::new(None),
+                barriers_done: Cell::new(0),
+            }),
+            Err(e) => {
+                if let Some(universe) = universe {
+                    abort_job_at_exit(universe, world.rank());
+                }
+                Err(e)
+            }
+        }
+    }
 
-        let mut job = [0u8; MAX_JOB_ID];
-        if rank == 0 {
+    /// The job id (from rank 0) and the number of ranks on this machine.
+    fn join(world: &SimpleCommunicator) -> Result<(String, u32)> {
+        // mpiexec has no cleanup of its own for what killed ranks left.
+        owned_name::remove_dead();
+        let local_size = world.split_shared(world.rank()).size() as u32;
+        let mut job = vec![0u8; MAX_JOB_ID];
+        if world.rank() == 0 {
             let id = std::env::var(ENV_MPI_JOB).unwrap_or_else(|_| new_job_id());
             if id.is_empty()
                 || id.len() > MAX_JOB_ID
@@ -62,22 +96,78 @@ impl MpiBootstrap {
             }
             job[..id.len()].copy_from_slice(id.as_bytes());
         }
-        world.process_at_rank(0).broadcast_into(&mut job[..]);
+        let root = world.process_at_rank(0);
+        let job = bounded(job, INIT_TIMEOUT, "the MPI job id broadcast", |job| {
+            root.immediate_broadcast_into(StaticScope, &mut job[..])
+        })?;
         let len = job.iter().position(|&b| b == 0).unwrap_or(MAX_JOB_ID);
-        let job = String::from_utf8_lossy(&job[..len]).into_owned();
-
-        Ok(MpiBootstrap {
-            _universe: universe,
-            world,
-            rank,
-            size,
-            job,
+        Ok((
+            String::from_utf8_lossy(&job[..len]).into_owned(),
             local_size,
-            gathered: Cell::new(false),
-            barrier: RefCell::new(None),
-            barriers_done: Cell::new(0),
-        })
+        ))
     }
+}
+
+/// Runs the nonblocking collective `start` begins on `buffers` until it
+/// completes, testing it until `timeout`; returns the buffers. They live on
+/// the heap, leaked while MPI owns them: a collective abandoned at its
+/// deadline stays pending in MPI, and must never write into freed memory.
+fn bounded<B: 'static, D: ?Sized + 'static>(
+    buffers: B,
+    timeout: Duration,
+    what: &'static str,
+    start: impl FnOnce(&'static mut B) -> Request<'static, D, StaticScope>,
+) -> Result<B> {
+    let raw = Box::into_raw(Box::new(buffers));
+    // SAFETY: `raw` is a fresh, leaked box; MPI is its only user until the
+    // request completes, and it is reclaimed only after that.
+    let mut request = start(unsafe { &mut *raw });
+    let deadline = Instant::now() + timeout;
+    loop {
+        match request.test() {
+            Ok(_) => break,
+            Err(pending) if Instant::now() < deadline => {
+                request = pending;
+                std::thread::sleep(POLL);
+            }
+            Err(pending) => {
+                // rsmpi panics on dropping an incomplete request.
+                std::mem::forget(pending);
+                return Err(Error::Timeout { what });
+            }
+        }
+    }
+    // SAFETY: the collective completed, so MPI no longer touches the box,
+    // and the reference handed to `start` went with the request.
+    Ok(*unsafe { Box::from_raw(raw) })
+}
+
+/// Makes this process end the whole MPI job with `MPI_Abort` when it exits
+/// (after the program had its say, e.g. printed the error that stopped
+/// it), instead of `MPI_Finalize`, which would wait for ranks that wait for
+/// this one: `mpiexec` then kills every rank and exits non-zero.
+fn abort_job_at_exit(universe: Universe, rank: i32) {
+    std::mem::forget(universe);
+    eprintln!(
+        "catena: rank {rank} left the MPI job before its finalize barrier; \
+         the job is aborted (MPI_Abort) when this process exits"
+    );
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: registers a plain extern "C" function; failure (no room
+        // for handlers) leaves mpiexec to notice the exit without finalize.
+        unsafe { libc::atexit(abort_job) };
+    });
+}
+
+/// How long the error a rank printed gets to travel through `mpiexec`'s
+/// output forwarding before `MPI_Abort` tears the job down (and the pipes
+/// with it).
+const ABORT_FLUSH: Duration = Duration::from_millis(300);
+
+extern "C" fn abort_job() {
+    std::thread::sleep(ABORT_FLUSH);
+    SimpleCommunicator::world().abort(1);
 }
 
 impl Bootstrap for MpiBootstrap {
@@ -97,19 +187,25 @@ impl Bootstrap for MpiBootstrap {
         self.local_size
     }
 
-    /// MPI collectives have no timeout; `mpiexec` ends the job if a rank dies.
-    fn allgather(&self, mine: &[u8], _timeout: Duration) -> Result<Vec<Vec<u8>>> {
+    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
         if self.gathered.replace(true) {
             return Err(Error::Bootstrap("the address allgather runs once".into()));
         }
-        let mut lengths = vec![0u64; self.size as usize];
-        self.world
-            .all_gather_into(&(mine.len() as u64), &mut lengths[..]);
+        let deadline = Instant::now() + timeout;
+        let what = "the MPI address allgather";
+        let world = &self.world;
+        let lengths = (vec![mine.len() as u64], vec![0u64; self.size as usize]);
+        let (_, lengths) = bounded(lengths, timeout, what, |(mine, all)| {
+            world.immediate_all_gather_into(StaticScope, &mine[..], &mut all[..])
+        })?;
         let block = lengths.iter().copied().max().unwrap_or(0) as usize;
         let mut padded = mine.to_vec();
         padded.resize(block, 0);
-        let mut blocks = vec![0u8; block * self.size as usize];
-        self.world.all_gather_into(&padded[..], &mut blocks[..]);
+        let blocks = (padded, vec![0u8; block * self.size as usize]);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (_, blocks) = bounded(blocks, left, what, |(mine, all)| {
+            world.immediate_all_gather_into(StaticScope, &mine[..], &mut all[..])
+        })?;
         Ok(lengths
             .iter()
             .enumerate()
@@ -161,8 +257,15 @@ impl Drop for MpiBootstrap {
     fn drop(&mut self) {
         // rsmpi panics on dropping an incomplete request, and waiting for a
         // barrier that a failed job never completes would hang: leak it.
-        if let Some((_, request)) = self.barrier.get_mut().take() {
-            std::mem::forget(request);
+        let barrier_pending = self.barrier.get_mut().take().is_some_and(|in_flight| {
+            std::mem::forget(in_flight);
+            true
+        });
+        let finalized = self.barriers_done.get() > 0 && !barrier_pending;
+        if let Some(universe) = self.universe.take() {
+            if !finalized {
+                abort_job_at_exit(universe, self.rank as i32);
+            }
         }
     }
 }

@@ -10,8 +10,7 @@ use catena_ofi_sys as sys;
 use super::errors::strerror;
 use crate::config::ENV_OFI_PROVIDER;
 use crate::job::Job;
-use crate::named_shm;
-use crate::{Error, Result};
+use crate::{owned_name, Error, Result};
 
 /// The API version catena is written against.
 pub(crate) const API_VERSION: u32 = sys::FI_VERSION(1, 17);
@@ -53,12 +52,6 @@ pub(crate) struct Request {
     pub(crate) single_node: bool,
     /// Another thread (a progress thread) will call into the endpoint.
     pub(crate) thread_safe: bool,
-    /// The name libfabric's shm provider gives this endpoint's region in
-    /// /dev/shm. By default it names regions after the pid, and a region
-    /// left by a killed rank makes `fi_enable` fail with EBUSY in any later
-    /// process that reuses the pid; a job's names are never reused, and the
-    /// launcher removes them at the job's end.
-    pub(crate) shm_name: String,
 }
 
 impl Request {
@@ -75,7 +68,6 @@ impl Request {
             provider,
             single_node,
             thread_safe,
-            shm_name: named_shm::name(job.id(), &format!("ofi-r{}", job.rank())),
         }
     }
 }
@@ -254,18 +246,23 @@ impl Drop for Hints {
 
 /// The node the endpoint binds to. On one machine an IP provider binds to
 /// loopback: the default interface may not exist in containers and is
-/// slower (FI_TCP_IFACE set by the user wins). The shm provider takes the
-/// node as its region's name.
+/// slower (FI_TCP_IFACE set by the user wins).
+///
+/// The shm provider takes the node as its region's name in /dev/shm. By
+/// default that is the pid, which anyone can predict: a file planted under
+/// it (libfabric opens an existing region, and maps it) crashes the rank
+/// with SIGBUS, and a region a killed rank left makes `fi_enable` fail in a
+/// later process with its pid. So the node is an [`owned_name`]: 128 random
+/// bits, and its owner's stamp, by which any later rank on ofi/shm first
+/// removes the regions of dead processes.
 fn source_node(request: &Request) -> Result<Option<CString>> {
     let Some(provider) = request.provider.as_deref() else {
         return Ok(None);
     };
     if provider == "shm" {
-        return CString::new(request.shm_name.as_str())
-            .map(Some)
-            .map_err(|_| {
-                Error::Bootstrap(format!("job id {:?} contains a NUL byte", request.shm_name))
-            });
+        owned_name::remove_dead();
+        let name = owned_name::fresh()?;
+        return Ok(Some(CString::new(name).expect("an owned name has no NUL")));
     }
     let loopback =
         request.single_node && is_ip(provider) && std::env::var_os("FI_TCP_IFACE").is_none();

@@ -17,6 +17,7 @@ mod signal;
 mod window;
 
 use std::cell::{Cell, RefCell};
+use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -135,6 +136,14 @@ impl OfiTransport {
         }
         let (name, _) = parse_entry(self.job.address(rank)?, rank)?;
         let addr = self.engine.domain.insert(name)?;
+        if self.provider == "shm" && !shm_region_exists(name) {
+            // libfabric 1.17's shm provider maps a peer's region when it is
+            // inserted; if the peer already exited (its region unlinked) it
+            // keeps the peer unmapped, and its progress later dereferences
+            // the missing region (SIGSEGV). A region existing after the
+            // insert was mapped by it: owned names are never re-created.
+            return Err(Error::PeerGone { rank });
+        }
         self.peers.borrow_mut().insert(rank, addr);
         Ok(addr)
     }
@@ -393,6 +402,21 @@ fn parse_entry(entry: &[u8], rank: Rank) -> Result<(&[u8], &[u8])> {
         return Err(bad());
     }
     Ok(rest.split_at(len))
+}
+
+/// Whether the /dev/shm region of a libfabric shm endpoint whose address is
+/// `name` (`fi_shm://<region>`, NUL-terminated) exists.
+fn shm_region_exists(name: &[u8]) -> bool {
+    let name = name.split(|&b| b == 0).next().unwrap_or_default();
+    let region = name
+        .windows(3)
+        .position(|w| w == b"://")
+        .map_or(name, |at| &name[at + 3..]);
+    !region.is_empty()
+        && !region.contains(&b'/')
+        && std::path::Path::new("/dev/shm")
+            .join(std::ffi::OsStr::from_bytes(region))
+            .exists()
 }
 
 impl Rma for OfiTransport {
