@@ -47,6 +47,15 @@ impl Strategy {
         }
     }
 
+    /// `BadAlpha` for a hybrid whose alpha is outside `0..=1` (or NaN):
+    /// the enum's field is public, so every builder checks.
+    pub(crate) fn check(self) -> Result<(), GroupMapError> {
+        match self.alpha() {
+            Some(alpha) => Strategy::hybrid(alpha).map(drop),
+            None => Ok(()),
+        }
+    }
+
     fn alpha(self) -> Option<f64> {
         match self {
             Strategy::Hybrid { alpha } => Some(alpha),
@@ -127,9 +136,7 @@ pub(crate) fn choose(
     if let Strategy::Fixed { set, order } = strategy {
         return fixed(strategy, set, order, members, stats, pi, order_stats);
     }
-    if let Some(alpha) = strategy.alpha() {
-        Strategy::hybrid(alpha)?;
-    }
+    strategy.check()?;
     if stats.stride.is_some() && identity {
         let set = SetRepr::build(SetKind::Stride, members, stats).expect("a stride fits");
         let reason = "the members form a stride in sorted order: O(1) bytes and time beat \
