@@ -142,7 +142,15 @@ impl GroupMap {
             return Err(GroupMapError::DuplicateWorldRank { rank });
         }
         if let ([range], [count]) = (ranges, counted.as_slice()) {
-            if !matches!(strategy, Strategy::Fixed { .. }) {
+            let falling = range.stride < 0 && *count > 1;
+            let takes_progression = match strategy {
+                Strategy::Fixed { set, order } => {
+                    set == SetKind::Stride
+                        && order == [OrderKind::Sorted, OrderKind::Blocks][usize::from(falling)]
+                }
+                _ => true,
+            };
+            if takes_progression {
                 return Ok(GroupMap::progression(
                     world,
                     strategy,
@@ -242,7 +250,9 @@ impl GroupMap {
         self.set.iter()
     }
 
-    /// Whether group order is the increasing order of world ranks.
+    /// Whether the map stores no permutation, so that group order is the
+    /// increasing order of world ranks. Only a `Fixed` order representation
+    /// other than `Sorted` stores one that may be the identity (then false).
     pub fn is_sorted(&self) -> bool {
         matches!(self.order, OrderRepr::Sorted)
     }

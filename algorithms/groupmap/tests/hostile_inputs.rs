@@ -5,7 +5,7 @@
 
 mod limited_alloc;
 
-use catena_groupmap::{GroupMap, GroupMapError, RankRange, Strategy};
+use catena_groupmap::{GroupMap, GroupMapError, OrderKind, RankRange, SetKind, Strategy};
 
 #[global_allocator]
 static ALLOC: limited_alloc::Limited = limited_alloc::Limited;
@@ -98,6 +98,33 @@ fn overlapping_ranges_over_the_whole_world_are_duplicates_found_without_listing(
     assert_eq!(dup_group(world.range_exclude(&[full(), late, full()])), 0);
     assert!(
         limited_alloc::largest() < 1 << 20,
+        "{} B",
+        limited_alloc::largest()
+    );
+}
+
+#[test]
+fn fixed_representations_of_sparse_huge_spans_are_refused() {
+    let far_apart = [0, WORLD - 1];
+    for set in [SetKind::Bitmap, SetKind::Complement, SetKind::Indexed] {
+        let strategy = Strategy::Fixed {
+            set,
+            order: OrderKind::Sorted,
+        };
+        let refused = GroupMap::from_ranks(WORLD, &far_apart, strategy);
+        assert!(
+            matches!(refused, Err(GroupMapError::NotApplicable { .. })),
+            "{set}: {:?}",
+            refused.map(|map| map.to_string())
+        );
+    }
+    // The strategies that choose build something small.
+    for strategy in [Strategy::Space, Strategy::Time, Strategy::Auto] {
+        let map = GroupMap::from_ranks(WORLD, &far_apart, strategy).unwrap();
+        assert_eq!(map.iter().collect::<Vec<_>>(), far_apart);
+    }
+    assert!(
+        limited_alloc::largest() < 1 << 26,
         "{} B",
         limited_alloc::largest()
     );
