@@ -4,8 +4,6 @@
 //! extreme strides, any alpha) that must give the right group or a typed
 //! error, with no allocation over 1 GiB.
 
-mod limited_alloc;
-
 use std::collections::{BTreeMap, HashSet};
 
 use catena_groupmap::{
@@ -16,7 +14,7 @@ use proptest::strategy::Strategy as _;
 use proptest::test_runner::TestCaseError;
 
 #[global_allocator]
-static ALLOC: limited_alloc::Limited = limited_alloc::Limited;
+static ALLOC: catena_fuzz::alloc::Limited = catena_fuzz::alloc::Limited;
 
 /// A strategy to build with: any of them, or a fixed representation pair.
 fn strategies() -> impl proptest::strategy::Strategy<Value = Strategy> {
@@ -593,9 +591,9 @@ fn check_hostile(h: Hostile) -> Result<(), TestCaseError> {
         }
     }
     prop_assert!(
-        limited_alloc::largest() <= limited_alloc::LIMIT,
+        catena_fuzz::alloc::largest() <= catena_fuzz::alloc::LIMIT,
         "{} B",
-        limited_alloc::largest()
+        catena_fuzz::alloc::largest()
     );
     Ok(())
 }

@@ -3,12 +3,10 @@
 //! with typed errors or the right group, in memory proportional to their
 //! input, never a panic or an absurd allocation.
 
-mod limited_alloc;
-
 use catena_groupmap::{GroupMap, GroupMapError, OrderKind, RankRange, SetKind, Strategy};
 
 #[global_allocator]
-static ALLOC: limited_alloc::Limited = limited_alloc::Limited;
+static ALLOC: catena_fuzz::alloc::Limited = catena_fuzz::alloc::Limited;
 
 const WORLD: u32 = u32::MAX;
 
@@ -97,9 +95,9 @@ fn overlapping_ranges_over_the_whole_world_are_duplicates_found_without_listing(
     assert_eq!(dup_group(world.range_include(&[full(), full()])), 0);
     assert_eq!(dup_group(world.range_exclude(&[full(), late, full()])), 0);
     assert!(
-        limited_alloc::largest() < 1 << 20,
+        catena_fuzz::alloc::largest() < 1 << 20,
         "{} B",
-        limited_alloc::largest()
+        catena_fuzz::alloc::largest()
     );
 }
 
@@ -124,8 +122,8 @@ fn fixed_representations_of_sparse_huge_spans_are_refused() {
         assert_eq!(map.iter().collect::<Vec<_>>(), far_apart);
     }
     assert!(
-        limited_alloc::largest() < 1 << 26,
+        catena_fuzz::alloc::largest() < 1 << 26,
         "{} B",
-        limited_alloc::largest()
+        catena_fuzz::alloc::largest()
     );
 }

@@ -1,6 +1,10 @@
-//! A global allocator for tests of hostile input: it refuses any single
-//! allocation over [`LIMIT`] (so an absurd one aborts the test at once, naming
-//! its size, instead of swapping the machine) and records the largest asked.
+//! A global allocator for fuzz targets fed hostile input: it refuses any
+//! single allocation over [`LIMIT`] (so an absurd one aborts the test at
+//! once, naming its size, instead of swapping the machine) and records the
+//! largest asked. A test binary installs it with
+//! `#[global_allocator] static A: catena_fuzz::alloc::Limited = catena_fuzz::alloc::Limited;`.
+
+#![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The largest allocation a test may make.
 pub const LIMIT: usize = 1 << 30;
 
+/// The system allocator, refusing allocations over [`LIMIT`].
 pub struct Limited;
 
 static LARGEST: AtomicUsize = AtomicUsize::new(0);
