@@ -401,3 +401,47 @@ fn the_inbox_bound_holds_back_senders_without_losing_messages() {
         }
     }
 }
+
+/// A receive that takes held messages makes room at once: the sender held
+/// back by the bound goes on even though the receiver now waits on someone
+/// else (whom that sender must reach first).
+#[test]
+fn receiving_makes_room_for_a_held_back_sender_at_once() {
+    const BOUND: usize = 4096;
+    const SIZE: usize = 1000;
+    // Five fill the bound (the fifth starts below it), two more wait.
+    const COUNT: usize = 7;
+    let sim = Sim::new(3, MODEL).with_eager_inbox_bytes(BOUND);
+    let (results, _) = sim
+        .run_eager(1024, async |t| match t.rank() {
+            0 => {
+                nap(t, Duration::from_millis(1)).await;
+                for i in 0..2 {
+                    let got = t.recv(Some(1), 3, 1, deadline(t)).await?;
+                    assert_eq!(got.data, conformance::pattern(1, i, SIZE));
+                }
+                let short = t.deadline_in(Duration::from_millis(100));
+                t.recv(Some(2), 3, 2, short).await?;
+                for i in 2..COUNT {
+                    let got = t.recv(Some(1), 3, 1, deadline(t)).await?;
+                    assert_eq!(got.data, conformance::pattern(1, i, SIZE));
+                }
+                Ok(())
+            }
+            1 => {
+                for i in 0..COUNT {
+                    let data = conformance::pattern(1, i, SIZE);
+                    t.send(0, 3, 1, &data, deadline(t)).await?;
+                }
+                t.send(2, 3, 2, b"go", deadline(t)).await
+            }
+            _ => {
+                t.recv(Some(1), 3, 2, deadline(t)).await?;
+                t.send(0, 3, 2, b"went", deadline(t)).await
+            }
+        })
+        .unwrap();
+    for (rank, r) in results.into_iter().enumerate() {
+        r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+}

@@ -281,13 +281,13 @@ impl<W: LocalWindow> Messenger<W> {
         }
         wait_until(rma, deadline, "a message", || {
             self.check_failure()?;
-            if let Some(message) = self.take_match(source, context, tag) {
+            if let Some(message) = self.take_match(rma, source, context, tag) {
                 return Ok(Some(message));
             }
             // A receive that waits lifts the inbox bound of the connections
             // it could match on, so no bound can hide the message it wants.
             self.drain_waited_on(rma, source)?;
-            if let Some(message) = self.take_match(source, context, tag) {
+            if let Some(message) = self.take_match(rma, source, context, tag) {
                 return Ok(Some(message));
             }
             if let Some(source) = source {
@@ -298,19 +298,31 @@ impl<W: LocalWindow> Messenger<W> {
         .await
     }
 
-    /// Removes the first inbox message matching (source, context, tag).
-    fn take_match(&self, source: Option<Rank>, context: ContextId, tag: Tag) -> Option<Message> {
-        let mut inbox = self.inbox.borrow_mut();
-        let i = inbox.iter().position(|e| {
-            e.context == context
-                && e.message.tag == tag
-                && source.is_none_or(|s| s == e.message.source)
-        })?;
-        let message = inbox.remove(i).expect("found above").message;
-        if let Some(conn) = self.connections.borrow_mut().get_mut(&message.source) {
+    /// Removes the first inbox message matching (source, context, tag), and
+    /// drains its sender's ring into the room it leaves at once: nothing
+    /// else might make progress for a sender held back by the bound.
+    fn take_match<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+    ) -> Option<Message> {
+        let message = {
+            let mut inbox = self.inbox.borrow_mut();
+            let i = inbox.iter().position(|e| {
+                e.context == context
+                    && e.message.tag == tag
+                    && source.is_none_or(|s| s == e.message.source)
+            })?;
+            inbox.remove(i).expect("found above").message
+        };
+        let peer = message.source;
+        if let Some(conn) = self.connections.borrow_mut().get_mut(&peer) {
             // Saturating: a connection forgotten on a failed first contact
             // and made again holds none of the old one's messages.
             conn.held = conn.held.saturating_sub(frame_bytes(message.data.len()));
+            self.serve_or_break(rma, peer, conn, self.inbox_limit);
         }
         Some(message)
     }
@@ -586,9 +598,9 @@ impl<W: LocalWindow> Messenger<W> {
     /// allocated.
     fn drain(&self, peer: Rank, conn: &mut Connection<W>, limit: u64) -> Result<()> {
         let landed = conn.window.signal(RING_SIGNAL)?;
-        // Credit lets the peer have at most a ring beyond what we returned.
-        let ahead = landed.checked_sub(conn.consumed);
-        if ahead.is_none() || landed - conn.returned > self.ring_bytes as u64 {
+        // Credit lets the peer have at most a ring beyond what we returned
+        // (returned <= consumed, so once landed >= consumed this cannot wrap).
+        if landed < conn.consumed || landed - conn.returned > self.ring_bytes as u64 {
             return Err(Error::Protocol(format!(
                 "rank {peer} claims {landed} bytes landed in a {}-byte ring \
                  where {} were consumed and {} credited",
