@@ -446,19 +446,16 @@ impl<W: LocalWindow> Messenger<W> {
         from: Rank,
         key: RemoteKey,
     ) -> Result<()> {
+        // Never stream into a control window: a forger who names another
+        // rank would have us write over that rank's request slots.
+        if rma.control_key(from).is_ok_and(|control| control == key) {
+            return Ok(());
+        }
         let mut conns = self.connections.borrow_mut();
         let (conn, created) = match conns.entry(from) {
             Entry::Occupied(e) => (e.into_mut(), false),
             Entry::Vacant(e) => (e.insert(self.new_connection(rma)?), true),
         };
-        // Never stream into a control window: a forger who names another
-        // rank would have us write over that rank's request slots.
-        if rma.control_key(from).is_ok_and(|control| control == key) {
-            if created {
-                conns.remove(&from);
-            }
-            return Ok(());
-        }
         // An honest repeat (simultaneous contact) names the same window.
         let learnt = match &conn.remote {
             Some(known) if *known != key => return Ok(()),
@@ -535,10 +532,13 @@ impl<W: LocalWindow> Messenger<W> {
             }
         }
         wait_until(rma, deadline, "a connection to a peer", || {
-            Ok(self.connections.borrow()[&target]
-                .remote
-                .is_some()
-                .then_some(()))
+            let conns = self.connections.borrow();
+            let conn = conns.get(&target).ok_or_else(|| {
+                Error::Protocol(format!("the connection to rank {target} was dropped"))
+            })?;
+            // A corrupt reply never gives a window: fail now, not at the deadline.
+            conn.check_sound(target)?;
+            Ok(conn.remote.is_some().then_some(()))
         })
         .await
     }
