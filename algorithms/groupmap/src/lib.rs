@@ -142,11 +142,16 @@ impl GroupMap {
             return Err(GroupMapError::DuplicateWorldRank { rank });
         }
         if let ([range], [count]) = (ranges, counted.as_slice()) {
+            // `progression` makes a stride, sorted unless it falls.
             let falling = range.stride < 0 && *count > 1;
             let takes_progression = match strategy {
                 Strategy::Fixed { set, order } => {
-                    set == SetKind::Stride
-                        && order == [OrderKind::Sorted, OrderKind::Blocks][usize::from(falling)]
+                    let progression_order = if falling {
+                        OrderKind::Blocks
+                    } else {
+                        OrderKind::Sorted
+                    };
+                    set == SetKind::Stride && order == progression_order
                 }
                 _ => true,
             };

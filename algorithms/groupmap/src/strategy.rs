@@ -155,7 +155,6 @@ pub(crate) fn choose(
     if let Strategy::Fixed { set, order } = strategy {
         return fixed(strategy, set, order, members, stats, pi, order_stats);
     }
-    strategy.check()?;
     if stats.stride.is_some() && identity {
         let set = SetRepr::build(SetKind::Stride, members, stats).expect("a stride fits");
         let reason = "the members form a stride in sorted order: O(1) bytes and time beat \
