@@ -286,12 +286,16 @@ impl<W: LocalWindow> Messenger<W> {
             }
             // A receive that waits lifts the inbox bound of the connections
             // it could match on, so no bound can hide the message it wants.
-            self.drain_waited_on(rma, source)?;
+            self.drain_waited_on(rma, source);
             if let Some(message) = self.take_match(rma, source, context, tag) {
                 return Ok(Some(message));
             }
             if let Some(source) = source {
+                // A dead peer is PeerGone, even if that broke its connection.
                 rma.check_peer(source)?;
+                if let Some(conn) = self.connections.borrow().get(&source) {
+                    conn.check_sound(source)?;
+                }
             }
             Ok(None)
         })
@@ -328,21 +332,13 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Serves, past the inbox bound, the connection with `source` (every
-    /// connection if `None`); fails if that one is broken.
-    fn drain_waited_on<R: ControlWindows<Window = W>>(
-        &self,
-        rma: &R,
-        source: Option<Rank>,
-    ) -> Result<()> {
+    /// connection if `None`).
+    fn drain_waited_on<R: ControlWindows<Window = W>>(&self, rma: &R, source: Option<Rank>) {
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
             if source.is_none_or(|s| s == peer) {
                 self.serve_or_break(rma, peer, conn, u64::MAX);
             }
-        }
-        match source.and_then(|s| conns.get(&s).map(|c| (s, c))) {
-            Some((peer, conn)) => conn.check_sound(peer),
-            None => Ok(()),
         }
     }
 
