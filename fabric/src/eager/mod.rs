@@ -332,11 +332,12 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Serves, past the inbox bound, the connection with `source` (every
-    /// connection if `None`).
+    /// connection if `None`) where the bound holds it back; progress, and
+    /// each receive that makes room, serve the others.
     fn drain_waited_on<R: ControlWindows<Window = W>>(&self, rma: &R, source: Option<Rank>) {
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
-            if source.is_none_or(|s| s == peer) {
+            if source.is_none_or(|s| s == peer) && conn.held >= self.inbox_limit {
                 self.serve_or_break(rma, peer, conn, u64::MAX);
             }
         }
