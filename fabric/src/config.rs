@@ -83,8 +83,8 @@ fn ring_size(bytes: usize) -> Result<usize> {
 }
 
 /// The per-peer eager inbox bound `CATENA_EAGER_INBOX_BYTES` asks for, else
-/// `default`. Any size is sound (0 holds a message only once a receive
-/// waits for its sender).
+/// `default`. Any size is sound (0 still lets in one unreceived message
+/// per peer).
 pub fn inbox_bytes(default: usize) -> Result<usize> {
     Ok(env_number(ENV_INBOX_BYTES)?.unwrap_or(default))
 }

@@ -142,8 +142,10 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Bounds the unreceived messages held per peer to about `bytes`: past
     /// it, that peer's ring is left undrained (so its sends wait for credit)
-    /// until they are received or a receive waits for that peer. A message
-    /// already begun is always finished, so one message of any size passes.
+    /// until they are received or a receive waits for that peer. One
+    /// unreceived message of any size is always let in (and a message
+    /// begun is finished), so even a bound of 0 lets one send precede its
+    /// receive.
     pub fn with_inbox_bytes(mut self, bytes: usize) -> Messenger<W> {
         self.inbox_limit = bytes as u64;
         self
@@ -589,7 +591,8 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Moves every complete frame that has landed into the inbox, starting
-    /// no new message once the connection holds `limit` unreceived bytes.
+    /// no new message once the connection holds `limit` unreceived bytes
+    /// (and at least one message).
     /// The ring signal and frame headers are the peer's word: they are
     /// checked against the credit we gave before anything is read or
     /// allocated.
@@ -609,7 +612,9 @@ impl<W: LocalWindow> Messenger<W> {
             let available = (landed - conn.consumed) as usize;
             match &mut conn.partial {
                 None => {
-                    if available < FRAME_HEADER_BYTES || conn.held >= limit {
+                    // One unreceived message is always let in, so a send
+                    // before a receive (an exchange) works under any bound.
+                    if available < FRAME_HEADER_BYTES || (conn.held > 0 && conn.held >= limit) {
                         break;
                     }
                     let mut header = [0u8; FRAME_HEADER_BYTES];
