@@ -22,6 +22,9 @@ pub const ENV_PIN_CORE: &str = "CATENA_PIN_CORE";
 pub const ENV_SPIN_US: &str = "CATENA_SPIN_US";
 /// Size of each per-peer eager message ring, in bytes.
 pub const ENV_RING_BYTES: &str = "CATENA_EAGER_RING_BYTES";
+/// Per peer, the bytes of unreceived eager messages held before that peer's
+/// sends wait for the receiver.
+pub const ENV_INBOX_BYTES: &str = "CATENA_EAGER_INBOX_BYTES";
 /// `off`, `on` or a core number: a thread that drives ofi/ucx progress.
 pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
 /// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).
@@ -79,6 +82,13 @@ fn ring_size(bytes: usize) -> Result<usize> {
         RING_BYTES.start(),
         RING_BYTES.end()
     )))
+}
+
+/// The per-peer eager inbox bound `CATENA_EAGER_INBOX_BYTES` asks for, else
+/// `default`. Any size is sound (0 still lets in one unreceived message
+/// per peer).
+pub fn inbox_bytes(default: usize) -> Result<usize> {
+    Ok(env_number(ENV_INBOX_BYTES)?.unwrap_or(default))
 }
 
 #[cfg(test)]

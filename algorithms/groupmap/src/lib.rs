@@ -35,6 +35,7 @@ mod error;
 mod ops;
 mod order;
 mod packed;
+mod progression;
 mod repr;
 mod set;
 mod stats;
@@ -89,6 +90,7 @@ impl GroupMap {
         ranks: &[u32],
         strategy: Strategy,
     ) -> Result<(GroupMap, Report), GroupMapError> {
+        strategy.check()?;
         if let Some(&rank) = ranks.iter().find(|&&w| w >= world) {
             return Err(GroupMapError::WorldRankOutOfRange {
                 rank: u64::from(rank),
@@ -127,15 +129,33 @@ impl GroupMap {
     }
 
     /// The group of the world ranks the MPI range triples name, in that
-    /// order. A single range becomes a stride in O(1), never a list.
+    /// order. A single range becomes a stride in O(1), never a list; ranges
+    /// naming more ranks than the world holds are refused before listing.
     pub fn from_ranges(
         world: u32,
         ranges: &[RankRange],
         strategy: Strategy,
     ) -> Result<GroupMap, GroupMapError> {
+        strategy.check()?;
         let counted = ops::count_ranges(ranges, world, ops::world_rank_outside)?;
+        if let Some(rank) = ops::repeat_beyond(ranges, &counted, world) {
+            return Err(GroupMapError::DuplicateWorldRank { rank });
+        }
         if let ([range], [count]) = (ranges, counted.as_slice()) {
-            if !matches!(strategy, Strategy::Fixed { .. }) {
+            // `progression` makes a stride, sorted unless it falls.
+            let falling = range.stride < 0 && *count > 1;
+            let takes_progression = match strategy {
+                Strategy::Fixed { set, order } => {
+                    let progression_order = if falling {
+                        OrderKind::Blocks
+                    } else {
+                        OrderKind::Sorted
+                    };
+                    set == SetKind::Stride && order == progression_order
+                }
+                _ => true,
+            };
+            if takes_progression {
                 return Ok(GroupMap::progression(
                     world,
                     strategy,
@@ -235,7 +255,9 @@ impl GroupMap {
         self.set.iter()
     }
 
-    /// Whether group order is the increasing order of world ranks.
+    /// Whether the map stores no permutation, so that group order is the
+    /// increasing order of world ranks. Only a `Fixed` order representation
+    /// other than `Sorted` stores one that may be the identity (then false).
     pub fn is_sorted(&self) -> bool {
         matches!(self.order, OrderRepr::Sorted)
     }

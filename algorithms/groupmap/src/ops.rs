@@ -79,6 +79,18 @@ pub(crate) fn count_ranges(
         .collect()
 }
 
+/// The smallest rank the ranges name twice, where they name more than
+/// `bound` ranks in all (so some must repeat): found by arithmetic, because
+/// listing them could take gigabytes. `None` otherwise: a listing of at most
+/// `bound` ranks is then checked as usual.
+pub(crate) fn repeat_beyond(ranges: &[RankRange], counts: &[u32], bound: u32) -> Option<u32> {
+    let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    if total <= u64::from(bound) {
+        return None;
+    }
+    super::progression::smallest_repeat(ranges, counts)
+}
+
 /// The ranks the ranges name, in order.
 pub(crate) fn expand_ranges(ranges: &[RankRange], counts: &[u32]) -> Vec<u32> {
     let mut ranks = Vec::with_capacity(counts.iter().map(|&c| c as usize).sum());
@@ -256,6 +268,9 @@ impl GroupMap {
     /// MPI_Group_range_incl. One range of a stride group stays a stride in O(1).
     pub fn range_include(&self, ranges: &[RankRange]) -> Result<GroupMap, GroupMapError> {
         let counts = count_ranges(ranges, self.len(), group_rank_outside)?;
+        if let Some(rank) = repeat_beyond(ranges, &counts, self.len()) {
+            return Err(GroupMapError::DuplicateGroupRank { rank });
+        }
         if let (super::SetRepr::Stride(_), true, [range], [count]) =
             (&self.set, self.is_sorted(), ranges, counts.as_slice())
         {
@@ -267,11 +282,13 @@ impl GroupMap {
                 } else {
                     1
                 };
+                // One rank has no step (and stride * d might overflow).
+                let step = if *count > 1 { range.stride * d } else { 1 };
                 return Ok(GroupMap::progression(
                     self.world,
                     self.strategy,
                     first,
-                    range.stride * d,
+                    step,
                     *count,
                 ));
             }
@@ -282,6 +299,9 @@ impl GroupMap {
     /// MPI_Group_range_excl.
     pub fn range_exclude(&self, ranges: &[RankRange]) -> Result<GroupMap, GroupMapError> {
         let counts = count_ranges(ranges, self.len(), group_rank_outside)?;
+        if let Some(rank) = repeat_beyond(ranges, &counts, self.len()) {
+            return Err(GroupMapError::DuplicateGroupRank { rank });
+        }
         self.exclude(&expand_ranges(ranges, &counts))
     }
 }

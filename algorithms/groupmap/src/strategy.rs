@@ -47,6 +47,15 @@ impl Strategy {
         }
     }
 
+    /// `BadAlpha` for a hybrid whose alpha is outside `0..=1` (or NaN):
+    /// the enum's field is public, so every builder checks.
+    pub(crate) fn check(self) -> Result<(), GroupMapError> {
+        match self.alpha() {
+            Some(alpha) => Strategy::hybrid(alpha).map(drop),
+            None => Ok(()),
+        }
+    }
+
     fn alpha(self) -> Option<f64> {
         match self {
             Strategy::Hybrid { alpha } => Some(alpha),
@@ -110,6 +119,25 @@ const TIME_TIE: f64 = 1.1;
 /// world would take gigabytes).
 const BUILD_LIMIT: usize = 8;
 
+/// Even `Fixed` refuses a representation estimated at over this many bytes
+/// and over `BUILD_LIMIT` plain arrays: a bitmap or complement of two ranks
+/// of a 2^32 world would take gigabytes.
+const FIXED_FLOOR: usize = 64 << 20;
+
+/// What building `kind` over these members takes at most, where known: its
+/// heap, and the list of holes `Complement` makes (8 bytes a hole) before
+/// coding them.
+fn build_bytes(kind: SetKind, stats: &Stats) -> Option<usize> {
+    let heap = SetRepr::estimate_heap_bytes(kind, stats)?;
+    let holes = stats.span() - u64::from(stats.len);
+    let scratch = if kind == SetKind::Complement {
+        usize::try_from(holes.saturating_mul(8)).unwrap_or(usize::MAX)
+    } else {
+        0
+    };
+    Some(heap.saturating_add(scratch))
+}
+
 pub(crate) struct Choice {
     pub set: SetRepr,
     pub order: OrderRepr,
@@ -126,9 +154,6 @@ pub(crate) fn choose(
     let identity = order_stats.is_identity(pi);
     if let Strategy::Fixed { set, order } = strategy {
         return fixed(strategy, set, order, members, stats, pi, order_stats);
-    }
-    if let Some(alpha) = strategy.alpha() {
-        Strategy::hybrid(alpha)?;
     }
     if stats.stride.is_some() && identity {
         let set = SetRepr::build(SetKind::Stride, members, stats).expect("a stride fits");
@@ -167,7 +192,7 @@ pub(crate) fn choose(
             continue;
         }
         let estimate = SetRepr::estimate_heap_bytes(kind, stats);
-        if timed && estimate.is_some_and(|b| b > BUILD_LIMIT * array_bytes) {
+        if timed && build_bytes(kind, stats).is_some_and(|b| b > BUILD_LIMIT * array_bytes) {
             skipped.push(kind.name());
             continue;
         }
@@ -356,6 +381,15 @@ fn fixed(
     pi: &[u32],
     order_stats: &OrderStats,
 ) -> Result<Choice, GroupMapError> {
+    let array_bytes = 4 * stats.len as usize + 4096;
+    if build_bytes(set_kind, stats)
+        .is_some_and(|b| b > (BUILD_LIMIT * array_bytes).max(FIXED_FLOOR))
+    {
+        return Err(GroupMapError::NotApplicable {
+            representation: set_kind.name(),
+            why: "it would take over 64 MiB and 8 times a plain array for these members",
+        });
+    }
     let set = SetRepr::build(set_kind, members, stats).ok_or(GroupMapError::NotApplicable {
         representation: set_kind.name(),
         why: match set_kind {

@@ -20,16 +20,26 @@ pub struct EagerRank<'s> {
 
 impl<'s> EagerRank<'s> {
     /// Rank `rank` of `sim`, whose control window is `control`.
-    pub(super) fn new(rank: SimRank<'s>, control: SimWindow<'s>, ring_bytes: usize) -> Self {
+    pub(super) fn new(
+        rank: SimRank<'s>,
+        control: SimWindow<'s>,
+        ring_bytes: usize,
+        inbox_bytes: usize,
+    ) -> Self {
         EagerRank {
             rank,
-            messenger: Messenger::new(control, ring_bytes),
+            messenger: Messenger::new(control, ring_bytes).with_inbox_bytes(inbox_bytes),
         }
     }
 
     /// Peers this rank holds a connection with.
     pub fn connection_count(&self) -> usize {
         self.messenger.connection_count()
+    }
+
+    /// Bytes of unreceived messages this rank holds, over all peers.
+    pub fn inbox_bytes(&self) -> u64 {
+        self.messenger.inbox_bytes()
     }
 
     /// Serves peers (first contact, draining rings, credit), as a real
@@ -146,7 +156,12 @@ pub(super) fn ranks(sim: &Sim, ring_bytes: usize) -> Vec<EagerRank<'_>> {
         .map(|r| {
             let control = SimWindow::new(sim, r, CONTROL_WINDOW_BYTES)
                 .expect("an 8 KiB control window fits in memory");
-            EagerRank::new(SimRank::new(sim, r), control, ring_bytes)
+            EagerRank::new(
+                SimRank::new(sim, r),
+                control,
+                ring_bytes,
+                sim.eager_inbox_bytes,
+            )
         })
         .collect()
 }

@@ -230,6 +230,9 @@ pub struct Sim {
     running: Cell<Option<Rank>>,
     /// The id of rank 0's control window in eager mode (rank r's is this + r).
     control_base: Cell<u64>,
+    /// Per peer, the unreceived bytes an eager rank holds (see
+    /// `Messenger::with_inbox_bytes`).
+    eager_inbox_bytes: usize,
     jitter: RefCell<Option<Jitter>>,
     trace: Option<RefCell<Vec<TraceEvent>>>,
 }
@@ -260,6 +263,7 @@ impl Sim {
             observer: None,
             running: Cell::new(None),
             control_base: Cell::new(0),
+            eager_inbox_bytes: catena_fabric::eager::DEFAULT_INBOX_BYTES,
             jitter: RefCell::new(None),
             trace: None,
         }
@@ -269,6 +273,13 @@ impl Sim {
     /// transport contract's ordering (see [`Delays`]).
     pub fn with_delays(self, delays: impl Delays + 'static) -> Sim {
         *self.jitter.borrow_mut() = Some(Jitter::new(delays));
+        self
+    }
+
+    /// Eager ranks hold at most about `bytes` of unreceived messages per
+    /// peer before that peer's sends wait (see `Messenger::with_inbox_bytes`).
+    pub fn with_eager_inbox_bytes(mut self, bytes: usize) -> Sim {
+        self.eager_inbox_bytes = bytes;
         self
     }
 

@@ -4,12 +4,16 @@
 //! contract. Races that real processes hit only by timing happen here on
 //! purpose, the same way every run; small ones are explored exhaustively.
 
+mod intruder;
+
 use std::time::Duration;
 
 use catena_fabric::conformance::{self, Check, SUITE};
-use catena_fabric::eager::wire::SLOT_COUNT;
-use catena_fabric::{Error, Rank, Rma, Transport};
+use catena_fabric::eager::wire::{encode_header, slot_at, SLOT_COUNT, SLOT_FILLED, SLOT_FROM_AT};
+use catena_fabric::eager::wire::{REQUEST_BELL, RING_SIGNAL};
+use catena_fabric::{wait_until, ControlWindows, Error, Rank, Rma, Transport};
 use catena_sim::{Delays, EagerRank, Enumerated, LogGp, Report, Seeded, Sim};
+use intruder::Intruder;
 
 const MODEL: LogGp = LogGp {
     latency_ns: 1_000.0,
@@ -56,6 +60,31 @@ fn run_with(
         }
     }
     report
+}
+
+/// The conformance suite passes with an inbox bound of 0, where one
+/// message per peer is let in and the rest only for a receive that waits
+/// for its sender: no check relies on more buffering, no receive starves.
+#[test]
+fn the_suite_passes_with_an_inbox_bound_of_nothing() {
+    for ranks in [2, 3, 8] {
+        for seed in 0..2 {
+            let sim = Sim::new(ranks, MODEL)
+                .with_delays(Seeded::new(seed, MAX_DELAY_NS))
+                .with_eager_inbox_bytes(0);
+            let (results, _) = sim
+                .run_eager(RING, async |t| {
+                    for check in SUITE {
+                        conformance::run(t, check).await?;
+                    }
+                    Ok(())
+                })
+                .unwrap_or_else(|e| panic!("{ranks} ranks, seed {seed}: {e}"));
+            for (rank, r) in results.into_iter().enumerate() {
+                r.unwrap_or_else(|e: Error| panic!("{ranks} ranks, seed {seed}, rank {rank}: {e}"));
+            }
+        }
+    }
 }
 
 /// The conformance suite passes over eager messaging, whatever the disorder.
@@ -205,5 +234,260 @@ fn more_first_contacts_than_request_slots() {
             }
             Ok(())
         });
+    }
+}
+
+/// Lets virtual time pass on `t` while it serves its peers.
+async fn nap(t: &EagerRank<'_>, how_long: Duration) {
+    let until = t.deadline_in(how_long);
+    let napped = wait_until(t, until, "a nap", || Ok(None::<()>)).await;
+    assert!(matches!(napped, Err(Error::Timeout { .. })));
+}
+
+/// Rank 1 sends `hello` to rank 0 and expects `hello back`: the honest
+/// pair a hostile rank must not disturb.
+async fn honest_exchange(t: &EagerRank<'_>) -> catena_fabric::Result<()> {
+    match t.rank() {
+        0 => {
+            let got = t.recv(Some(1), 7, 1, deadline(t)).await?;
+            if got.data != b"hello" {
+                return Err(Error::Protocol(format!("rank 1 sent {:?}", got.data)));
+            }
+            t.send(1, 7, 1, b"hello back", deadline(t)).await
+        }
+        1 => {
+            t.send(0, 7, 1, b"hello", deadline(t)).await?;
+            let got = t.recv(Some(0), 7, 1, deadline(t)).await?;
+            if got.data != b"hello back" {
+                return Err(Error::Protocol(format!("rank 0 sent {:?}", got.data)));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn is_protocol<T: std::fmt::Debug>(r: &catena_fabric::Result<T>) -> bool {
+    matches!(r, Err(Error::Protocol(_)))
+}
+
+/// A peer announcing 300 TB in a ring and framing a 300 TB message (the
+/// reproducer once aborted the receiver on that allocation) breaks its own
+/// connection, both ways, with `Protocol`; messages it sent before still
+/// arrive, and the victim keeps talking to an honest rank.
+#[test]
+fn a_lying_ring_signal_breaks_only_that_connection() {
+    const HUGE: u64 = 300 << 40;
+    eager_run(3, 256, 0, async |t| match t.rank() {
+        0 => {
+            honest_exchange(t).await?;
+            let first = t.recv(Some(2), 7, 1, deadline(t)).await?;
+            assert_eq!(first.data, b"fine");
+            let short = t.deadline_in(Duration::from_millis(10));
+            let next = t.recv(Some(2), 7, 1, short).await;
+            assert!(is_protocol(&next), "{next:?}");
+            assert!(is_protocol(&t.send(2, 7, 1, b"x", short).await));
+            honest_exchange(t).await
+        }
+        1 => {
+            honest_exchange(t).await?;
+            honest_exchange(t).await
+        }
+        _ => {
+            let mut me = Intruder::connect(t, 0, 256, deadline(t)).await?;
+            let fine = Intruder::frame(7, 1, b"fine");
+            me.stream(&fine, fine.len() as u64)?;
+            let mut lie = encode_header(0, 7, 1);
+            lie[..8].copy_from_slice(&HUGE.to_le_bytes());
+            me.stream(&lie, HUGE)
+        }
+    });
+}
+
+/// A ring signal that runs backwards, or a header announcing more than a
+/// `usize`, are `Protocol` errors on that connection too.
+#[test]
+fn a_ring_signal_may_not_run_backwards_nor_frames_exceed_memory() {
+    for (announced, len) in [(u64::MAX - 15, 4), (16, u64::MAX)] {
+        eager_run(3, 256, 0, async |t| match t.rank() {
+            0 => {
+                let short = t.deadline_in(Duration::from_millis(10));
+                let got = t.recv(Some(2), 7, 1, short).await;
+                assert!(is_protocol(&got), "{got:?}");
+                honest_exchange(t).await
+            }
+            1 => honest_exchange(t).await,
+            _ => {
+                let mut me = Intruder::connect(t, 0, 256, deadline(t)).await?;
+                let mut header = encode_header(0, 7, 1);
+                header[..8].copy_from_slice(&len.to_le_bytes());
+                me.stream(&header, 16)?;
+                me.signal(RING_SIGNAL, announced)
+            }
+        });
+    }
+}
+
+/// Requests a hostile rank files in the victim's control window (corrupt,
+/// or naming another rank with a window of that rank it knows) change no
+/// connection: the named rank then connects and talks as usual.
+#[test]
+fn forged_connection_requests_change_nothing() {
+    eager_run(3, 256, 0, async |t| match t.rank() {
+        0 => {
+            honest_exchange(t).await?;
+            assert_eq!(t.connection_count(), 1);
+            Ok(())
+        }
+        1 => {
+            nap(t, Duration::from_millis(1)).await;
+            honest_exchange(t).await
+        }
+        _ => {
+            let control = t.control_key(0)?;
+            let forgeries: [(u64, Vec<u8>); 4] = [
+                (u64::MAX, t.control_key(1)?.as_bytes().to_vec()),
+                (1, t.control_key(1)?.as_bytes().to_vec()),
+                (0, control.as_bytes().to_vec()),
+                (1, vec![0xff; 300]),
+            ];
+            for (slot, (from, key)) in forgeries.into_iter().enumerate() {
+                let at = slot_at(slot);
+                let mut body = from.to_le_bytes().to_vec();
+                body.extend_from_slice(&(key.len() as u64).to_le_bytes());
+                body.extend_from_slice(&key[..key.len().min(200)]);
+                let filled = catena_fabric::Signal {
+                    offset: at,
+                    add: SLOT_FILLED,
+                };
+                t.put_signal(0, &control, at + SLOT_FROM_AT, &body, filled)?;
+                let bell = catena_fabric::Signal {
+                    offset: REQUEST_BELL,
+                    add: 1,
+                };
+                t.put_signal(0, &control, REQUEST_BELL, &[], bell)?;
+            }
+            Ok(())
+        }
+    });
+}
+
+/// Three senders flood a rank that does not receive: it holds at most its
+/// inbox bound per sender while their sends wait for credit, then a
+/// receive for a message behind the bound gets it at once, and every
+/// message arrives in order.
+#[test]
+fn the_inbox_bound_holds_back_senders_without_losing_messages() {
+    const BOUND: usize = 4096;
+    const SIZE: usize = 1000;
+    const COUNT: usize = 30;
+    for seed in 0..4 {
+        let sim = Sim::new(4, MODEL)
+            .with_delays(Seeded::new(seed, MAX_DELAY_NS))
+            .with_eager_inbox_bytes(BOUND);
+        let (results, _) = sim
+            .run_eager(1024, async |t| {
+                let me = t.rank();
+                if me != 0 {
+                    for i in 0..COUNT {
+                        let tag = if i == COUNT - 1 { 2 } else { 1 };
+                        let data = conformance::pattern(me, i, SIZE);
+                        t.send(0, 3, tag, &data, deadline(t)).await?;
+                    }
+                    return Ok(());
+                }
+                // Far longer than the whole flood would take unbounded.
+                for _ in 0..10 {
+                    nap(t, Duration::from_millis(1)).await;
+                    let held = t.inbox_bytes() as usize;
+                    let most = 3 * (BOUND + 16 + SIZE);
+                    if held == 0 || held > most {
+                        return Err(Error::Protocol(format!("{held} bytes held, bound {most}")));
+                    }
+                }
+                let last = t.recv(Some(3), 3, 2, deadline(t)).await?;
+                assert_eq!(last.data, conformance::pattern(3, COUNT - 1, SIZE));
+                for from in 1..4 {
+                    let count = if from == 3 { COUNT - 1 } else { COUNT };
+                    for i in 0..count {
+                        let tag = if i == COUNT - 1 { 2 } else { 1 };
+                        let got = t.recv(Some(from), 3, tag, deadline(t)).await?;
+                        if got.data != conformance::pattern(from, i, SIZE) {
+                            return Err(Error::Protocol(format!("message {i} of {from} wrong")));
+                        }
+                    }
+                }
+                assert_eq!(t.inbox_bytes(), 0);
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        for (rank, r) in results.into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("seed {seed}, rank {rank}: {e}"));
+        }
+    }
+}
+
+/// A receive that takes held messages makes room at once: the sender held
+/// back by the bound goes on even though the receiver now waits on someone
+/// else (whom that sender must reach first).
+#[test]
+fn receiving_makes_room_for_a_held_back_sender_at_once() {
+    const BOUND: usize = 4096;
+    const SIZE: usize = 1000;
+    // Five fill the bound (the fifth starts below it), two more wait.
+    const COUNT: usize = 7;
+    let sim = Sim::new(3, MODEL).with_eager_inbox_bytes(BOUND);
+    let (results, _) = sim
+        .run_eager(1024, async |t| match t.rank() {
+            0 => {
+                nap(t, Duration::from_millis(1)).await;
+                for i in 0..2 {
+                    let got = t.recv(Some(1), 3, 1, deadline(t)).await?;
+                    assert_eq!(got.data, conformance::pattern(1, i, SIZE));
+                }
+                let short = t.deadline_in(Duration::from_millis(100));
+                t.recv(Some(2), 3, 2, short).await?;
+                for i in 2..COUNT {
+                    let got = t.recv(Some(1), 3, 1, deadline(t)).await?;
+                    assert_eq!(got.data, conformance::pattern(1, i, SIZE));
+                }
+                Ok(())
+            }
+            1 => {
+                for i in 0..COUNT {
+                    let data = conformance::pattern(1, i, SIZE);
+                    t.send(0, 3, 1, &data, deadline(t)).await?;
+                }
+                t.send(2, 3, 2, b"go", deadline(t)).await
+            }
+            _ => {
+                t.recv(Some(1), 3, 2, deadline(t)).await?;
+                t.send(0, 3, 2, b"went", deadline(t)).await
+            }
+        })
+        .unwrap();
+    for (rank, r) in results.into_iter().enumerate() {
+        r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+}
+
+/// Under any bound, 0 included, one unreceived message per peer gets in:
+/// two ranks that each send a message of four rings before receiving the
+/// other's (an exchange, as ring collectives do) both finish.
+#[test]
+fn an_exchange_of_big_messages_passes_an_inbox_bound_of_nothing() {
+    let sim = Sim::new(2, MODEL).with_eager_inbox_bytes(0);
+    let (results, _) = sim
+        .run_eager(1024, async |t| {
+            let peer = 1 - t.rank();
+            let mine = conformance::pattern(t.rank(), 0, 4096);
+            t.send(peer, 3, 1, &mine, deadline(t)).await?;
+            let got = t.recv(Some(peer), 3, 1, deadline(t)).await?;
+            assert_eq!(got.data, conformance::pattern(peer, 0, 4096));
+            Ok(())
+        })
+        .unwrap();
+    for (rank, r) in results.into_iter().enumerate() {
+        r.unwrap_or_else(|e: Error| panic!("rank {rank}: {e}"));
     }
 }

@@ -69,20 +69,25 @@ pub fn encode_header(len: usize, context: u32, tag: u32) -> [u8; FRAME_HEADER_BY
     h
 }
 
-/// (payload length, context, tag).
-pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> (usize, u32, u32) {
-    let len = u64::from_le_bytes(h[0..8].try_into().unwrap()) as usize;
+/// (payload length, context, tag). The length is the peer's word, kept as
+/// sent: it may not fit in memory, or even in a `usize`.
+pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> (u64, u32, u32) {
+    let len = u64::from_le_bytes(h[0..8].try_into().unwrap());
     let context = u32::from_le_bytes(h[8..12].try_into().unwrap());
     let tag = u32::from_le_bytes(h[12..16].try_into().unwrap());
     (len, context, tag)
 }
 
 /// Splits `len` bytes at stream position `pos` of a ring into at most two
-/// (ring offset, length) pieces, wrapping at the end.
-pub fn ring_pieces(pos: u64, len: usize, ring_bytes: usize) -> [(usize, usize); 2] {
+/// (ring offset, length) pieces, wrapping at the end; `None` if they do not
+/// fit in the ring.
+pub fn ring_pieces(pos: u64, len: usize, ring_bytes: usize) -> Option<[(usize, usize); 2]> {
+    if len > ring_bytes || ring_bytes == 0 {
+        return None;
+    }
     let start = (pos % ring_bytes as u64) as usize;
     let first = len.min(ring_bytes - start);
-    [(start, first), (0, len - first)]
+    Some([(start, first), (0, len - first)])
 }
 
 #[cfg(test)]
@@ -97,8 +102,17 @@ mod tests {
 
     #[test]
     fn ring_pieces_wrap_at_the_end() {
-        assert_eq!(ring_pieces(10, 5, 16), [(10, 5), (0, 0)]);
-        assert_eq!(ring_pieces(14, 5, 16), [(14, 2), (0, 3)]);
-        assert_eq!(ring_pieces(32, 16, 16), [(0, 16), (0, 0)]);
+        assert_eq!(ring_pieces(10, 5, 16), Some([(10, 5), (0, 0)]));
+        assert_eq!(ring_pieces(14, 5, 16), Some([(14, 2), (0, 3)]));
+        assert_eq!(ring_pieces(32, 16, 16), Some([(0, 16), (0, 0)]));
+        assert_eq!(ring_pieces(u64::MAX, 16, 16), Some([(15, 1), (0, 15)]));
+    }
+
+    #[test]
+    fn pieces_that_do_not_fit_the_ring_are_refused() {
+        assert_eq!(ring_pieces(0, 0, 0), None);
+        assert_eq!(ring_pieces(7, 1, 0), None);
+        assert_eq!(ring_pieces(3, 17, 16), None);
+        assert_eq!(ring_pieces(3, usize::MAX, 16), None);
     }
 }

@@ -19,7 +19,7 @@ use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
 
 use crate::bootstrap::Bootstrap;
 use crate::config;
-use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_RING_BYTES};
+use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_INBOX_BYTES, DEFAULT_RING_BYTES};
 use crate::job::Job;
 use crate::{
     finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, Provider, Rank,
@@ -63,10 +63,11 @@ impl ShmTransport {
         let control = ShmWindow::create(job.rank(), 0, CONTROL_WINDOW_BYTES, &job.key_secret())?;
         job.exchange_addresses(control.key().as_bytes())?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
+        let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         Ok(ShmTransport {
             job,
-            messenger: Messenger::new(control, ring_bytes),
+            messenger: Messenger::new(control, ring_bytes).with_inbox_bytes(inbox_bytes),
             next_window: Cell::new(1),
             mapped: RefCell::new(FxHashMap::default()),
             spin,
