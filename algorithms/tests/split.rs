@@ -4,17 +4,19 @@
 //! every process instead of hanging.
 
 mod common;
+mod split_reference;
 
 use std::cmp::Ordering;
 use std::time::Duration;
 
-use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key, Split};
+use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key};
 use catena_fabric::Transport;
 use catena_sim::{LogGp, Sim, SimRank};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::{Deserialize, Serialize};
+use split_reference::{observed, reference, Expected};
 
 /// A user struct key, ordered by a comparator (here: reversed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,76 +110,6 @@ fn case(n: usize) -> impl Strategy<Value = Case> {
         keys,
         reversed_parent,
     })
-}
-
-/// What one process should get, as the sequential reference computes it.
-#[derive(Debug, PartialEq, Eq)]
-enum Expected {
-    Member {
-        rank: u32,
-        size: u32,
-        left: Option<u32>,
-        right: Option<u32>,
-        id: u32,
-        count: u32,
-    },
-    NotMember {
-        count: u32,
-    },
-}
-
-/// The reference split over parent ranks 0..n; `world[p]` is the address of
-/// parent rank p. Colors compare by equality; keys by `cmp`, then parent rank.
-fn reference<C: PartialEq, K>(
-    colors: &[Option<C>],
-    keys: Option<&[K]>,
-    cmp: impl Fn(&K, &K) -> Ordering,
-    world: &[u32],
-) -> Vec<Expected> {
-    let n = colors.len();
-    // Groups in order of their lowest parent rank.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for p in 0..n {
-        let Some(c) = &colors[p] else { continue };
-        match groups.iter_mut().find(|g| colors[g[0]].as_ref() == Some(c)) {
-            Some(g) => g.push(p),
-            None => groups.push(vec![p]),
-        }
-    }
-    for g in &mut groups {
-        if let Some(keys) = keys {
-            g.sort_by(|&a, &b| cmp(&keys[a], &keys[b]).then(a.cmp(&b)));
-        }
-    }
-    let count = groups.len() as u32;
-    let mut out: Vec<Expected> = (0..n).map(|_| Expected::NotMember { count }).collect();
-    for (id, g) in groups.iter().enumerate() {
-        for (rank, &p) in g.iter().enumerate() {
-            out[p] = Expected::Member {
-                rank: rank as u32,
-                size: g.len() as u32,
-                left: rank.checked_sub(1).map(|l| world[g[l]]),
-                right: g.get(rank + 1).map(|&r| world[r]),
-                id: id as u32,
-                count,
-            };
-        }
-    }
-    out
-}
-
-fn observed(split: &Split) -> Expected {
-    match split {
-        Split::Member(g) => Expected::Member {
-            rank: g.chain.rank(),
-            size: g.chain.size(),
-            left: g.chain.left(),
-            right: g.chain.right(),
-            id: g.id,
-            count: g.count,
-        },
-        Split::NotMember { groups } => Expected::NotMember { count: *groups },
-    }
 }
 
 fn to_color<C: Clone>(c: &Option<C>) -> Color<C> {
