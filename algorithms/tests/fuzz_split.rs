@@ -31,7 +31,10 @@ enum Comparator {
     /// Rock, paper, scissors on the key modulo 3: not transitive.
     Intransitive,
     /// Natural, but panics on this rank from this call on.
-    Panics { rank: u32, after: u32 },
+    Panics {
+        rank: u32,
+        after: u32,
+    },
 }
 
 impl Comparator {
@@ -64,10 +67,13 @@ fn case() -> impl Strategy<Value = Case> {
         1 => Just(Comparator::AlwaysLess),
         1 => Just(Comparator::PerRank),
         1 => Just(Comparator::Intransitive),
-        2 => (0u32..12, 0u32..6).prop_map(|(rank, after)| Comparator::Panics { rank, after }),
+        2 => (0u32..24, 0u32..6).prop_map(|(rank, after)| Comparator::Panics { rank, after }),
     ];
-    (1usize..=12, 1u16..=4, prop::sample::select(algorithms()), comparator)
-        .prop_flat_map(|(n, palette, algorithm, comparator)| {
+    // Mostly small; sometimes past 20 members, where the standard sort
+    // checks the comparator.
+    let n = prop_oneof![4 => 1usize..=12, 1 => 13usize..=24];
+    (n, 1u16..=4, prop::sample::select(algorithms()), comparator).prop_flat_map(
+        |(n, palette, algorithm, comparator)| {
             let color = prop_oneof![1 => Just(None), 5 => (0..palette).prop_map(Some)];
             let keys = prop::option::weighted(0.8, prop::collection::vec(-3i8..3, n));
             (prop::collection::vec(color, n), keys).prop_map(move |(colors, keys)| Case {
@@ -76,8 +82,11 @@ fn case() -> impl Strategy<Value = Case> {
                 keys,
                 comparator,
             })
-        })
+        },
+    )
 }
+
+const COMPARATOR_PANIC: &str = "a comparator that panics";
 
 /// A splitmix64 step: the hostile comparator's answers.
 fn next(state: &Cell<u64>) -> u64 {
@@ -108,8 +117,9 @@ async fn run_rank(t: &SimRank<'_>, case: &Case) -> catena_algorithms::Result<Spl
         match case.comparator {
             Comparator::Natural => a.cmp(b),
             Comparator::Reversed => b.cmp(a),
-            Comparator::Random(_) => [Ordering::Less, Ordering::Equal, Ordering::Greater]
-                [(next(&state) % 3) as usize],
+            Comparator::Random(_) => {
+                [Ordering::Less, Ordering::Equal, Ordering::Greater][(next(&state) % 3) as usize]
+            }
             Comparator::AlwaysLess => Ordering::Less,
             Comparator::PerRank if t.rank() % 2 == 0 => a.cmp(b),
             Comparator::PerRank => b.cmp(a),
@@ -119,10 +129,9 @@ async fn run_rank(t: &SimRank<'_>, case: &Case) -> catena_algorithms::Result<Spl
                 _ => Ordering::Greater,
             },
             Comparator::Panics { rank, after } => {
-                assert!(
-                    t.rank() != rank || calls.get() <= after,
-                    "a comparator that panics"
-                );
+                if t.rank() == rank && calls.get() > after {
+                    std::panic::panic_any(COMPARATOR_PANIC);
+                }
                 a.cmp(b)
             }
         }
@@ -164,8 +173,16 @@ fn check(case: Case) -> Result<(), TestCaseError> {
         }
         return Ok(());
     }
-    // Hostile: errors are fine (the rank returned); placements everywhere
-    // must be a valid split, in any order within groups.
+    // Hostile: errors are fine, but found, not waited for: one rank's fault
+    // reaches the others before their deadline. Placements everywhere must
+    // be a valid split, in any order within groups.
+    for (p, r) in results.iter().enumerate() {
+        let timed_out = matches!(
+            r,
+            Err(Error::Transport(catena_fabric::Error::Timeout { .. }))
+        );
+        prop_assert!(!timed_out, "rank {} waited for the deadline: {:?}", p, r);
+    }
     let got: Option<Vec<Expected>> = results
         .iter()
         .map(|r| r.as_ref().ok().map(observed))
@@ -176,7 +193,18 @@ fn check(case: Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The comparators' own panics are expected: they are not printed.
+fn quiet_comparator_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&COMPARATOR_PANIC) {
+            default(info);
+        }
+    }));
+}
+
 #[test]
 fn fuzz_split_on_the_simulator() {
+    quiet_comparator_panics();
     catena_fuzz::fuzz("split", case(), check);
 }

@@ -93,8 +93,8 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
         }
         if iteration == MAX_ITERATIONS {
             // Colors that collide under every hash: sort them apart.
-            let slot = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
-            return sorted::place(t, &chain, slot, true, deadline).await;
+            let (slot, faults) = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
+            return sorted::place(t, &chain, slot, true, faults, true, deadline).await;
         }
         previous_size = chain.size();
         let mine = bin(&item.color, iteration);
@@ -107,8 +107,8 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
         if serial_below.is_some_and(|below| chain.size() < below) {
             return allgather_group::place(t, &chain, Some(item), order, deadline).await;
         }
-        let slot = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
-        return sorted::place(t, &chain, slot, true, deadline).await;
+        let (slot, faults) = bitonic::sort(t, &chain, Some(item), order, deadline).await?;
+        return sorted::place(t, &chain, slot, true, faults, true, deadline).await;
     }
     Ok(Some(Placement {
         rank: chain.rank(),
