@@ -10,13 +10,13 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key};
-use catena_fabric::Transport;
+use catena_fabric::{Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::{Deserialize, Serialize};
-use split_reference::{observed, reference, Expected};
+use split_reference::{check_partition, observed, reference, Expected};
 
 /// A user struct key, ordered by a comparator (here: reversed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -439,6 +439,86 @@ fn sim_split_1_to_33() {
             .expect("every rank finishes");
         for (rank, r) in results.into_iter().enumerate() {
             r.unwrap_or_else(|e| panic!("rank {rank} of {n} on the simulator: {e}"));
+        }
+    }
+}
+
+/// Comparators that are not a total order, or panic (issue 16, item 4).
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    AlwaysLess,
+    /// Natural on even ranks, reversed on odd: each rank is consistent,
+    /// the ranks disagree.
+    PerRank,
+    /// Rock, paper, scissors on the key modulo 3.
+    Intransitive,
+    /// Panics on rank 5 only.
+    PanicsOnOneRank,
+}
+
+/// On 16 ranks, every algorithm under every hostile comparator ends with a
+/// placement on every rank that forms a valid split, or with `UserCode` on
+/// every rank; none waits for the deadline, and no rank panics.
+#[test]
+fn sim_hostile_comparators_fail_every_rank_alike() {
+    let n = 16;
+    // Two groups, keys with ties.
+    let colors: Vec<Option<i64>> = (0..n).map(|p| Some(p % 2)).collect();
+    let world: Vec<u32> = (0..n as u32).collect();
+    for hostile in [
+        Hostile::AlwaysLess,
+        Hostile::PerRank,
+        Hostile::Intransitive,
+        Hostile::PanicsOnOneRank,
+    ] {
+        for algorithm in TESTED.into_iter().filter(|&a| a != Algorithm::Radix) {
+            let sim = Sim::new(n as u32, LogGp::default());
+            let (results, report) = sim
+                .run(async |t: &SimRank<'_>| {
+                    let rank = t.rank();
+                    let order = |a: &i64, b: &i64| match hostile {
+                        Hostile::AlwaysLess => Ordering::Less,
+                        Hostile::PerRank if rank % 2 == 0 => a.cmp(b),
+                        Hostile::PerRank => b.cmp(a),
+                        Hostile::Intransitive => match (b - a).rem_euclid(3) {
+                            0 => Ordering::Equal,
+                            1 => Ordering::Less,
+                            _ => Ordering::Greater,
+                        },
+                        Hostile::PanicsOnOneRank => {
+                            assert!(rank != 5, "a comparator that panics");
+                            a.cmp(b)
+                        }
+                    };
+                    let parent = Chain::world(t, 6000);
+                    let key = Key::Is(i64::from(rank % 5));
+                    let color = Color::Is(colors[rank as usize].unwrap());
+                    let deadline = t.deadline_in(Duration::from_secs(5));
+                    split_by(t, &parent, color, key, order, algorithm, deadline).await
+                })
+                .expect("every rank finishes");
+            let what = format!("{algorithm} with {hostile:?}");
+            assert!(
+                report.completion < Duration::from_secs(1),
+                "{what} took {:?} of virtual time",
+                report.completion
+            );
+            let got: Option<Vec<Expected>> = results
+                .iter()
+                .map(|r| r.as_ref().ok().map(observed))
+                .collect();
+            match got {
+                Some(got) => check_partition(&colors, &got, &world)
+                    .unwrap_or_else(|e| panic!("{what}: an invalid split: {e}")),
+                None => {
+                    for (rank, r) in results.iter().enumerate() {
+                        assert!(
+                            matches!(r, Err(Error::UserCode { .. })),
+                            "{what}: rank {rank} got {r:?} where another failed"
+                        );
+                    }
+                }
+            }
         }
     }
 }
