@@ -137,3 +137,31 @@ pub(crate) fn merge_runs<K>(
         None => (Vec::new(), Fault::PANICKED),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn the_standard_sorts_total_order_panic_becomes_user_code() {
+        let mut items: Vec<Item<u32>> = (0..64u32)
+            .map(|i| Item::new(vec![1], Some(i * 7 % 64), i, i))
+            .collect();
+        // An answer per pair, unrelated to the reverse pair's.
+        let order = |a: &u32, b: &u32| match (a.wrapping_mul(31) ^ b).count_ones() % 3 {
+            0 => Ordering::Equal,
+            1 => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        let got = sort_items(&mut items, &order);
+        assert!(
+            matches!(&got, Err(Error::UserCode { message, .. }) if message.contains("total order")),
+            "{got:?}"
+        );
+        // No item lost or duplicated.
+        let mut ranks: Vec<u32> = items.iter().map(|i| i.parent_rank).collect();
+        ranks.sort_unstable();
+        assert_eq!(ranks, (0..64).collect::<Vec<_>>());
+    }
+}
