@@ -20,6 +20,6 @@ pub(crate) fn digest(bytes: &[u8]) -> u64 {
     bytes.chunks(8).fold(bytes.len() as u64, |h, chunk| {
         let mut word = [0u8; 8];
         word[..chunk.len()].copy_from_slice(chunk);
-        mix(h, u64::from_le_bytes(word), 0x636f_6c6f_72)
+        mix(h, u64::from_le_bytes(word), 0x0063_6f6c_6f72)
     })
 }

@@ -48,7 +48,7 @@ fn after(a: &Run, b: &Run) -> Run {
 
 /// An owner's fingerprint in the balance.
 fn fingerprint(address: Rank) -> u64 {
-    mix(u64::from(address), 0x6f77_6e65_72, 0)
+    mix(u64::from(address), 0x006f_776e_6572, 0)
 }
 
 /// What the pair (left neighbour's slot, this slot) says about the sort:
