@@ -523,6 +523,46 @@ fn sim_hostile_comparators_fail_every_rank_alike() {
     }
 }
 
+/// Bytes all ranks sent for a split of `n` simulated ranks into `n / 2`
+/// groups of `color_bytes`-byte colors (issue 16, item 6).
+fn bytes_sent(algorithm: Algorithm, n: u32, color_bytes: usize) -> u64 {
+    let sim = Sim::new(n, LogGp::default());
+    let (results, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            let mut color = vec![0u8; color_bytes];
+            color[0] = (t.rank() % (n / 2)) as u8;
+            let parent = Chain::world(t, 6100);
+            let deadline = t.deadline_in(Duration::from_secs(60));
+            split(
+                t,
+                &parent,
+                Color::Is(color),
+                Key::<i64>::ParentOrder,
+                algorithm,
+                deadline,
+            )
+            .await
+        })
+        .expect("every rank finishes");
+    for r in results {
+        r.expect("the split succeeds");
+    }
+    report.bytes
+}
+
+/// Cheng's selection rounds carry no colors: its traffic grows with colors
+/// no faster than Bitonic's, which moves each item once per round.
+#[test]
+fn sim_cheng_traffic_grows_with_colors_no_faster_than_bitonic() {
+    let (n, small, large) = (65, 8, 4096);
+    let growth = |a| bytes_sent(a, n, large) - bytes_sent(a, n, small);
+    let (cheng, bitonic) = (growth(Algorithm::Cheng(2)), growth(Algorithm::Bitonic));
+    assert!(
+        cheng <= bitonic,
+        "from {small}- to {large}-byte colors, Cheng2 sent {cheng} more bytes, Bitonic {bitonic}"
+    );
+}
+
 #[cfg(feature = "ofi")]
 split_cases! {
     ofi_shm_split_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")], every_algorithm_matches_the_reference;
