@@ -4,6 +4,8 @@
 //! parallel selection finds the P-1 cuts that give each leader exactly its
 //! block's share, then one exchange and a merge), and each leader scatters
 //! its share back over its block. Leaders hold O(M + P); the others O(1).
+//! Selection rounds carry pivots as (color digest, key, parent rank), so
+//! their messages do not grow with colors.
 
 use std::cmp::Ordering;
 
@@ -81,12 +83,12 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
                 order,
                 &mut faults,
                 deadline,
-            );
-            let share = share.await;
+            )
+            .await?;
             // A fault travels to the block in place of the items.
             let fault = faults.flags();
             let mut slots: Vec<(Option<Item<K>>, Fault)> =
-                share?.into_iter().map(|i| (Some(i), fault)).collect();
+                share.into_iter().map(|i| (Some(i), fault)).collect();
             slots.resize(block_size as usize, (None, fault));
             Some(slots)
         }
