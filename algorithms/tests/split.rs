@@ -321,32 +321,70 @@ fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
                 "{algorithm}: mixed color types gave {got:?}"
             );
         }
-        // A comparator that panics on the last rank: it gets the panic as an
-        // error, the others an error or a timeout, nobody hangs.
-        let parent = world(5001);
-        let cmp = |a: &i64, b: &i64| {
-            assert!(t.rank() != last, "a comparator that panics");
-            a.cmp(b)
-        };
-        let got = split_by(
-            t,
-            &parent,
-            Color::Is(0i64),
-            Key::Is(-(t.rank() as i64)),
-            cmp,
+        // A comparator that panics on the last rank: where it runs, every
+        // rank gets UserCode (learnt, not waited for); where only others
+        // compare (GatherScatter's root), every rank succeeds.
+        for (i, algorithm) in [
             Algorithm::AllgatherGroup,
-            short(),
-        )
-        .await;
-        if t.rank() == last && t.size() > 1 {
+            Algorithm::GatherScatter,
+            Algorithm::Cheng(2),
+            Algorithm::Bitonic,
+            Algorithm::Hash,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let parent = world(5010 + i as u32);
+            let cmp = |a: &i64, b: &i64| {
+                assert!(t.rank() != last, "a comparator that panics");
+                a.cmp(b)
+            };
+            let got = split_by(
+                t,
+                &parent,
+                Color::Is(0i64),
+                Key::Is(-(t.rank() as i64)),
+                cmp,
+                algorithm,
+                short(),
+            )
+            .await;
             assert!(
-                matches!(got, Err(Error::UserCode { .. })),
-                "panicking comparator gave {got:?}"
+                matches!(got, Ok(_) | Err(Error::UserCode { .. })),
+                "rank {}, {algorithm}: a comparator that panics on rank {last} gave {got:?}",
+                t.rank()
             );
-        } else if t.size() > 1 {
+            let ok = u8::from(got.is_ok());
+            let agreed = catena_algorithms::allreduce(
+                t,
+                &world(5030 + i as u32),
+                (ok, ok),
+                |a, b| (a.0.min(b.0), a.1.max(b.1)),
+                short(),
+            )
+            .await?;
             assert!(
-                got.is_err(),
-                "rank {} finished a split whose comparator panicked elsewhere",
+                agreed.0 == agreed.1,
+                "{algorithm}: some ranks failed, some not"
+            );
+            // Answers that differ across processes: placements that agree, or
+            // UserCode everywhere.
+            let parent = world(5020 + i as u32);
+            let odd = t.rank() % 2 == 1;
+            let cmp = |a: &i64, b: &i64| if odd { b.cmp(a) } else { a.cmp(b) };
+            let got = split_by(
+                t,
+                &parent,
+                Color::Is(0i64),
+                Key::Is(t.rank() as i64 / 2),
+                cmp,
+                algorithm,
+                short(),
+            )
+            .await;
+            assert!(
+                matches!(got, Ok(_) | Err(Error::UserCode { .. })),
+                "rank {}, {algorithm}: a comparator that differs across ranks gave {got:?}",
                 t.rank()
             );
         }
