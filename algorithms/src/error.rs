@@ -19,7 +19,10 @@ pub enum Error {
         /// Which argument differed, in words.
         what: String,
     },
-    /// A user operation or comparator panicked; its message.
+    /// A user operation or comparator panicked (on this process, or in a
+    /// split on another one), or a split's comparator proved not to be a
+    /// total order (it answers inconsistently, or differently on different
+    /// processes); what happened.
     #[error("user code panicked in {what}: {message}")]
     UserCode {
         /// Which user code panicked (e.g. the reduce operation).

@@ -4,17 +4,19 @@
 //! every process instead of hanging.
 
 mod common;
+mod split_reference;
 
 use std::cmp::Ordering;
 use std::time::Duration;
 
-use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key, Split};
-use catena_fabric::Transport;
+use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key};
+use catena_fabric::{Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::{Deserialize, Serialize};
+use split_reference::{check_partition, observed, reference, Expected};
 
 /// A user struct key, ordered by a comparator (here: reversed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,76 +110,6 @@ fn case(n: usize) -> impl Strategy<Value = Case> {
         keys,
         reversed_parent,
     })
-}
-
-/// What one process should get, as the sequential reference computes it.
-#[derive(Debug, PartialEq, Eq)]
-enum Expected {
-    Member {
-        rank: u32,
-        size: u32,
-        left: Option<u32>,
-        right: Option<u32>,
-        id: u32,
-        count: u32,
-    },
-    NotMember {
-        count: u32,
-    },
-}
-
-/// The reference split over parent ranks 0..n; `world[p]` is the address of
-/// parent rank p. Colors compare by equality; keys by `cmp`, then parent rank.
-fn reference<C: PartialEq, K>(
-    colors: &[Option<C>],
-    keys: Option<&[K]>,
-    cmp: impl Fn(&K, &K) -> Ordering,
-    world: &[u32],
-) -> Vec<Expected> {
-    let n = colors.len();
-    // Groups in order of their lowest parent rank.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for p in 0..n {
-        let Some(c) = &colors[p] else { continue };
-        match groups.iter_mut().find(|g| colors[g[0]].as_ref() == Some(c)) {
-            Some(g) => g.push(p),
-            None => groups.push(vec![p]),
-        }
-    }
-    for g in &mut groups {
-        if let Some(keys) = keys {
-            g.sort_by(|&a, &b| cmp(&keys[a], &keys[b]).then(a.cmp(&b)));
-        }
-    }
-    let count = groups.len() as u32;
-    let mut out: Vec<Expected> = (0..n).map(|_| Expected::NotMember { count }).collect();
-    for (id, g) in groups.iter().enumerate() {
-        for (rank, &p) in g.iter().enumerate() {
-            out[p] = Expected::Member {
-                rank: rank as u32,
-                size: g.len() as u32,
-                left: rank.checked_sub(1).map(|l| world[g[l]]),
-                right: g.get(rank + 1).map(|&r| world[r]),
-                id: id as u32,
-                count,
-            };
-        }
-    }
-    out
-}
-
-fn observed(split: &Split) -> Expected {
-    match split {
-        Split::Member(g) => Expected::Member {
-            rank: g.chain.rank(),
-            size: g.chain.size(),
-            left: g.chain.left(),
-            right: g.chain.right(),
-            id: g.id,
-            count: g.count,
-        },
-        Split::NotMember { groups } => Expected::NotMember { count: *groups },
-    }
 }
 
 fn to_color<C: Clone>(c: &Option<C>) -> Color<C> {
@@ -389,32 +321,70 @@ fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
                 "{algorithm}: mixed color types gave {got:?}"
             );
         }
-        // A comparator that panics on the last rank: it gets the panic as an
-        // error, the others an error or a timeout, nobody hangs.
-        let parent = world(5001);
-        let cmp = |a: &i64, b: &i64| {
-            assert!(t.rank() != last, "a comparator that panics");
-            a.cmp(b)
-        };
-        let got = split_by(
-            t,
-            &parent,
-            Color::Is(0i64),
-            Key::Is(-(t.rank() as i64)),
-            cmp,
+        // A comparator that panics on the last rank: where it runs, every
+        // rank gets UserCode (learnt, not waited for); where only others
+        // compare (GatherScatter's root), every rank succeeds.
+        for (i, algorithm) in [
             Algorithm::AllgatherGroup,
-            short(),
-        )
-        .await;
-        if t.rank() == last && t.size() > 1 {
+            Algorithm::GatherScatter,
+            Algorithm::Cheng(2),
+            Algorithm::Bitonic,
+            Algorithm::Hash,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let parent = world(5010 + i as u32);
+            let cmp = |a: &i64, b: &i64| {
+                assert!(t.rank() != last, "a comparator that panics");
+                a.cmp(b)
+            };
+            let got = split_by(
+                t,
+                &parent,
+                Color::Is(0i64),
+                Key::Is(-(t.rank() as i64)),
+                cmp,
+                algorithm,
+                short(),
+            )
+            .await;
             assert!(
-                matches!(got, Err(Error::UserCode { .. })),
-                "panicking comparator gave {got:?}"
+                matches!(got, Ok(_) | Err(Error::UserCode { .. })),
+                "rank {}, {algorithm}: a comparator that panics on rank {last} gave {got:?}",
+                t.rank()
             );
-        } else if t.size() > 1 {
+            let ok = u8::from(got.is_ok());
+            let agreed = catena_algorithms::allreduce(
+                t,
+                &world(5030 + i as u32),
+                (ok, ok),
+                |a, b| (a.0.min(b.0), a.1.max(b.1)),
+                short(),
+            )
+            .await?;
             assert!(
-                got.is_err(),
-                "rank {} finished a split whose comparator panicked elsewhere",
+                agreed.0 == agreed.1,
+                "{algorithm}: some ranks failed, some not"
+            );
+            // Answers that differ across processes: placements that agree, or
+            // UserCode everywhere.
+            let parent = world(5020 + i as u32);
+            let odd = t.rank() % 2 == 1;
+            let cmp = |a: &i64, b: &i64| if odd { b.cmp(a) } else { a.cmp(b) };
+            let got = split_by(
+                t,
+                &parent,
+                Color::Is(0i64),
+                Key::Is(t.rank() as i64 / 2),
+                cmp,
+                algorithm,
+                short(),
+            )
+            .await;
+            assert!(
+                matches!(got, Ok(_) | Err(Error::UserCode { .. })),
+                "rank {}, {algorithm}: a comparator that differs across ranks gave {got:?}",
                 t.rank()
             );
         }
@@ -509,6 +479,126 @@ fn sim_split_1_to_33() {
             r.unwrap_or_else(|e| panic!("rank {rank} of {n} on the simulator: {e}"));
         }
     }
+}
+
+/// Comparators that are not a total order, or panic (issue 16, item 4).
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    AlwaysLess,
+    /// Natural on even ranks, reversed on odd: each rank is consistent,
+    /// the ranks disagree.
+    PerRank,
+    /// Rock, paper, scissors on the key modulo 3.
+    Intransitive,
+    /// Panics on rank 5 only.
+    PanicsOnOneRank,
+}
+
+/// On 16 ranks, every algorithm under every hostile comparator ends with a
+/// placement on every rank that forms a valid split, or with `UserCode` on
+/// every rank; none waits for the deadline, and no rank panics.
+#[test]
+fn sim_hostile_comparators_fail_every_rank_alike() {
+    let n = 16;
+    // Two groups, keys with ties.
+    let colors: Vec<Option<i64>> = (0..n).map(|p| Some(p % 2)).collect();
+    let world: Vec<u32> = (0..n as u32).collect();
+    for hostile in [
+        Hostile::AlwaysLess,
+        Hostile::PerRank,
+        Hostile::Intransitive,
+        Hostile::PanicsOnOneRank,
+    ] {
+        for algorithm in TESTED.into_iter().filter(|&a| a != Algorithm::Radix) {
+            let sim = Sim::new(n as u32, LogGp::default());
+            let (results, report) = sim
+                .run(async |t: &SimRank<'_>| {
+                    let rank = t.rank();
+                    let order = |a: &i64, b: &i64| match hostile {
+                        Hostile::AlwaysLess => Ordering::Less,
+                        Hostile::PerRank if rank % 2 == 0 => a.cmp(b),
+                        Hostile::PerRank => b.cmp(a),
+                        Hostile::Intransitive => match (b - a).rem_euclid(3) {
+                            0 => Ordering::Equal,
+                            1 => Ordering::Less,
+                            _ => Ordering::Greater,
+                        },
+                        Hostile::PanicsOnOneRank => {
+                            assert!(rank != 5, "a comparator that panics");
+                            a.cmp(b)
+                        }
+                    };
+                    let parent = Chain::world(t, 6000);
+                    let key = Key::Is(i64::from(rank % 5));
+                    let color = Color::Is(colors[rank as usize].unwrap());
+                    let deadline = t.deadline_in(Duration::from_secs(5));
+                    split_by(t, &parent, color, key, order, algorithm, deadline).await
+                })
+                .expect("every rank finishes");
+            let what = format!("{algorithm} with {hostile:?}");
+            assert!(
+                report.completion < Duration::from_secs(1),
+                "{what} took {:?} of virtual time",
+                report.completion
+            );
+            let got: Option<Vec<Expected>> = results
+                .iter()
+                .map(|r| r.as_ref().ok().map(observed))
+                .collect();
+            match got {
+                Some(got) => check_partition(&colors, &got, &world)
+                    .unwrap_or_else(|e| panic!("{what}: an invalid split: {e}")),
+                None => {
+                    for (rank, r) in results.iter().enumerate() {
+                        assert!(
+                            matches!(r, Err(Error::UserCode { .. })),
+                            "{what}: rank {rank} got {r:?} where another failed"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bytes all ranks sent for a split of `n` simulated ranks into `n / 2`
+/// groups of `color_bytes`-byte colors (issue 16, item 6).
+fn bytes_sent(algorithm: Algorithm, n: u32, color_bytes: usize) -> u64 {
+    let sim = Sim::new(n, LogGp::default());
+    let (results, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            let mut color = vec![0u8; color_bytes];
+            color[0] = (t.rank() % (n / 2)) as u8;
+            let parent = Chain::world(t, 6100);
+            let deadline = t.deadline_in(Duration::from_secs(60));
+            split(
+                t,
+                &parent,
+                Color::Is(color),
+                Key::<i64>::ParentOrder,
+                algorithm,
+                deadline,
+            )
+            .await
+        })
+        .expect("every rank finishes");
+    for r in results {
+        r.expect("the split succeeds");
+    }
+    report.bytes
+}
+
+/// Cheng's selection rounds carry no colors: its traffic grows with colors
+/// no faster than Bitonic's, which moves each item once per round.
+#[test]
+fn sim_cheng_traffic_grows_with_colors_no_faster_than_bitonic() {
+    let (n, small, large) = (65, 8, 4096);
+    let growth = |a| bytes_sent(a, n, large) - bytes_sent(a, n, small);
+    let (cheng, bitonic) = (growth(Algorithm::Cheng(2)), growth(Algorithm::Bitonic));
+    assert!(
+        cheng <= bitonic,
+        "from {small}- to {large}-byte colors, Cheng2 sent {cheng} more bytes, Bitonic {bitonic}"
+    );
 }
 
 #[cfg(feature = "ofi")]

@@ -35,6 +35,10 @@ pub struct Args {
     /// 1-4 split 5B/80B few/many, 5-6 split+reorder few/many), or `all`.
     #[arg(long, default_value = "all")]
     workloads: String,
+    /// Packed color length of the split-only workloads (1-4) instead of 5
+    /// and 80 bytes: how an algorithm's messages grow with colors.
+    #[arg(long)]
+    color_bytes: Option<usize>,
     /// Run the O(N)-per-process algorithms (AllgatherGroup, GatherScatter)
     /// up to this N, Cheng up to 16x this.
     #[arg(long, default_value_t = 4096)]
@@ -194,6 +198,13 @@ fn sweep_and_write(args: &Args) -> Result<()> {
             .copied()
             .ok_or_else(|| format!("workload {i}: there are {}", WORKLOADS.len()).into())
     })?;
+    let workloads: Vec<Workload> = workloads
+        .into_iter()
+        .map(|w| match (w, args.color_bytes) {
+            (Workload::Split { many, .. }, Some(bytes)) => Workload::Split { bytes, many },
+            _ => w,
+        })
+        .collect();
     let sweep = sweep(args)?;
     let mut runs = Vec::new();
     for &ranks in &sweep {

@@ -106,7 +106,9 @@ impl Workload {
             Workload::Split { bytes, .. } => bytes,
             Workload::SplitReorder { .. } => 5,
         };
-        Color::Is(format!("{:0>bytes$}", self.group(rank, size)))
+        // Zero-padded by hand: format! widths stop at 65535.
+        let group = self.group(rank, size).to_string();
+        Color::Is("0".repeat(bytes.saturating_sub(group.len())) + &group)
     }
 
     pub(crate) fn key(self, rank: u32) -> Key<i64> {

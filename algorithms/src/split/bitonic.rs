@@ -3,12 +3,15 @@
 //! the greatest power of two below the length). Every partner lies 2^d
 //! ranks away, so the chain's neighbour cache reaches it: O(log^2 N) rounds,
 //! O(log N) memory. Each process walks only the recursion that contains it,
-//! on an explicit stack of O(log N) frames.
+//! on an explicit stack of O(log N) frames. A comparator that panics stops
+//! comparing on its process, which still exchanges, so the network's
+//! messages never depend on the comparator; the placement step then fails.
 
 use std::cmp::Ordering;
 
 use catena_fabric::{Time, Transport};
 
+use super::fault::Faults;
 use super::item::{cmp_slots, Item, KeyOrder};
 use crate::chain::{CallTags, Chain};
 use crate::codec::Wire;
@@ -28,9 +31,9 @@ fn power_below(n: u32) -> u32 {
 }
 
 /// Leaves the chain sorted: the process of rank i holds the i-th smallest
-/// slot (`None`, a non-member's, sorts last). Returns this process's slot.
-/// Takes the tags of one call, on a chain whose neighbour search is reserved
-/// ([`crate::tree::reserve`]).
+/// slot (`None`, a non-member's, sorts last). Returns this process's slot
+/// and what its comparator did wrong. Takes the tags of one call, on a
+/// chain whose neighbour search is reserved ([`crate::tree::reserve`]).
 pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
     t: &T,
     chain: &Chain,
@@ -38,13 +41,14 @@ pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
     mine: Option<Item<K>>,
     order: KeyOrder<'_, K>,
     deadline: Time,
-) -> Result<Option<Item<K>>> {
+) -> Result<(Option<Item<K>>, Faults)> {
     let nb = chain.reserved_neighbours(t, deadline).await?;
     // One tag for the whole sort: two partners meet in the same global order
     // and messages between two processes arrive in order.
     let tag = tags.round(0)?;
     let p = chain.rank();
     let mut slot = mine;
+    let mut faults = Faults::default();
     let mut stack = vec![Frame::Sort {
         lo: 0,
         n: chain.size(),
@@ -91,7 +95,13 @@ pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
                     } else {
                         (theirs, slot)
                     };
-                    let ord = cmp_slots(&low, &high, order)?;
+                    let ord = if faults.flags().is_none() {
+                        faults.absorb(cmp_slots(&low, &high, order))?
+                    } else {
+                        None
+                    };
+                    // After a panic, keep both items where they are.
+                    let ord = ord.unwrap_or(Ordering::Equal);
                     let swap = if ascending {
                         ord == Ordering::Greater
                     } else {
@@ -117,5 +127,5 @@ pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
             _ => {}
         }
     }
-    Ok(slot)
+    Ok((slot, faults))
 }

@@ -4,6 +4,8 @@
 //! parallel selection finds the P-1 cuts that give each leader exactly its
 //! block's share, then one exchange and a merge), and each leader scatters
 //! its share back over its block. Leaders hold O(M + P); the others O(1).
+//! Selection rounds carry pivots as (color digest, key, parent rank), so
+//! their messages do not grow with colors.
 
 use std::cmp::Ordering;
 
@@ -12,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::agreement::Agreed;
 use super::bins::FIRST_DERIVED_CALL;
-use super::item::{merge_items, sort_items, Item, KeyOrder};
+use super::fault::{Fault, Faults};
+use super::item::{merge_items, merge_runs, Item, KeyOrder, Run};
+use super::mix::mix;
 use super::{sorted, Placement};
 use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
@@ -56,12 +60,14 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     // Leaders are M = 2^d ranks apart: the neighbour cache reaches them.
     let nb = parent.reserved_neighbours(t, deadline).await?;
     let member = me.is_some();
-    let run: Vec<Item<K>> = me.into_iter().collect();
-    let merge = |left, right| merge_items(left, right, order);
+    let mut faults = Faults::default();
+    let run: Run<K> = (me.into_iter().collect(), Fault::NONE);
+    let merge = |left, right| merge_runs(left, right, order, &mut faults);
     let gathered = reduce_with(t, &block, reserve(&block), 0, run, merge, deadline).await?;
     let shares = match gathered {
         None => None,
-        Some(run) => {
+        Some((run, fault)) => {
+            faults.learn(fault);
             let d = max_items.trailing_zeros();
             let leaders = Chain::from_links(
                 block_index,
@@ -72,18 +78,35 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
                 context,
             )?
             .counting_calls_from(LEADER_CALLS);
-            let share = sort(t, &leaders, run, members, max_items, order, deadline).await?;
-            let mut slots: Vec<Option<Item<K>>> = share.into_iter().map(Some).collect();
-            slots.resize(block_size as usize, None);
+            let share = sort(
+                t,
+                &leaders,
+                run,
+                members,
+                max_items,
+                order,
+                &mut faults,
+                deadline,
+            )
+            .await?;
+            // A fault travels to the block in place of the items.
+            let fault = faults.flags();
+            let mut slots: Vec<(Option<Item<K>>, Fault)> =
+                share.into_iter().map(|i| (Some(i), fault)).collect();
+            slots.resize(block_size as usize, (None, fault));
             Some(slots)
         }
     };
-    let slot = scatter_in(t, &block, reserve(&block), 0, shares, deadline).await?;
-    sorted::place(t, parent, calls, slot, member, deadline).await
+    let (slot, fault) = scatter_in(t, &block, reserve(&block), 0, shares, deadline).await?;
+    faults.learn(fault);
+    sorted::place(t, parent, calls, slot, member, faults, true, deadline).await
 }
 
 /// Sorts the leaders' runs: leader b ends with the items at sorted
-/// positions [bM, (b+1)M) of the `members` items.
+/// positions [bM, (b+1)M) of the `members` items. After a fault that every
+/// leader learns of, every leader ends with none; after a panic of the
+/// final merge, this leader alone (its block carries the fault on).
+#[allow(clippy::too_many_arguments)]
 async fn sort<T: Transport, K: Wire + Clone>(
     t: &T,
     leaders: &Chain,
@@ -91,6 +114,7 @@ async fn sort<T: Transport, K: Wire + Clone>(
     members: u32,
     max_items: u32,
     order: KeyOrder<'_, K>,
+    faults: &mut Faults,
     deadline: Time,
 ) -> Result<Vec<Item<K>>> {
     let blocks = leaders.size();
@@ -100,10 +124,31 @@ async fn sort<T: Transport, K: Wire + Clone>(
     let share_start = |b: u32| (u64::from(b) * u64::from(max_items)).min(u64::from(members));
     let targets: Vec<u64> = (1..blocks).map(share_start).collect();
     let mut cuts = vec![0];
-    cuts.extend(select_cuts(t, leaders, &run, &targets, order, deadline).await?);
+    cuts.extend(select_cuts(t, leaders, &run, &targets, order, faults, deadline).await?);
     cuts.push(run.len());
+    // Whatever the comparator did, the exchange must add up: pieces in
+    // order here, and exactly each leader's share over all leaders.
+    if cuts.windows(2).any(|w| w[0] > w[1]) {
+        faults.learn(Fault::NOT_A_TOTAL_ORDER);
+    }
+    let below: Vec<u64> = cuts[1..blocks as usize].iter().map(|&c| c as u64).collect();
+    let (below, fault) = allreduce(
+        t,
+        leaders,
+        (below, faults.flags()),
+        |a, b| (add(&a.0, &b.0), a.1.union(b.1)),
+        deadline,
+    )
+    .await?;
+    faults.learn(fault);
+    if below != targets {
+        faults.learn(Fault::NOT_A_TOTAL_ORDER);
+    }
     let addresses: Vec<Rank> = allgather(t, leaders, &leaders.address(), deadline).await?;
     let tag = leaders.next_call().round(0)?;
+    if !faults.flags().is_none() {
+        return Ok(Vec::new());
+    }
     let me = leaders.rank();
     let mut pieces: Vec<(u32, Vec<Item<K>>)> = Vec::new();
     for (c, piece) in cuts.windows(2).map(|w| &run[w[0]..w[1]]).enumerate() {
@@ -125,10 +170,61 @@ async fn sort<T: Transport, K: Wire + Clone>(
         pieces.push(piece);
     }
     pieces.sort_by_key(|piece| piece.0);
-    // Runs in sender order: the sort merges them.
-    let mut share: Vec<Item<K>> = pieces.into_iter().flat_map(|piece| piece.1).collect();
-    sort_items(&mut share, order)?;
-    Ok(share)
+    // Sorted runs in sender order, merged pairwise: O(M log P), and colors
+    // stay in order whatever the key comparator answers.
+    let mut runs: Vec<Vec<Item<K>>> = pieces.into_iter().map(|piece| piece.1).collect();
+    while runs.len() > 1 {
+        let mut merged = Vec::with_capacity(runs.len().div_ceil(2));
+        let mut pairs = runs.into_iter();
+        while let Some(left) = pairs.next() {
+            let Some(right) = pairs.next() else {
+                merged.push(left);
+                break;
+            };
+            match faults.absorb(merge_items(left, right, order))? {
+                Some(run) => merged.push(run),
+                None => return Ok(Vec::new()),
+            }
+        }
+        runs = merged;
+    }
+    Ok(runs.pop().unwrap_or_default())
+}
+
+fn add(a: &[u64], b: &[u64]) -> Vec<u64> {
+    a.iter().zip(b).map(|(a, b)| a + b).collect()
+}
+
+/// What a proposal carries of its pivot: a fixed size whatever the color's
+/// (its digest stands for it), so a round's messages do not grow with colors.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Pivot<K> {
+    digest: u64,
+    key: Option<K>,
+    parent_rank: u32,
+}
+
+impl<K> Pivot<K> {
+    fn of(item: &Item<K>) -> Pivot<K>
+    where
+        K: Clone,
+    {
+        Pivot {
+            digest: item.digest,
+            key: item.key.clone(),
+            parent_rank: item.parent_rank,
+        }
+    }
+
+    /// How `item` orders against this pivot: by digest, then key and parent
+    /// rank (the bytes of colors of equal digest are not compared; the
+    /// placement step catches the rare colors that collide).
+    fn cmp_item(&self, item: &Item<K>, order: KeyOrder<'_, K>) -> Result<Ordering> {
+        match item.digest.cmp(&self.digest) {
+            Ordering::Equal => item.cmp_key_by(self.key.as_ref(), self.parent_rank, order),
+            by_digest => Ok(by_digest),
+        }
+    }
 }
 
 /// A leader's candidate pivot for one cut, drawn uniformly from its active
@@ -139,36 +235,43 @@ async fn sort<T: Transport, K: Wire + Clone>(
 struct Proposal<K> {
     score: f64,
     leader: u32,
-    pivot: Item<K>,
+    pivot: Pivot<K>,
 }
 
 /// For each target position, the index in `run` where the items of global
 /// sorted position >= target begin. Every item whose global position is
 /// known to lie below the target sits below `lo`, above it at `hi` or later;
-/// each round halves the active items in between, in expectation.
+/// each round halves the active items in between, in expectation. Under a
+/// total order every round lowers the potential (unresolved cuts plus their
+/// active items, over all leaders); a round that does not ends the search
+/// on every leader with `NOT_A_TOTAL_ORDER`, as does a fault any leader
+/// reports: then the cuts returned are meaningless.
 async fn select_cuts<T: Transport, K: Wire + Clone>(
     t: &T,
     leaders: &Chain,
     run: &[Item<K>],
     targets: &[u64],
     order: KeyOrder<'_, K>,
+    faults: &mut Faults,
     deadline: Time,
 ) -> Result<Vec<usize>> {
     let mut lo = vec![0; targets.len()];
     let mut hi = vec![run.len(); targets.len()];
     let mut cuts: Vec<Option<usize>> = vec![None; targets.len()];
     let me = leaders.rank();
+    let mut last_potential = u64::MAX;
     for round in 0u64.. {
+        let proposing = faults.flags().is_none();
         let proposals: Vec<Option<Proposal<K>>> = (0..targets.len())
             .map(|j| {
                 let active = hi[j] - lo[j];
-                (cuts[j].is_none() && active > 0).then(|| {
+                (proposing && cuts[j].is_none() && active > 0).then(|| {
                     let r = mix(round, j as u64, u64::from(me));
                     let u = ((r >> 11) + 1) as f64 / (1u64 << 53) as f64;
                     Proposal {
                         score: u.ln() / active as f64,
                         leader: me,
-                        pivot: run[lo[j] + (mix(r, 0, 0) % active as u64) as usize].clone(),
+                        pivot: Pivot::of(&run[lo[j] + (mix(r, 0, 0) % active as u64) as usize]),
                     }
                 })
             })
@@ -203,33 +306,46 @@ async fn select_cuts<T: Transport, K: Wire + Clone>(
                 (Some(_), _) => {}
                 // No active item anywhere: the cut is where the active range closed.
                 (None, None) => cuts[j] = Some(lo[j]),
-                (None, Some(p)) => {
-                    let lower = lower_bound(run, &p.pivot, order)?;
-                    let holds =
-                        lower < run.len() && run[lower].cmp_by(&p.pivot, order)? == Ordering::Equal;
-                    bounds[j] = (lower, lower + usize::from(holds));
-                    below[j] = lower as u64;
+                (None, Some(p)) if faults.flags().is_none() => {
+                    if let Some(found) = faults.absorb(bounds_of(run, &p.pivot, order))? {
+                        bounds[j] = found;
+                        below[j] = found.0 as u64;
+                    }
                 }
+                (None, Some(_)) => {}
             }
         }
         if cuts.iter().all(Option::is_some) {
             break;
         }
-        let below = allreduce(
+        let potential: u64 = (0..targets.len())
+            .filter(|&j| cuts[j].is_none())
+            .map(|j| 1 + (hi[j] - lo[j]) as u64)
+            .sum();
+        let (below, potential, fault) = allreduce(
             t,
             leaders,
-            below,
-            |a, b| a.iter().zip(b).map(|(a, b)| a + b).collect(),
+            (below, potential, faults.flags()),
+            |a, b| (add(&a.0, &b.0), a.1 + b.1, a.2.union(b.2)),
             deadline,
         )
         .await?;
+        faults.learn(fault);
+        if potential >= last_potential {
+            faults.learn(Fault::NOT_A_TOTAL_ORDER);
+        }
+        // Every leader knows the same faults now, and stops alike.
+        if !faults.flags().is_none() {
+            return Ok(vec![0; targets.len()]);
+        }
+        last_potential = potential;
         for j in 0..targets.len() {
             if cuts[j].is_some() {
                 continue;
             }
             let (lower, upper) = bounds[j];
             // Ranges only shrink, even under a comparator that is not a
-            // total order (the deadline then ends the search).
+            // total order (the potential check then ends the search).
             match below[j].cmp(&targets[j]) {
                 Ordering::Equal => cuts[j] = Some(lower),
                 Ordering::Less => lo[j] = upper.clamp(lo[j], hi[j]),
@@ -243,28 +359,22 @@ async fn select_cuts<T: Transport, K: Wire + Clone>(
         .collect())
 }
 
-/// The first index of `run` whose item is not below `x`.
-fn lower_bound<K>(run: &[Item<K>], x: &Item<K>, order: KeyOrder<'_, K>) -> Result<usize> {
+/// Where `pivot` falls in `run`: the first index whose item is not below
+/// it, and the index after the pivot itself if `run` holds it.
+fn bounds_of<K>(
+    run: &[Item<K>],
+    pivot: &Pivot<K>,
+    order: KeyOrder<'_, K>,
+) -> Result<(usize, usize)> {
     let (mut lo, mut hi) = (0, run.len());
     while lo < hi {
         let mid = (lo + hi) / 2;
-        if run[mid].cmp_by(x, order)? == Ordering::Less {
+        if pivot.cmp_item(&run[mid], order)? == Ordering::Less {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    Ok(lo)
-}
-
-/// SplitMix64 of three words: a deterministic stream per (round, cut, leader).
-fn mix(a: u64, b: u64, c: u64) -> u64 {
-    let mut z = a
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(b.wrapping_mul(0xD1B5_4A32_D192_ED03))
-        .wrapping_add(c.wrapping_mul(0x8CB9_2BA7_2F3D_8DD7))
-        .wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    let holds = lo < run.len() && pivot.cmp_item(&run[lo], order)? == Ordering::Equal;
+    Ok((lo, lo + usize::from(holds)))
 }

@@ -1,11 +1,13 @@
 //! GatherScatter: items travel up the chain's binomial tree to rank 0, each
 //! step merging two sorted runs (O(N) time at the root instead of a sort),
 //! and every process's placement comes back down by a scatter. O(N) memory
-//! at the root; a baseline.
+//! at the root; a baseline. A comparator fault travels up in place of the
+//! items and comes back down to every process.
 
 use catena_fabric::{Time, Transport};
 
-use super::item::{merge_items, Item, KeyOrder};
+use super::fault::{Fault, Faults};
+use super::item::{merge_runs, Item, KeyOrder, Run};
 use super::sorted::placements;
 use super::Placement;
 use crate::chain::{Calls, Chain};
@@ -22,15 +24,20 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     order: KeyOrder<'_, K>,
     deadline: Time,
 ) -> Result<Option<Placement>> {
-    let run: Vec<Item<K>> = me.into_iter().collect();
-    let merge = |left, right| merge_items(left, right, order);
+    let mut faults = Faults::default();
+    let run: Run<K> = (me.into_iter().collect(), Fault::NONE);
+    let merge = |left, right| merge_runs(left, right, order, &mut faults);
     let sorted = reduce_with(t, parent, calls.next()?, 0, run, merge, deadline).await?;
-    let by_parent_rank = sorted.map(|sorted| {
-        let mut out = vec![None; parent.size() as usize];
+    let by_parent_rank = sorted.map(|(sorted, fault)| {
+        let mut out = vec![(None, fault); parent.size() as usize];
         for (item, placement) in sorted.iter().zip(placements(&sorted)) {
-            out[item.parent_rank as usize] = Some(placement);
+            out[item.parent_rank as usize].0 = Some(placement);
         }
         out
     });
-    scatter_in(t, parent, calls.next()?, 0, by_parent_rank, deadline).await
+    let (placement, fault) =
+        scatter_in(t, parent, calls.next()?, 0, by_parent_rank, deadline).await?;
+    faults.learn(fault);
+    faults.check()?;
+    Ok(placement)
 }

@@ -159,7 +159,8 @@ async fn by_bitonic<T: Transport, K: Wire + Clone>(
     order: KeyOrder<'_, K>,
     deadline: Time,
 ) -> Result<Option<Placement>> {
-    let slot = bitonic::sort(t, chain, reserve(chain), Some(item), order, deadline).await?;
+    let (slot, faults) =
+        bitonic::sort(t, chain, reserve(chain), Some(item), order, deadline).await?;
     let calls = chain.reserve(sorted::CALLS);
-    sorted::place(t, chain, calls, slot, true, deadline).await
+    sorted::place(t, chain, calls, slot, true, faults, true, deadline).await
 }

@@ -12,9 +12,11 @@ mod allgather_group;
 mod bins;
 mod bitonic;
 mod cheng;
+mod fault;
 mod gather_scatter;
 mod hash;
 mod item;
+mod mix;
 mod numbering;
 mod radix;
 mod sorted;
@@ -30,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::chain::{reserve_context, Calls, Chain};
 use crate::codec::{encode, Wire};
 use crate::{Error, Result};
+use fault::Faults;
 use item::Item;
 
 /// A process's color.
@@ -376,49 +379,80 @@ where
     if agreed.radix_refused {
         return Err(radix::refused());
     }
-    let me = member.then(|| Item {
-        color: packed_color,
-        key: match key {
+    let me = member.then(|| {
+        let key = match key {
             Key::Is(k) => Some(k),
             Key::ParentOrder => None,
-        },
-        parent_rank: parent.rank(),
-        address: parent.address(),
+        };
+        Item::new(packed_color, key, parent.rank(), parent.address())
     });
-    let placement = if agreed.members == 0 {
-        None
+    let placed = if agreed.members == 0 {
+        Ok(None)
     } else {
-        match algorithm.resolve(parent.size(), agreed.reorder) {
-            Algorithm::AllgatherGroup => {
-                allgather_group::place(t, parent, placing, me, order, deadline).await?
-            }
-            Algorithm::GatherScatter => {
-                gather_scatter::place(t, parent, placing, me, order, deadline).await?
-            }
-            Algorithm::Cheng(max_items) => {
-                let calls = placing;
-                cheng::place(t, parent, calls, me, agreed, max_items, order, deadline).await?
-            }
-            Algorithm::Bitonic => {
-                let mut calls = placing;
-                let slot = bitonic::sort(t, parent, calls.next()?, me, order, deadline).await?;
-                let calls = calls.take(sorted::CALLS)?;
-                sorted::place(t, parent, calls, slot, member, deadline).await?
-            }
-            Algorithm::Radix => {
-                let mine = me.zip(digits);
-                radix::place(t, parent, placing, mine, agreed, deadline).await?
-            }
-            Algorithm::Hash => {
-                hash::place(t, parent, placing, me, agreed, order, None, deadline).await?
-            }
-            Algorithm::Hash64 => {
-                let serial_below = Some(HASH64_SERIAL_BELOW);
-                let calls = placing;
-                hash::place(t, parent, calls, me, agreed, order, serial_below, deadline).await?
-            }
-            Algorithm::Auto => unreachable!("resolved above"),
-        }
+        place(
+            t, parent, placing, me, digits, member, agreed, order, algorithm, deadline,
+        )
+        .await
     };
-    numbering::number(t, parent, calls.next()?, placement, agreed, deadline).await
+    // A comparator fault goes to every process through the numbering step.
+    let mut faults = Faults::default();
+    let placement = faults.absorb(placed)?.flatten();
+    numbering::number(
+        t,
+        parent,
+        calls.next()?,
+        placement,
+        faults,
+        agreed,
+        deadline,
+    )
+    .await
+}
+
+/// This process's placement by `algorithm` (`me`: its item if a member),
+/// taking at most `PLACEMENT_CALLS` of `calls` on the parent.
+#[allow(clippy::too_many_arguments)]
+async fn place<T, K>(
+    t: &T,
+    parent: &Chain,
+    mut calls: Calls,
+    me: Option<Item<K>>,
+    digits: Option<Vec<u8>>,
+    member: bool,
+    agreed: agreement::Agreed,
+    order: item::KeyOrder<'_, K>,
+    algorithm: Algorithm,
+    deadline: Time,
+) -> Result<Option<Placement>>
+where
+    T: Transport,
+    K: Wire + Clone,
+{
+    Ok(match algorithm.resolve(parent.size(), agreed.reorder) {
+        Algorithm::AllgatherGroup => {
+            allgather_group::place(t, parent, calls, me, order, deadline).await?
+        }
+        Algorithm::GatherScatter => {
+            gather_scatter::place(t, parent, calls, me, order, deadline).await?
+        }
+        Algorithm::Cheng(max_items) => {
+            cheng::place(t, parent, calls, me, agreed, max_items, order, deadline).await?
+        }
+        Algorithm::Bitonic => {
+            let sort = calls.next()?;
+            let (slot, faults) = bitonic::sort(t, parent, sort, me, order, deadline).await?;
+            let calls = calls.take(sorted::CALLS)?;
+            sorted::place(t, parent, calls, slot, member, faults, true, deadline).await?
+        }
+        Algorithm::Radix => {
+            let mine = me.zip(digits);
+            radix::place(t, parent, calls, mine, agreed, deadline).await?
+        }
+        Algorithm::Hash => hash::place(t, parent, calls, me, agreed, order, None, deadline).await?,
+        Algorithm::Hash64 => {
+            let serial_below = Some(HASH64_SERIAL_BELOW);
+            hash::place(t, parent, calls, me, agreed, order, serial_below, deadline).await?
+        }
+        Algorithm::Auto => unreachable!("resolved above"),
+    })
 }

@@ -2,10 +2,13 @@
 //! of lowest parent rank leads it; an exclusive scan of leaders over the
 //! parent chain numbers the groups, and each group learns its number from
 //! its leader by an allreduce on the new chain. O(log N), O(1) memory.
+//! The scan also spreads a comparator fault of any member to every process,
+//! those whose sub-chain saw none included (Hash splits before it sorts).
 
 use catena_fabric::{Time, Transport};
 
 use super::agreement::Agreed;
+use super::fault::{Fault, Faults};
 use super::{Group, Placement, Split};
 use crate::chain::{CallTags, Chain};
 use crate::scan::{allreduce, double_scan_in};
@@ -18,6 +21,7 @@ pub(crate) async fn number<T: Transport>(
     parent: &Chain,
     tags: CallTags,
     placement: Option<Placement>,
+    mut faults: Faults,
     agreed: Agreed,
     deadline: Time,
 ) -> Result<Split> {
@@ -42,23 +46,17 @@ pub(crate) async fn number<T: Transport>(
             lowest == parent.rank()
         }
     };
-    let add = |a: &u32, b: &u32| a + b;
-    let leaders = double_scan_in(
-        t,
-        parent,
-        tags,
-        u32::from(leads),
-        u32::from(leads),
-        add,
-        add,
-        deadline,
-    )
-    .await?;
-    let count = leaders.inclusive_lr + leaders.exclusive_rl.unwrap_or(0);
+    let add = |a: &(u32, Fault), b: &(u32, Fault)| (a.0 + b.0, a.1.union(b.1));
+    let mine = (u32::from(leads), faults.flags());
+    let leaders = double_scan_in(t, parent, tags, mine, mine, add, add, deadline).await?;
+    let (lr, rl) = (leaders.inclusive_lr, leaders.exclusive_rl);
+    faults.learn(lr.1.union(rl.map_or(Fault::NONE, |r| r.1)));
+    faults.check()?;
+    let count = lr.0 + rl.map_or(0, |r| r.0);
     let Some(chain) = chain else {
         return Ok(Split::NotMember { groups: count });
     };
-    let mine = leads.then(|| leaders.exclusive_lr.unwrap_or(0));
+    let mine = leads.then(|| leaders.exclusive_lr.map_or(0, |e| e.0));
     let id = allreduce(t, &chain, mine, |a, b| a.or(*b), deadline)
         .await?
         .expect("every group has a leader");

@@ -13,6 +13,7 @@ use catena_fabric::{Rank, Time, Transport};
 
 use super::agreement::Agreed;
 use super::bins::{split_by_bin, FIRST_DERIVED_CALL};
+use super::fault::Faults;
 use super::item::Item;
 use super::{sorted, Placement};
 use crate::chain::{Calls, Chain};
@@ -186,6 +187,18 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     }
     let sorted_chain = Chain::from_links(position, members, me, left, right, context)?
         .counting_calls_from(FIRST_DERIVED_CALL);
+    // Radix runs no user code and orders colors by length, then bytes.
+    let faults = Faults::default();
     let calls = sorted_chain.reserve(sorted::CALLS);
-    sorted::place(t, &sorted_chain, calls, Some(item), true, deadline).await
+    sorted::place(
+        t,
+        &sorted_chain,
+        calls,
+        Some(item),
+        true,
+        faults,
+        false,
+        deadline,
+    )
+    .await
 }
