@@ -32,18 +32,6 @@ if [ -z "${FAULTS_SHM:-}" ] && unshare --mount --propagation private true 2>/dev
 fi
 echo "ci/faults.sh: /dev/shm is ${FAULTS_SHM:-shared}" >&2
 
-# Cells that may leave catena's own named segments (catena-p<pid>n...) of
-# ranks that mpiexec killed, until the shm provider moves to memfd: no later
-# mpiexec job sweeps them. Listed cells pass if that is all they leave;
-# empty the list once the memfd change is in, and every cell must leave
-# nothing.
-EXPECTED_NAMED_SEGMENTS=(
-  "shm mpiexec kill-rank"
-  "shm mpiexec stop-rank"
-  "shm mpiexec kill-starter"
-  "shm mpiexec bad-setting"
-)
-
 RANKS=3
 DEADLINE_S=5        # ring --timeout-s: how long survivors wait for a stopped rank
 CELL_CAP_S=40       # a cell still running after this is a hang
@@ -143,7 +131,7 @@ new_entries() {
   local before=$1 after=$2 cell_pids=$3 name pid
   comm -13 <(echo "$before") <(echo "$after") | while read -r name; do
     [ -n "$name" ] || continue
-    pid=$(echo "$name" | sed -nE 's/^catena-p([0-9]+)n.*/\1/p; s/^catena-fi-n[0-9]+-p([0-9]+)-.*/\1/p')
+    pid=$(echo "$name" | sed -nE 's/^catena-fi-n[0-9]+-p([0-9]+)-.*/\1/p')
     if [ -n "$pid" ] && ! grep -qx "$pid" <<< "$cell_pids" && kill -0 "$pid" 2>/dev/null; then
       continue
     fi
@@ -151,14 +139,7 @@ new_entries() {
   done
 }
 
-expected_cell() {
-  local c
-  for c in "${EXPECTED_NAMED_SEGMENTS[@]}"; do [ "$c" = "$1" ] && return 0; done
-  return 1
-}
-
 failures=0
-expected=0
 ALL_LEFT="$WORK/left"
 : > "$ALL_LEFT"
 printf '%-8s %-9s %-13s %5s %6s %5s %5s %6s %7s  %s\n' \
@@ -257,17 +238,7 @@ for provider in "${PROVIDERS[@]}"; do
       greater "$secs" "${LIMIT_S[$fault]}" && why+=("over ${LIMIT_S[$fault]}s")
       ((n_orphans)) && why+=("orphans")
       [ -n "$note" ] && why+=("$note")
-      if ((n_next)); then
-        own=$(echo "$next_left" | grep -cvE '^catena-p[0-9]+n' || true)
-        if expected_cell "$provider $starter $fault" && [ "$own" -eq 0 ]; then
-          verdict="expected (named segments)"
-          expected=$((expected + 1))
-        else
-          why+=("left: $(echo "$next_left" | head -3 | tr '\n' ' ')")
-        fi
-      elif expected_cell "$provider $starter $fault"; then
-        verdict="ok (expected to leave named segments, left none)"
-      fi
+      ((n_next)) && why+=("left: $(echo "$next_left" | head -3 | tr '\n' ' ')")
       ((n_other)) && verdict+="; other: $(echo "$other" | tr '\n' ' ')"
       [ -n "$crash" ] && verdict+="; a rank crashed in$crash"
       if ((${#why[@]})); then
@@ -281,7 +252,7 @@ for provider in "${PROVIDERS[@]}"; do
   done
 done
 
-# What the cells left (expected ones included) goes, so the machine stays clean.
+# Whatever the cells left goes, so the machine stays clean.
 grep -v '^$' "$ALL_LEFT" | sort -u | while read -r name; do rm -f "/dev/shm/$name"; done
-echo "ci/faults.sh: $cell_no cells, $failures failed, $expected expected (named segments)"
+echo "ci/faults.sh: $cell_no cells, $failures failed"
 ((failures == 0))

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs the Debian packages it needs
-# when they are missing, then formatting, clippy, docs (no warnings) and
-# every test with all features, and finally checks that no catena segment
-# was left in /dev/shm.
+# when they are missing, then formatting, clippy, docs (no warnings), every
+# test with all features (each fuzz target for CATENA_FUZZ_SECONDS, 20 s
+# here), the fault-injection script ci/faults.sh, and finally checks that
+# nothing of catena's was left in /dev/shm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +30,8 @@ before=$(ls /dev/shm | grep -c '^catena-' || true)
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
-cargo test --workspace --all-features
+CATENA_FUZZ_SECONDS=${CATENA_FUZZ_SECONDS:-20} cargo test --workspace --all-features
+ci/faults.sh
 after=$(ls /dev/shm | grep -c '^catena-' || true)
 if [ "$after" -gt "$before" ]; then
   echo "ci/test.sh: the tests left catena segments in /dev/shm:" >&2

@@ -77,6 +77,7 @@ pub(crate) const CALLS: u32 = 2;
 /// this process's placement if it is a `member`. `faults` are what the sort
 /// saw here; `digest_sorted` says the sort ordered colors by (digest,
 /// bytes), which is then checked. Any fault anywhere fails every process.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn place<T: Transport, K>(
     t: &T,
     parent: &Chain,
