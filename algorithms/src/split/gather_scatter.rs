@@ -13,7 +13,7 @@ use super::Placement;
 use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
 use crate::tree::{reduce_with, scatter_in};
-use crate::Result;
+use crate::{Error, Result};
 
 /// Takes two of `calls`, on a parent whose neighbour search is reserved.
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
@@ -28,13 +28,29 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     let run: Run<K> = (me.into_iter().collect(), Fault::NONE);
     let merge = |left, right| merge_runs(left, right, order, &mut faults);
     let sorted = reduce_with(t, parent, calls.next()?, 0, run, merge, deadline).await?;
-    let by_parent_rank = sorted.map(|(sorted, fault)| {
-        let mut out = vec![(None, fault); parent.size() as usize];
-        for (item, placement) in sorted.iter().zip(placements(&sorted)) {
-            out[item.parent_rank as usize].0 = Some(placement);
+    let by_parent_rank = match sorted {
+        None => None,
+        Some((sorted, fault)) => {
+            let mut out = vec![(None, fault); parent.size() as usize];
+            for (item, placement) in sorted.iter().zip(placements(&sorted)) {
+                // A parent rank comes from a peer's message: never an index
+                // unchecked (the others then end at their deadline).
+                let slot = out
+                    .get_mut(item.parent_rank as usize)
+                    .ok_or_else(|| Error::Codec {
+                        action: "decode",
+                        what: "a gathered item",
+                        message: format!(
+                            "parent rank {} in a chain of {}",
+                            item.parent_rank,
+                            parent.size()
+                        ),
+                    })?;
+                slot.0 = Some(placement);
+            }
+            Some(out)
         }
-        out
-    });
+    };
     let (placement, fault) =
         scatter_in(t, parent, calls.next()?, 0, by_parent_rank, deadline).await?;
     faults.learn(fault);
