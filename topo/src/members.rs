@@ -31,6 +31,12 @@ pub enum MembersError {
         /// The requested root.
         root: Node,
     },
+    /// A node the caller marked forbidden (failed) is also listed as a member.
+    #[error("node {node} is both a member and forbidden")]
+    ForbiddenMember {
+        /// The node listed twice over.
+        node: Node,
+    },
     /// A construction cannot serve this member set or torus; the text says
     /// what it needs and what it got (a fallback records it).
     #[error("{0}")]

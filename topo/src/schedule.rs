@@ -144,7 +144,7 @@ pub enum Construction {
     MissingNode,
     /// One missing node, three colours with faces avoiding it (A2).
     MissingNodeColours,
-    /// A subset of planes along the last dimension.
+    /// A subset of whole planes along one dimension.
     Planes,
     /// A Hamiltonian chain over a random 2D member set.
     Chain2d,
@@ -154,6 +154,9 @@ pub enum Construction {
     DisjointChain,
     /// The binomial tree over communicator ranks (the baseline).
     Binomial,
+    /// A breadth-first tree over links between neighbouring members: no
+    /// route transits a node, so none passes a forbidden one.
+    Neighbours,
 }
 
 impl fmt::Display for Construction {

@@ -3,8 +3,8 @@
 //! random extents 1..13 (tori and meshes), roots, missing nodes, planes.
 
 use catena_topo::trees::{
-    auto, binomial, binomial_rounds, classify, missing_node_colours, missing_node_colours_apply,
-    missing_node_tree, planes, rectangle, rectangle_colours, Shape,
+    auto, auto_avoiding, binomial, binomial_rounds, classify, missing_node_colours,
+    missing_node_colours_apply, missing_node_tree, planes, rectangle, rectangle_colours, Shape,
 };
 use catena_topo::{
     check, Construction, Edge, Members, MembersError, Node, Schedule, ScheduleError, Segment,
@@ -114,24 +114,26 @@ proptest! {
     }
 
     #[test]
-    fn planes_subset(
-        t in torus_strategy(3, false),
+    fn planes_subset_along_any_dimension(
+        t in torus_strategy(4, false),
+        dim in any::<usize>(),
         planes_mask in any::<u64>(),
         r in any::<u32>(),
     ) {
-        let z = t.dims().len() - 1;
+        let z = dim % t.dims().len();
         let dz = t.dims()[z];
         let mut zs: Vec<u32> = (0..dz).filter(|&p| planes_mask >> p & 1 == 1).collect();
         if zs.is_empty() {
             zs.push(planes_mask as u32 % dz);
         }
-        let members = Members::new(&t, (0..t.nodes()).filter(|&n| zs.contains(&t.coordinates(n)[z]))).unwrap();
+        let order: Vec<Node> = (0..t.nodes()).filter(|&n| zs.contains(&t.coordinates(n)[z])).collect();
+        let members = Members::new(&t, order.iter().copied()).unwrap();
         let root = members.nodes()[r as usize % members.len()];
         let s = planes(&t, &members, root).unwrap();
         let c = check(&t, &members, &s, &[]).unwrap();
         prop_assert!(c.max_load <= 1, "{c:?}");
         prop_assert!(c.allreduce_load <= 1, "{c:?}");
-        let in_plane: u32 = t.dims()[..z].iter().map(|d| d - 1).sum();
+        let in_plane: u32 = (0..t.dims().len()).filter(|&d| d != z).map(|d| t.dims()[d] - 1).sum();
         let z_span = if t.wraps(z) {
             let k = zs.len();
             let widest = (0..k).map(|i| (zs[(i + 1) % k] + dz - zs[i] - 1) % dz + 1).max().unwrap();
@@ -140,6 +142,15 @@ proptest! {
             zs[zs.len() - 1] - zs[0]
         };
         prop_assert!(c.depth_hops <= in_plane + z_span, "{c:?} {zs:?}");
+        // `auto` picks the plane tree for every proper subset of planes
+        // (all but one node is the missing-node shape, which comes first).
+        if order.len() + 1 < t.nodes() as usize {
+            prop_assert_eq!(
+                classify(&t, &members),
+                Shape::Planes { dim: z, planes: zs.clone() }
+            );
+            prop_assert_eq!(auto(&t, &order, root).unwrap().construction, Construction::Planes);
+        }
     }
 
     #[test]
@@ -173,6 +184,105 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Random members, some of the other nodes failed: whatever `auto`
+    /// returns passes none of them, or it says why it cannot.
+    #[test]
+    fn no_auto_schedule_passes_a_forbidden_node(
+        t in torus_strategy(3, false),
+        seed in any::<u64>(),
+        density in 1u64..=100,
+        failed in 0u64..=100,
+    ) {
+        let mut x = seed | 1;
+        let mut next = || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
+        let mut order: Vec<Node> = (0..t.nodes()).filter(|_| next() % 100 < density).collect();
+        if order.is_empty() {
+            order.push((next() % u64::from(t.nodes())) as Node);
+        }
+        let forbidden: Vec<Node> =
+            (0..t.nodes()).filter(|n| !order.contains(n) && next() % 100 < failed).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        let members = Members::new(&t, order.iter().copied()).unwrap();
+        let root = order[(next() % order.len() as u64) as usize];
+        match auto_avoiding(&t, &order, root, &forbidden) {
+            Ok(s) => {
+                let c = check(&t, &members, &s, &forbidden);
+                prop_assert!(c.is_ok(), "{:?}: {c:?}", s.construction);
+            }
+            Err(MembersError::Shape(why)) => prop_assert!(!forbidden.is_empty(), "{why}"),
+            Err(e) => prop_assert!(false, "{e}"),
+        }
+    }
+}
+
+/// Every single missing node of meshes and tori, 2D and 3D: `auto` never
+/// routes through it (it may have failed). On a mesh the chain fallback
+/// used to: 5x5, node 12, edge 7 -> 17.
+#[test]
+fn a_missing_node_is_never_passed() {
+    let shapes: [(&[u32], &[bool]); 9] = [
+        (&[5, 5], &[false, false]),
+        (&[4, 4], &[false, false]),
+        (&[3, 6], &[false, true]),
+        (&[5, 5], &[true, true]),
+        (&[2, 7], &[false, false]),
+        (&[4, 4, 4], &[false, false, false]),
+        (&[3, 4, 5], &[true, false, true]),
+        (&[4, 4, 4], &[true, true, true]),
+        (&[7], &[false]),
+    ];
+    let mut detours = 0;
+    for (dims, wrap) in shapes {
+        let t = Torus::with_wrap(dims, wrap).unwrap();
+        for missing in 0..t.nodes() {
+            let order: Vec<Node> = (0..t.nodes()).filter(|&n| n != missing).collect();
+            let members = Members::new(&t, order.iter().copied()).unwrap();
+            for root in [order[0], order[order.len() / 2], order[order.len() - 1]] {
+                match auto(&t, &order, root) {
+                    // Only a line cut in two has no way round, and says so.
+                    Ok(s) if dims.len() == 1 && s.fallback.is_some() => {}
+                    Ok(s) => {
+                        detours += usize::from(s.construction == Construction::Neighbours);
+                        if let Err(e) = check(&t, &members, &s, &[missing]) {
+                            panic!("{dims:?} {wrap:?} missing {missing} root {root}: {e}");
+                        }
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+                // Once the caller says the node failed, a cut line is an error.
+                if let Err(e) = auto_avoiding(&t, &order, root, &[missing]) {
+                    assert!(
+                        matches!(e, MembersError::Shape(_)) && dims.len() == 1,
+                        "{e}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(detours > 0, "the mesh cases need the neighbours tree");
+    let mesh = Torus::with_wrap(&[5, 5], &[false, false]).unwrap();
+    let order: Vec<Node> = (0..25).filter(|&n| n != 12).collect();
+    let s = auto(&mesh, &order, 0).unwrap();
+    assert_eq!(s.construction, Construction::Neighbours);
+    assert!(s.fallback.unwrap().contains("forbidden node 12"));
+    assert_eq!(
+        auto_avoiding(&mesh, &order, 0, &[3]),
+        Err(MembersError::ForbiddenMember { node: 3 })
+    );
+    assert_eq!(
+        auto_avoiding(&mesh, &order, 0, &[25]),
+        Err(MembersError::Outside {
+            node: 25,
+            nodes: 25
+        })
+    );
+}
+
 #[test]
 fn auto_recognises_each_shape() {
     let t = Torus::new(&[4, 4, 4]).unwrap();
@@ -195,7 +305,10 @@ fn auto_recognises_each_shape() {
         .collect();
     assert_eq!(
         classify(&t, &Members::new(&t, half.clone()).unwrap()),
-        Shape::Planes(vec![0, 2])
+        Shape::Planes {
+            dim: 2,
+            planes: vec![0, 2]
+        }
     );
     assert_eq!(
         auto(&t, &half, 0).unwrap().construction,
