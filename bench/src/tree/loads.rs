@@ -6,7 +6,7 @@
 use catena_topo::trees::binomial_rounds;
 use catena_topo::{both_ways_load, check, schedule_loads, Members, Schedule, Topology, Torus};
 
-use super::cases::{Case, Group};
+use super::cases::{Case, Group, NotFound};
 use crate::report::Table;
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
@@ -24,7 +24,7 @@ fn combined(torus: &Torus, schedules: &[&Schedule]) -> Result<(u32, u32)> {
     Ok((max, both_ways_load(torus, &loads)))
 }
 
-pub fn table(torus: &Torus, cases: &[Case]) -> Result<Table> {
+pub fn table(torus: &Torus, cases: &[std::result::Result<Case, NotFound>]) -> Result<Table> {
     let mut table = Table::new(&[
         "case",
         "schedule",
@@ -38,6 +38,16 @@ pub fn table(torus: &Torus, cases: &[Case]) -> Result<Table> {
         "note",
     ]);
     for case in cases {
+        let case = match case {
+            Ok(case) => case,
+            Err(missing) => {
+                let mut row = vec![missing.name.into(), "not found".into()];
+                row.resize(9, String::new());
+                row.push(missing.why.replace(',', ";"));
+                table.row(row);
+                continue;
+            }
+        };
         let mut depth = (0, 0);
         for g in &case.groups {
             let c = check(torus, &members(torus, g)?, &g.ours, &[])?;

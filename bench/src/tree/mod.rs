@@ -39,6 +39,9 @@ pub struct CaseArgs {
     /// Simultaneous random sub-communicators.
     #[arg(long, default_value_t = 4)]
     groups: usize,
+    /// The dimension whose planes "half the planes" takes (default: the last).
+    #[arg(long)]
+    plane_dim: Option<usize>,
     #[arg(long, default_value_t = 0x5eed_0001)]
     seed: u64,
 }
@@ -66,11 +69,31 @@ pub struct SimArgs {
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
+impl CaseArgs {
+    fn cases(&self, torus: &Torus) -> Result<Vec<Result<cases::Case, cases::NotFound>>> {
+        let plane_dim = self.plane_dim.unwrap_or(torus.dims().len() - 1);
+        if plane_dim >= torus.dims().len() {
+            return Err(format!(
+                "--plane-dim {plane_dim}: the torus has {} dimensions",
+                torus.dims().len()
+            )
+            .into());
+        }
+        Ok(cases::cases(
+            torus,
+            self.members,
+            self.groups,
+            plane_dim,
+            self.seed,
+        ))
+    }
+}
+
 pub fn main(command: &TreeCommand) -> crate::Outcome {
     match command {
         TreeCommand::Loads(args) => {
             let torus = Torus::new(&args.dims)?;
-            let cases = cases::cases(&torus, args.members, args.groups, args.seed)?;
+            let cases = args.cases(&torus)?;
             println!(
                 "link loads on a {:?} torus ({} random members, {} groups at once)",
                 args.dims, args.members, args.groups
@@ -94,12 +117,15 @@ fn name(algo: Algo, op: Op) -> &'static str {
 
 fn sim(args: &SimArgs) -> Result<()> {
     let torus = Torus::new(&args.cases.dims)?;
-    let cases = cases::cases(
-        &torus,
-        args.cases.members,
-        args.cases.groups,
-        args.cases.seed,
-    )?;
+    let cases: Vec<cases::Case> = args
+        .cases
+        .cases(&torus)?
+        .into_iter()
+        .filter_map(|c| {
+            c.map_err(|missing| eprintln!("{}: not found ({})", missing.name, missing.why))
+                .ok()
+        })
+        .collect();
     let sizes: Vec<usize> = (0..)
         .map(|i| args.min_bytes << (2 * i))
         .take_while(|&s| s <= args.max_bytes)
