@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use catena_algorithms::{split, Algorithm, Chain, Split};
 use catena_fabric::Rma;
-use catena_sim::{CostModel, LogGp, Report, Routed, Sim, SimRank};
+use catena_sim::{ComputeFactor, CostModel, LogGp, Report, Routed, Sim, SimRank};
 use catena_topo::{FatTree, Torus};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -52,6 +52,11 @@ pub struct Args {
     /// per workload (`sim-reorder.png`, ...).
     #[arg(long, default_value = "results/sim.csv")]
     csv: PathBuf,
+    /// Virtual nanoseconds each host CPU nanosecond of a rank's own code
+    /// costs; 0 leaves computation free (and runs reproducible). The default
+    /// is a BG/P core against this host's Zen 5 (docs/scaling.md).
+    #[arg(long, default_value_t = ComputeFactor::BGP_ON_ZEN5.get())]
+    compute_factor: f64,
     /// Do not simulate: plot the CSV that is already there.
     #[arg(long)]
     replot: bool,
@@ -138,9 +143,19 @@ fn feasible(algorithm: Algorithm, ranks: u32, serial_max: u32) -> bool {
 }
 
 /// One split of `workload` on `ranks` virtual ranks.
-fn simulate(workload: Workload, algorithm: Algorithm, ranks: u32, model: Model) -> Result<Row> {
+fn simulate(
+    workload: Workload,
+    algorithm: Algorithm,
+    ranks: u32,
+    model: Model,
+    compute: Option<ComputeFactor>,
+) -> Result<Row> {
     per_rank::start(ranks as usize);
     let sim = Sim::new(ranks, model.build(ranks)).with_observer(Box::new(per_rank::running));
+    let sim = match compute {
+        Some(factor) => sim.with_compute(factor),
+        None => sim,
+    };
     let (results, report) = sim.run(async |t: &SimRank<'_>| {
         let world = Chain::world(t, CTX);
         let deadline = t.deadline_in(DEADLINE);
@@ -190,6 +205,13 @@ pub fn main(args: &Args) -> crate::Outcome {
 }
 
 fn sweep_and_write(args: &Args) -> Result<()> {
+    let compute = match args.compute_factor {
+        0.0 => None,
+        f => Some(
+            ComputeFactor::new(f)
+                .ok_or_else(|| format!("--compute-factor {f}: a finite number, 0 or more"))?,
+        ),
+    };
     let algorithms = list(&args.algorithms, &Algorithm::ALL, |s| Ok(s.parse()?))?;
     let workloads = list(&args.workloads, &WORKLOADS, |s| {
         let i: usize = s.parse()?;
@@ -217,8 +239,12 @@ fn sweep_and_write(args: &Args) -> Result<()> {
         }
     }
     let largest = sweep.last().copied().unwrap_or(0);
+    let charged = match compute {
+        Some(f) => format!("computation charged x{}", f.get()),
+        None => "computation free".into(),
+    };
     eprintln!(
-        "catena-bench sim: {} runs, N up to {largest}, {}",
+        "catena-bench sim: {} runs, N up to {largest}, {}, {charged}",
         runs.len(),
         args.model.describe(largest)
     );
@@ -232,7 +258,7 @@ fn sweep_and_write(args: &Args) -> Result<()> {
     for (ranks, workload, algorithm) in runs {
         bar.set_message(format!("{} {algorithm} N = {ranks}", workload.name()));
         let started = Instant::now();
-        let row = simulate(workload, algorithm, ranks, args.model)?;
+        let row = simulate(workload, algorithm, ranks, args.model, compute)?;
         bar.inc(u64::from(ranks));
         if started.elapsed() > Duration::from_secs(5) {
             // A hidden bar (no terminal) prints nothing.

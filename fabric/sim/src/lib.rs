@@ -4,8 +4,10 @@
 //! thread or OS resource per rank, and no randomness: a run is deterministic.
 //!
 //! A rank's clock advances by what the [`CostModel`] charges for its sends
-//! and receives, and jumps forward while it waits; local computation is
-//! free. Messages and puts become visible at their arrival time.
+//! and receives, and jumps forward while it waits. Local computation is free
+//! unless [`Sim::with_compute`] charges the CPU time each rank's code takes
+//! (then a run is no longer reproducible to the nanosecond). Messages and
+//! puts become visible at their arrival time.
 //!
 //! Tagged messages are the simulator's own ([`Sim::run`]). With
 //! [`Sim::run_eager`] they go through the real providers' eager messaging
@@ -15,6 +17,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod compute;
 mod eager;
 mod jitter;
 pub mod model;
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
+pub use compute::ComputeFactor;
 pub use eager::EagerRank;
 pub use jitter::{Delays, Enumerated, Seeded};
 pub use model::{CostModel, LogGp, Routed};
@@ -39,6 +43,7 @@ pub use rank::SimRank;
 pub use window::SimWindow;
 
 use catena_fabric::{ContextId, Message, Rank, Signal, Time};
+use compute::Meter;
 use jitter::Jitter;
 
 /// A message in flight or waiting in an inbox.
@@ -117,6 +122,8 @@ struct RankState {
     puts_landed: Cell<u64>,
     /// Bytes the transport holds for this rank: unconsumed messages, windows.
     held: Cell<u64>,
+    /// Inside a transport call (perhaps waiting in it): not computing.
+    in_call: Cell<bool>,
     inbox: RefCell<Vec<Envelope>>,
 }
 
@@ -235,6 +242,8 @@ pub struct Sim {
     eager_inbox_bytes: usize,
     jitter: RefCell<Option<Jitter>>,
     trace: Option<RefCell<Vec<TraceEvent>>>,
+    /// Charges each rank's computation to its clock, when asked to.
+    compute: Option<Meter>,
 }
 
 impl Sim {
@@ -266,6 +275,45 @@ impl Sim {
             eager_inbox_bytes: catena_fabric::eager::DEFAULT_INBOX_BYTES,
             jitter: RefCell::new(None),
             trace: None,
+            compute: None,
+        }
+    }
+
+    /// Charges the CPU time each rank's own code spends (between transport
+    /// calls) to its clock, times `factor`: the simulated machine computes
+    /// `factor` times slower than this host. Virtual times then vary a
+    /// little from run to run, with the host's load.
+    pub fn with_compute(mut self, factor: ComputeFactor) -> Sim {
+        self.compute = Some(Meter::new(factor));
+        self
+    }
+
+    /// `rank`'s code runs from now on (unless it is still inside a call).
+    fn computing(&self, rank: Rank) {
+        if let Some(meter) = &self.compute {
+            if !self.state(rank).in_call.get() {
+                meter.start();
+            }
+        }
+    }
+
+    /// `rank`'s code stops running: its clock advances by what it computed.
+    fn computed(&self, rank: Rank) {
+        if let Some(meter) = &self.compute {
+            let clock = &self.state(rank).clock;
+            clock.set(clock.get() + meter.stop());
+        }
+    }
+
+    /// `rank` enters a transport call until the guard drops: what it computed
+    /// so far is charged first, and the call's own work is not.
+    fn call(&self, rank: Rank) -> InCall<'_> {
+        self.computed(rank);
+        let outer = self.state(rank).in_call.replace(true);
+        InCall {
+            sim: self,
+            rank,
+            outer,
         }
     }
 
@@ -434,9 +482,11 @@ impl Sim {
                 self.observe(None);
                 return false;
             };
+            self.computing(rank);
             let polled = future
                 .as_mut()
                 .poll(&mut Context::from_waker(Waker::noop()));
+            self.computed(rank);
             self.observe(None);
             let Poll::Ready(out) = polled else {
                 return false;
@@ -576,5 +626,20 @@ impl Sim {
                 Some(rank)
             }
         }
+    }
+}
+
+/// A rank inside a transport call; dropping it resumes the rank's code
+/// (or the call this one was made from, as `now` is from `recv`).
+struct InCall<'s> {
+    sim: &'s Sim,
+    rank: Rank,
+    outer: bool,
+}
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.sim.state(self.rank).in_call.set(self.outer);
+        self.sim.computing(self.rank);
     }
 }

@@ -73,6 +73,7 @@ impl<'s> SimRank<'s> {
         data: &[u8],
         signal: Option<Signal>,
     ) -> Result<()> {
+        let _call = self.sim.call(self.rank);
         let key = self.target_window(target, key)?;
         check_bounds(offset, data.len(), key.len)?;
         if let Some(s) = signal {
@@ -102,6 +103,7 @@ impl<'s> SimRank<'s> {
         op: AtomicOp,
         deadline: Time,
     ) -> Result<u64> {
+        let _call = self.sim.call(self.rank);
         let window = self.target_window(target, key)?;
         check_word(offset, window.len)?;
         let reply = self.sim.next_reply.get();
@@ -144,10 +146,12 @@ impl<'s> Rma for SimRank<'s> {
     }
 
     fn now(&self) -> Time {
+        let _call = self.sim.call(self.rank);
         Time(self.state().clock.get())
     }
 
     fn alloc_window(&self, len: usize) -> Result<SimWindow<'s>> {
+        let _call = self.sim.call(self.rank);
         catena_fabric::bounds::check_window_len(len)?;
         self.sim
             .as_transport(|| SimWindow::new(self.sim, self.rank, len))
@@ -194,6 +198,7 @@ impl<'s> Rma for SimRank<'s> {
 
     /// Returns at the virtual time the last put issued so far has landed.
     fn flush(&self, target: Rank, _deadline: Time) -> impl Future<Output = Result<()>> {
+        let _call = self.sim.call(self.rank);
         let flushed = self.check_rank(target).map(|()| {
             let s = self.state();
             s.clock.set(s.clock.get().max(s.puts_landed.get()));
@@ -210,6 +215,7 @@ impl<'s> Rma for SimRank<'s> {
     }
 
     fn wake_at(&self, at: Time) {
+        let _call = self.sim.call(self.rank);
         let wake = &self.state().wake;
         if at.0 < wake.get() {
             wake.set(at.0);
@@ -236,6 +242,7 @@ impl Transport for SimRank<'_> {
         data: &[u8],
         _deadline: Time,
     ) -> impl Future<Output = Result<()>> {
+        let _call = self.sim.call(self.rank);
         let sent = self.check_rank(target).map(|()| {
             let at = self.sim.transmit(self.rank, target, data.len());
             let message = self.sim.as_transport(|| Message {
@@ -257,6 +264,7 @@ impl Transport for SimRank<'_> {
         tag: Tag,
         deadline: Time,
     ) -> Result<Message> {
+        let _call = self.sim.call(self.rank);
         if let Some(source) = source {
             self.check_rank(source)?;
         }
