@@ -57,6 +57,10 @@ pub struct Args {
     /// is a BG/P core against this host's Zen 5 (docs/scaling.md).
     #[arg(long, default_value_t = ComputeFactor::BGP_ON_ZEN5.get())]
     compute_factor: f64,
+    /// Runs of each case, the median virtual time kept: with computation
+    /// charged, a rank that loses its core for a moment stretches a run.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Do not simulate: plot the CSV that is already there.
     #[arg(long)]
     replot: bool,
@@ -258,7 +262,20 @@ fn sweep_and_write(args: &Args) -> Result<()> {
     for (ranks, workload, algorithm) in runs {
         bar.set_message(format!("{} {algorithm} N = {ranks}", workload.name()));
         let started = Instant::now();
-        let row = simulate(workload, algorithm, ranks, args.model, compute)?;
+        let mut repeats = (0..args.repeat.max(1))
+            .map(|_| simulate(workload, algorithm, ranks, args.model, compute))
+            .collect::<Result<Vec<Row>>>()?;
+        repeats.sort_by_key(|r| r.report.completion);
+        if repeats.len() > 1 {
+            let ms = |r: &Row| r.report.completion.as_secs_f64() * 1e3;
+            let (low, high) = (ms(&repeats[0]), ms(&repeats[repeats.len() - 1]));
+            eprintln!(
+                "{} {algorithm} N = {ranks}: {} runs from {low:.3} to {high:.3} virtual ms",
+                workload.name(),
+                repeats.len()
+            );
+        }
+        let row = repeats.swap_remove(repeats.len() / 2);
         bar.inc(u64::from(ranks));
         if started.elapsed() > Duration::from_secs(5) {
             // A hidden bar (no terminal) prints nothing.
