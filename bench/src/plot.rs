@@ -92,6 +92,8 @@ pub enum Shape {
     Circle,
     Square,
     Triangle,
+    /// A triangle standing on its point.
+    Wedge,
     Diamond,
     Ring,
     Frame,
@@ -123,6 +125,12 @@ macro_rules! with_marker {
             }
             Shape::Triangle => {
                 let $make = |at, c: RGBColor| TriangleMarker::new(at, 4, c.filled());
+                $body
+            }
+            Shape::Wedge => {
+                let $make = |at, c: RGBColor| {
+                    EmptyElement::at(at) + Polygon::new(vec![(-4, -3), (4, -3), (0, 4)], c.filled())
+                };
                 $body
             }
             Shape::Diamond => {

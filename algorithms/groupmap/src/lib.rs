@@ -252,14 +252,23 @@ impl GroupMap {
 
     /// World ranks in increasing order.
     pub fn members(&self) -> Box<dyn Iterator<Item = u32> + '_> {
-        self.set.iter()
+        match self.set {
+            // The plain array holds group order: sort a copy.
+            SetRepr::Plain(_) => {
+                let mut sorted: Vec<u32> = self.set.iter().collect();
+                sorted.sort_unstable();
+                Box::new(sorted.into_iter())
+            }
+            _ => self.set.iter(),
+        }
     }
 
     /// Whether the map stores no permutation, so that group order is the
     /// increasing order of world ranks. Only a `Fixed` order representation
-    /// other than `Sorted` stores one that may be the identity (then false).
+    /// other than `Sorted` stores one that may be the identity (then false),
+    /// and the plain array, which holds a permuted group's own order.
     pub fn is_sorted(&self) -> bool {
-        matches!(self.order, OrderRepr::Sorted)
+        matches!(self.order, OrderRepr::Sorted) && !matches!(self.set, SetRepr::Plain(_))
     }
 
     /// The representation holding the members.

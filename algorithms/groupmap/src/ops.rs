@@ -2,6 +2,7 @@
 //! and difference (with MPI's ordering and as plain sets), include, exclude
 //! and their range forms. Results take the left operand's strategy.
 
+use super::repr::SetRepr;
 use super::{GroupMap, GroupMapError};
 
 /// How two groups relate, as MPI_Group_compare defines it.
@@ -108,6 +109,40 @@ pub(crate) fn world_rank_outside(rank: u64, world: u32) -> GroupMapError {
     GroupMapError::WorldRankOutOfRange { rank, world }
 }
 
+/// Group ranks of many world ranks at once. Every representation but the
+/// plain array answers one `rank` in sublinear time; the plain array scans,
+/// so many lookups into it sort a copy once (O(n) bytes for the call, as
+/// the member lists the operations build take anyway).
+enum Lookup<'a> {
+    Map(&'a GroupMap),
+    /// (world rank, group rank), sorted.
+    Sorted(Vec<(u32, u32)>),
+}
+
+impl<'a> Lookup<'a> {
+    fn of(map: &'a GroupMap) -> Lookup<'a> {
+        match map.set {
+            SetRepr::Plain(_) => {
+                let mut pairs: Vec<(u32, u32)> = map.iter().zip(0..).collect();
+                pairs.sort_unstable();
+                Lookup::Sorted(pairs)
+            }
+            _ => Lookup::Map(map),
+        }
+    }
+
+    /// The group rank of `w`; `w` is below the map's world.
+    fn rank(&self, w: u32) -> Option<u32> {
+        match self {
+            Lookup::Map(map) => map.set.rank(w).map(|s| map.order.to_group(s)),
+            Lookup::Sorted(pairs) => pairs
+                .binary_search_by_key(&w, |&(world, _)| world)
+                .ok()
+                .map(|at| pairs[at].1),
+        }
+    }
+}
+
 impl GroupMap {
     fn same_world(&self, other: &GroupMap) -> Result<(), GroupMapError> {
         if self.world == other.world {
@@ -132,7 +167,11 @@ impl GroupMap {
         other: &GroupMap,
     ) -> Result<Vec<Option<u32>>, GroupMapError> {
         self.same_world(other)?;
-        ranks.iter().map(|&g| other.rank(self.select(g)?)).collect()
+        let other = Lookup::of(other);
+        ranks
+            .iter()
+            .map(|&g| Ok(other.rank(self.select(g)?)))
+            .collect()
     }
 
     /// MPI_Group_compare.
@@ -154,7 +193,8 @@ impl GroupMap {
     pub fn union(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
         self.same_world(other)?;
         let mut ranks: Vec<u32> = self.iter().collect();
-        ranks.extend(other.iter().filter(|&w| self.set.rank(w).is_none()));
+        let this = Lookup::of(self);
+        ranks.extend(other.iter().filter(|&w| this.rank(w).is_none()));
         self.derived(&ranks)
     }
 
@@ -162,10 +202,8 @@ impl GroupMap {
     /// group's order.
     pub fn intersection(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
         self.same_world(other)?;
-        let ranks: Vec<u32> = self
-            .iter()
-            .filter(|&w| other.set.rank(w).is_some())
-            .collect();
+        let other = Lookup::of(other);
+        let ranks: Vec<u32> = self.iter().filter(|&w| other.rank(w).is_some()).collect();
         self.derived(&ranks)
     }
 
@@ -173,10 +211,8 @@ impl GroupMap {
     /// group's order.
     pub fn difference(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
         self.same_world(other)?;
-        let ranks: Vec<u32> = self
-            .iter()
-            .filter(|&w| other.set.rank(w).is_none())
-            .collect();
+        let other = Lookup::of(other);
+        let ranks: Vec<u32> = self.iter().filter(|&w| other.rank(w).is_none()).collect();
         self.derived(&ranks)
     }
 
@@ -234,7 +270,7 @@ impl GroupMap {
             .collect::<Result<_, _>>()?;
         GroupMap::from_ranks(self.world, &world_ranks, self.strategy).map_err(|e| match e {
             GroupMapError::DuplicateWorldRank { rank } => GroupMapError::DuplicateGroupRank {
-                rank: self.set.rank(rank).map_or(rank, |s| self.order.to_group(s)),
+                rank: Lookup::Map(self).rank(rank).unwrap_or(rank),
             },
             e => e,
         })

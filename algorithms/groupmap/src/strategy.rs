@@ -1,6 +1,7 @@
 //! Strategies (thesis §3.8) pick a new map's representation: `Space` the
-//! smallest, from sizes computed off the statistics where it can; `Time` the
-//! fastest on 100 random lookups; `Hybrid` the least `α ln T + (1-α) ln S`.
+//! smallest; `Time` the fastest on 100 random lookups; `Hybrid` the least
+//! `α ln T + (1-α) ln S`. The plain packed array is always a candidate:
+//! Space and Auto never pick more bytes, and decide without timing.
 
 use std::fmt;
 use std::hint::black_box;
@@ -16,14 +17,17 @@ use super::GroupMapError;
 pub enum Strategy {
     /// The fewest bytes.
     Space,
-    /// The fastest measured `select` and `rank`.
+    /// The fastest measured `select` and `rank`; more bytes than the plain
+    /// array only for a map faster at `rank` and as fast at `select`.
     Time,
     /// The least `alpha * ln(ns) + (1 - alpha) * ln(bytes)`.
     Hybrid {
         /// The weight of time against bytes, in `0..=1`: 0 is Space, 1 Time.
         alpha: f64,
     },
-    /// Hybrid with the thesis's alpha of 0.25.
+    /// Hybrid with the thesis's alpha of 0.25, times from a fixed lookup
+    /// model (the same choice on every run), never more bytes than the
+    /// plain array.
     Auto,
     /// Exactly these representations, or an error where they cannot hold the map.
     Fixed {
@@ -88,6 +92,29 @@ pub struct Measured<K> {
     pub estimated: bool,
     /// Mean ns of a lookup over the random sample, where it was timed.
     pub lookup_ns: Option<f64>,
+    /// Mean ns of its part of a random `select`, where it was timed.
+    pub select_ns: Option<f64>,
+    /// Mean ns of its part of a random `rank`, where it was timed.
+    pub rank_ns: Option<f64>,
+}
+
+impl<K> Measured<K> {
+    fn estimated(kind: K, bytes: usize) -> Measured<K> {
+        Measured {
+            kind,
+            bytes,
+            estimated: true,
+            lookup_ns: None,
+            select_ns: None,
+            rank_ns: None,
+        }
+    }
+
+    fn timed(&mut self, (select_ns, rank_ns): (f64, f64)) {
+        self.select_ns = Some(select_ns);
+        self.rank_ns = Some(rank_ns);
+        self.lookup_ns = Some((select_ns + rank_ns) / 2.0);
+    }
 }
 
 /// What a strategy chose and why.
@@ -109,6 +136,8 @@ pub struct Report {
 
 /// Lookups timed per representation, as in the thesis.
 const SAMPLE: usize = 100;
+/// Ranks timed on the plain array, whose rank scans (half members, half not).
+const SCANS: usize = 8;
 /// Rounds of the sample; the fastest counts, to shed interrupts.
 const ROUNDS: usize = 5;
 /// Time takes the smallest of the representations at most this factor (and
@@ -164,12 +193,7 @@ pub(crate) fn choose(
             strategy,
             set: SetKind::Stride,
             order: OrderKind::Sorted,
-            sets: vec![Measured {
-                kind: SetKind::Stride,
-                bytes: 0,
-                estimated: true,
-                lookup_ns: None,
-            }],
+            sets: vec![Measured::estimated(SetKind::Stride, 0)],
             orders: Vec::new(),
             reason,
         };
@@ -181,8 +205,22 @@ pub(crate) fn choose(
     }
 
     let array_bytes = 4 * stats.len as usize + 4096;
-    let timed = strategy != Strategy::Space;
+    // Only Time and a caller's own Hybrid measure; Space and Auto decide
+    // from sizes and the lookup model alone, the same on every run.
+    let timed = matches!(strategy, Strategy::Time | Strategy::Hybrid { .. });
     let mut sample = Sample::new(members, stats, pi);
+    // The plain packed array of this group is always a candidate.
+    let plain_kind = SetKind::Plain;
+    let in_group_order: Vec<u32> = match identity {
+        true => Vec::new(),
+        false => pi.iter().map(|&s| members[s as usize]).collect(),
+    };
+    let set_input = |kind: SetKind| -> &[u32] {
+        match kind {
+            SetKind::Plain if !identity => &in_group_order,
+            _ => members,
+        }
+    };
 
     let mut sets = Vec::new();
     let mut built_sets = Vec::new();
@@ -192,28 +230,25 @@ pub(crate) fn choose(
             continue;
         }
         let estimate = SetRepr::estimate_heap_bytes(kind, stats);
-        if timed && build_bytes(kind, stats).is_some_and(|b| b > BUILD_LIMIT * array_bytes) {
+        if timed
+            && kind != plain_kind
+            && build_bytes(kind, stats).is_some_and(|b| b > BUILD_LIMIT * array_bytes)
+        {
             skipped.push(kind.name());
             continue;
         }
         match (estimate, timed) {
-            (Some(bytes), false) => sets.push(Measured {
-                kind,
-                bytes,
-                estimated: true,
-                lookup_ns: None,
-            }),
+            (Some(bytes), false) => sets.push(Measured::estimated(kind, bytes)),
             _ => {
-                let Some(set) = SetRepr::build(kind, members, stats) else {
+                let Some(set) = SetRepr::build(kind, set_input(kind), stats) else {
                     continue;
                 };
-                let lookup_ns = timed.then(|| sample.time_set(&set));
-                sets.push(Measured {
-                    kind,
-                    bytes: set.heap_bytes(),
-                    estimated: false,
-                    lookup_ns,
-                });
+                let mut measured = Measured::estimated(kind, set.heap_bytes());
+                measured.estimated = false;
+                if timed {
+                    measured.timed(sample.time_set(&set));
+                }
+                sets.push(measured);
                 built_sets.push(set);
             }
         }
@@ -224,7 +259,14 @@ pub(crate) fn choose(
     let order_kinds: &[OrderKind] = if identity {
         &[OrderKind::Sorted]
     } else {
-        &[OrderKind::Blocks, OrderKind::Packed, OrderKind::Wavelet]
+        // `Sorted` here is the identity over the plain array.
+        &[
+            OrderKind::Blocks,
+            OrderKind::Packed,
+            OrderKind::Shortcuts,
+            OrderKind::Wavelet,
+            OrderKind::Sorted,
+        ]
     };
     for &kind in order_kinds {
         let estimate = OrderRepr::estimate_heap_bytes(kind, order_stats);
@@ -232,78 +274,130 @@ pub(crate) fn choose(
             skipped.push(kind.name());
             continue;
         }
-        if timed {
+        if timed && kind != OrderKind::Sorted {
             let Some(order) = OrderRepr::build(kind, pi, order_stats) else {
                 continue;
             };
-            let lookup_ns = Some(sample.time_order(&order));
-            orders.push(Measured {
-                kind,
-                bytes: order.heap_bytes(),
-                estimated: false,
-                lookup_ns,
-            });
+            let mut measured = Measured::estimated(kind, order.heap_bytes());
+            measured.estimated = false;
+            measured.timed(sample.time_order(&order));
+            orders.push(measured);
             built_orders.push(order);
         } else {
-            orders.push(Measured {
-                kind,
-                bytes: estimate,
-                estimated: true,
-                lookup_ns: None,
-            });
+            let mut measured = Measured::estimated(kind, estimate);
+            if timed {
+                measured.timed((0.0, 0.0));
+            }
+            orders.push(measured);
         }
     }
 
     let fixed_bytes = std::mem::size_of::<super::GroupMap>();
-    let bytes =
-        |s: &Measured<SetKind>, o: &Measured<OrderKind>| (fixed_bytes + s.bytes + o.bytes) as f64;
-    let ns = |s: &Measured<SetKind>, o: &Measured<OrderKind>| {
-        s.lookup_ns.unwrap_or(0.0) + o.lookup_ns.unwrap_or(0.0)
+    let bytes = |i: usize, j: usize| fixed_bytes + sets[i].bytes + orders[j].bytes;
+    // Select is set.select(order.to_sorted(g)), rank order.to_group(set.rank(w)).
+    let lookup_ns = |i: usize, j: usize| -> (f64, f64) {
+        let (set, order) = (&sets[i], &orders[j]);
+        match (
+            set.select_ns.zip(set.rank_ns),
+            order.select_ns.zip(order.rank_ns),
+        ) {
+            (Some((ss, sr)), Some((os, or))) => (ss + os, sr + or),
+            _ => {
+                let (ss, sr) = model_set_ns(set.kind, stats);
+                let (os, or) = model_order_ns(order.kind, order_stats);
+                (ss + os, sr + or)
+            }
+        }
     };
-    let combos = || (0..sets.len()).flat_map(|i| (0..orders.len()).map(move |j| (i, j)));
+    let mean_ns = |i: usize, j: usize| {
+        let (select, rank) = lookup_ns(i, j);
+        (select + rank) / 2.0
+    };
+    // The plain array pairs only with the identity, and the identity of a
+    // permuted group only with the plain array.
+    let pairs = |i: usize, j: usize| {
+        identity || (sets[i].kind == SetKind::Plain) == (orders[j].kind == OrderKind::Sorted)
+    };
+    let combos: Vec<(usize, usize)> = (0..sets.len())
+        .flat_map(|i| (0..orders.len()).map(move |j| (i, j)))
+        .filter(|&(i, j)| pairs(i, j))
+        .collect();
+    let plain = combos
+        .iter()
+        .copied()
+        .find(|&(i, _)| sets[i].kind == plain_kind)
+        .ok_or(GroupMapError::NotApplicable {
+            representation: plain_kind.name(),
+            why: "the plain array could not be sized",
+        })?;
+    let cap = bytes(plain.0, plain.1);
     let least = |score: &dyn Fn(usize, usize) -> f64| {
-        combos().min_by(|&(a, b), &(c, d)| score(a, b).total_cmp(&score(c, d)))
+        combos
+            .iter()
+            .copied()
+            .min_by(|&(a, b), &(c, d)| score(a, b).total_cmp(&score(c, d)))
+    };
+    let hybrid = |alpha: f64, i: usize, j: usize| {
+        alpha * mean_ns(i, j).max(0.5).ln() + (1.0 - alpha) * (bytes(i, j) as f64).ln()
     };
     let best = match strategy {
-        Strategy::Space => least(&|i, j| bytes(&sets[i], &orders[j])),
+        Strategy::Space => least(&|i, j| bytes(i, j) as f64),
         Strategy::Time => {
             // 100 warm lookups cannot tell apart times within a few percent:
-            // among those that tie with the fastest, take the smallest.
-            let fastest = combos()
-                .map(|(i, j)| ns(&sets[i], &orders[j]))
+            // among those that tie with the fastest, take the smallest. A map
+            // larger than the plain array must also beat it at rank and
+            // match it at select.
+            let (plain_select, plain_rank) = lookup_ns(plain.0, plain.1);
+            let worth = |i: usize, j: usize| {
+                let (select, rank) = lookup_ns(i, j);
+                bytes(i, j) <= cap || select <= plain_select * TIME_TIE + 1.0 && rank < plain_rank
+            };
+            let fastest = combos
+                .iter()
+                .filter(|&&(i, j)| worth(i, j))
+                .map(|&(i, j)| mean_ns(i, j))
                 .fold(f64::INFINITY, f64::min);
             let tie = fastest * TIME_TIE + 1.0;
-            least(&|i, j| {
-                let t = ns(&sets[i], &orders[j]);
-                if t <= tie {
-                    bytes(&sets[i], &orders[j])
-                } else {
-                    f64::INFINITY
-                }
+            least(&|i, j| match worth(i, j) && mean_ns(i, j) <= tie {
+                true => bytes(i, j) as f64,
+                false => f64::INFINITY,
             })
         }
+        Strategy::Auto => least(&|i, j| match bytes(i, j) <= cap {
+            true => hybrid(Strategy::DEFAULT_ALPHA, i, j),
+            false => f64::INFINITY,
+        }),
         _ => {
             let alpha = strategy.alpha().unwrap_or(Strategy::DEFAULT_ALPHA);
-            least(&|i, j| {
-                alpha * ns(&sets[i], &orders[j]).max(0.5).ln()
-                    + (1.0 - alpha) * bytes(&sets[i], &orders[j]).ln()
-            })
+            least(&|i, j| hybrid(alpha, i, j))
         }
     };
-    let (i, j) = best.ok_or(GroupMapError::NotApplicable {
+    let (mut i, mut j) = best.ok_or(GroupMapError::NotApplicable {
         representation: "every representation",
         why: "none was small enough to try",
     })?;
+    let mut set = take_set(
+        &mut built_sets,
+        sets[i].kind,
+        set_input(sets[i].kind),
+        stats,
+    )?;
+    // An estimate that undershot must not carry Space or Auto past the cap.
+    let capped = matches!(strategy, Strategy::Space | Strategy::Auto);
+    if capped && fixed_bytes + set.heap_bytes() + orders[j].bytes > cap {
+        (i, j) = plain;
+        set = take_set(
+            &mut built_sets,
+            sets[i].kind,
+            set_input(sets[i].kind),
+            stats,
+        )?;
+    }
     let (set_kind, order_kind) = (sets[i].kind, orders[j].kind);
-    let set = match built_sets.into_iter().find(|s| s.kind() == set_kind) {
-        Some(set) => set,
-        None => SetRepr::build(set_kind, members, stats).ok_or(GroupMapError::NotApplicable {
-            representation: set_kind.name(),
-            why: "it refused the members it was estimated for",
-        })?,
-    };
     let order = match built_orders.into_iter().find(|o| o.kind() == order_kind) {
         Some(order) => order,
+        // The identity over a plain array is no permutation at all.
+        None if order_kind == OrderKind::Sorted => OrderRepr::Sorted,
         None => {
             OrderRepr::build(order_kind, pi, order_stats).ok_or(GroupMapError::NotApplicable {
                 representation: order_kind.name(),
@@ -331,6 +425,58 @@ pub(crate) fn choose(
         reason,
     };
     Ok(Choice { set, order, report })
+}
+
+/// The built `kind` from `built`, or built now.
+fn take_set(
+    built: &mut Vec<SetRepr>,
+    kind: SetKind,
+    members: &[u32],
+    stats: &Stats,
+) -> Result<SetRepr, GroupMapError> {
+    match built.iter().position(|s| s.kind() == kind) {
+        Some(at) => Ok(built.swap_remove(at)),
+        None => SetRepr::build(kind, members, stats).ok_or(GroupMapError::NotApplicable {
+            representation: kind.name(),
+            why: "it refused the members it was estimated for",
+        }),
+    }
+}
+
+/// The lookup model Auto decides by: ns of a random `select` and `rank`
+/// per set representation, the medians `catena-bench groupmap` measured on
+/// the development machine (docs/groupmap.md), with the size terms that
+/// make some grow. Measured once so a choice never depends on a run.
+fn model_set_ns(kind: SetKind, stats: &Stats) -> (f64, f64) {
+    let log_n = f64::from(stats.len.max(2)).log2();
+    match kind {
+        SetKind::Stride => (5.0, 5.0),
+        SetKind::Runs => (10.0, 14.0),
+        SetKind::Bitmap => (35.0, 15.0),
+        SetKind::EliasFano => (30.0, 20.0),
+        SetKind::Complement => (60.0, 20.0),
+        SetKind::Bdd => (25.0, 25.0),
+        SetKind::Packed => (3.0, 3.0 * log_n),
+        SetKind::Indexed => (9.0, 14.0),
+        SetKind::Compressed => (1500.0, 1500.0),
+        // A scan reads half the members for a member, all for a stranger.
+        SetKind::Plain => (3.0, 0.75 * f64::from(stats.len)),
+    }
+}
+
+/// The order layer's share of a `select` (pi) and a `rank` (pi^-1).
+fn model_order_ns(kind: OrderKind, stats: &OrderStats) -> (f64, f64) {
+    match kind {
+        OrderKind::Sorted => (0.0, 0.0),
+        OrderKind::Blocks => {
+            let log_blocks = f64::from(stats.blocks.max(2)).log2();
+            (3.0 * log_blocks, 3.0 * log_blocks)
+        }
+        OrderKind::Packed => (3.0, 3.0),
+        // About STEP reads of pi and a rank of the marks.
+        OrderKind::Shortcuts => (3.0, 40.0),
+        OrderKind::Wavelet => (200.0, 270.0),
+    }
 }
 
 fn explain(
@@ -390,7 +536,23 @@ fn fixed(
             why: "it would take over 64 MiB and 8 times a plain array for these members",
         });
     }
-    let set = SetRepr::build(set_kind, members, stats).ok_or(GroupMapError::NotApplicable {
+    // The plain array holds group order itself: the identity goes with it.
+    let plain = set_kind == SetKind::Plain;
+    if plain && order_kind != OrderKind::Sorted {
+        return Err(GroupMapError::NotApplicable {
+            representation: order_kind.name(),
+            why: "the plain array holds group order itself: pair it with Sorted",
+        });
+    }
+    let in_group_order: Vec<u32>;
+    let set_members = match plain {
+        true => {
+            in_group_order = pi.iter().map(|&s| members[s as usize]).collect();
+            &in_group_order
+        }
+        false => members,
+    };
+    let set = SetRepr::build(set_kind, set_members, stats).ok_or(GroupMapError::NotApplicable {
         representation: set_kind.name(),
         why: match set_kind {
             SetKind::Stride => "the members are not evenly spaced",
@@ -398,27 +560,25 @@ fn fixed(
             _ => "the representation refused the members",
         },
     })?;
-    let order =
-        OrderRepr::build(order_kind, pi, order_stats).ok_or(GroupMapError::NotApplicable {
-            representation: order_kind.name(),
-            why: "the group's order is not the sorted order of its members",
-        })?;
+    let order = match plain {
+        true => OrderRepr::Sorted,
+        false => {
+            OrderRepr::build(order_kind, pi, order_stats).ok_or(GroupMapError::NotApplicable {
+                representation: order_kind.name(),
+                why: "the group's order is not the sorted order of its members",
+            })?
+        }
+    };
+    let mut set_measured = Measured::estimated(set_kind, set.heap_bytes());
+    set_measured.estimated = false;
+    let mut order_measured = Measured::estimated(order_kind, order.heap_bytes());
+    order_measured.estimated = false;
     let report = Report {
         strategy,
         set: set_kind,
         order: order_kind,
-        sets: vec![Measured {
-            kind: set_kind,
-            bytes: set.heap_bytes(),
-            estimated: false,
-            lookup_ns: None,
-        }],
-        orders: vec![Measured {
-            kind: order_kind,
-            bytes: order.heap_bytes(),
-            estimated: false,
-            lookup_ns: None,
-        }],
+        sets: vec![set_measured],
+        orders: vec![order_measured],
         reason: "fixed by the caller".to_string(),
     };
     Ok(Choice { set, order, report })
@@ -452,43 +612,67 @@ impl Sample {
         }
     }
 
-    fn time_set(&mut self, set: &SetRepr) -> f64 {
+    /// Mean ns of a random `select` and of a random `rank`.
+    fn time_set(&mut self, set: &SetRepr) -> (f64, f64) {
         let n = set.len();
-        best_of(|| {
+        let select = best_of(|| {
             let mut acc = 0u32;
             if n > 0 {
                 for &i in &self.sorted_indices {
                     acc = acc.wrapping_add(set.select(black_box(i)));
                 }
             }
-            for &w in &self.world_ranks {
+            acc
+        });
+        // The plain array's rank is a scan: a few tell its time as well.
+        let ranks = match set.kind() {
+            SetKind::Plain => &self.world_ranks[..SCANS],
+            _ => &self.world_ranks[..],
+        };
+        let rank = best_of_n(ranks.len(), || {
+            let mut acc = 0u32;
+            for &w in ranks {
                 acc = acc.wrapping_add(set.rank(black_box(w)).unwrap_or(0));
             }
             acc
-        })
+        });
+        (select, rank)
     }
 
-    fn time_order(&mut self, order: &OrderRepr) -> f64 {
-        best_of(|| {
+    /// Mean ns of pi (a `select`'s share) and of pi^-1 (a `rank`'s).
+    fn time_order(&mut self, order: &OrderRepr) -> (f64, f64) {
+        let to_sorted = best_of(|| {
             let mut acc = 0u32;
             for &i in &self.sorted_indices {
                 acc = acc.wrapping_add(order.to_sorted(black_box(i)));
+            }
+            acc
+        });
+        let to_group = best_of(|| {
+            let mut acc = 0u32;
+            for &i in &self.sorted_indices {
                 acc = acc.wrapping_add(order.to_group(black_box(i)));
             }
             acc
-        })
+        });
+        (to_sorted, to_group)
     }
 }
 
-/// Mean ns a lookup over the fastest of `ROUNDS` rounds of `2 * SAMPLE`.
-fn best_of(mut round: impl FnMut() -> u32) -> f64 {
+/// Mean ns a lookup over the fastest of `ROUNDS` rounds of `SAMPLE`.
+fn best_of(round: impl FnMut() -> u32) -> f64 {
+    best_of_n(SAMPLE, round)
+}
+
+/// Mean ns a lookup over the fastest of `ROUNDS` rounds of `lookups`.
+fn best_of_n(lookups: usize, mut round: impl FnMut() -> u32) -> f64 {
     let mut best = f64::INFINITY;
     for _ in 0..ROUNDS {
         let start = Instant::now();
         black_box(round());
         best = best.min(start.elapsed().as_nanos() as f64);
     }
-    best / (2 * SAMPLE) as f64
+    best / lookups.max(1) as f64
 }
 
 pub(crate) fn splitmix64(state: &mut u64) -> u64 {

@@ -233,9 +233,12 @@ proptest! {
                     Err(GroupMapError::NotApplicable { .. }) => {
                         // Only these may refuse: a stride for other sets, the BDD
                         // past its budget, the sorted order for a permuted group.
+                        // The plain array holds group order: it takes only Sorted.
                         let stride_refused = set == SetKind::Stride;
+                        let plain_refused = set == SetKind::Plain && order != OrderKind::Sorted;
                         prop_assert!(
-                            stride_refused || set == SetKind::Bdd || (order == OrderKind::Sorted && !sorted),
+                            stride_refused || plain_refused || set == SetKind::Bdd
+                                || (order == OrderKind::Sorted && !sorted && set != SetKind::Plain),
                             "{:?}+{:?} refused {} members", set, order, ranks.len()
                         );
                     }
@@ -611,20 +614,21 @@ fn space_estimates_match_what_building_takes() {
             let (_, report) =
                 GroupMap::from_ranks_reported(world, &ranks, Strategy::Space).unwrap();
             let fixed = std::mem::size_of::<GroupMap>();
+            let sorted = ranks.windows(2).all(|p| p[0] < p[1]);
             for m in &report.sets {
-                let built = GroupMap::from_ranks(
-                    world,
-                    &ranks,
-                    Strategy::Fixed {
-                        set: m.kind,
-                        order: report.order,
-                    },
-                )
-                .unwrap();
+                // The plain array takes the identity; other sets of a
+                // permuted group a permutation.
+                let order = match (m.kind, sorted) {
+                    (SetKind::Plain, _) | (_, true) => OrderKind::Sorted,
+                    _ => OrderKind::Packed,
+                };
+                let built =
+                    GroupMap::from_ranks(world, &ranks, Strategy::Fixed { set: m.kind, order })
+                        .unwrap();
                 let order_bytes = report
                     .orders
                     .iter()
-                    .find(|o| o.kind == report.order)
+                    .find(|o| o.kind == order)
                     .unwrap()
                     .bytes;
                 let set_bytes = built.bytes() - fixed - order_bytes;
@@ -640,21 +644,16 @@ fn space_estimates_match_what_building_takes() {
                 );
             }
             for o in &report.orders {
-                let built = GroupMap::from_ranks(
-                    world,
-                    &ranks,
-                    Strategy::Fixed {
-                        set: report.set,
-                        order: o.kind,
-                    },
-                )
-                .unwrap();
-                let set_bytes = report
-                    .sets
-                    .iter()
-                    .find(|m| m.kind == report.set)
-                    .unwrap()
-                    .bytes;
+                // A permuted group's identity goes with the plain array only.
+                let set = match (o.kind, report.set) {
+                    (OrderKind::Sorted, _) if !sorted => SetKind::Plain,
+                    (_, SetKind::Plain) => SetKind::Packed,
+                    (_, chosen) => chosen,
+                };
+                let built =
+                    GroupMap::from_ranks(world, &ranks, Strategy::Fixed { set, order: o.kind })
+                        .unwrap();
+                let set_bytes = report.sets.iter().find(|m| m.kind == set).unwrap().bytes;
                 let order_bytes = built.bytes() - fixed - set_bytes;
                 let error = (o.bytes as f64 - order_bytes as f64).abs() / order_bytes.max(1) as f64;
                 assert!(
@@ -666,5 +665,43 @@ fn space_estimates_match_what_building_takes() {
                 );
             }
         }
+    }
+}
+
+/// Bytes of the plain packed array a map replaces: the map's fixed part,
+/// the boxed array's header and ceil(log2 world) bits a member, in words.
+fn plain_packed_bytes(world: u32, len: u32) -> usize {
+    let bits = u64::from(world.max(2) - 1).ilog2() as usize + 1;
+    std::mem::size_of::<GroupMap>() + 40 + (len as usize * bits).div_ceil(64) * 8
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Space and Auto never pick a map larger than the plain packed array,
+    /// sorted or permuted, and Auto picks the same on every build.
+    #[test]
+    fn space_and_auto_never_exceed_the_plain_array(
+        world_bits in 7u32..=22,
+        density in 0.0001f64..=0.99,
+        permuted in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let world = 1u32 << world_bits;
+        let size = ((f64::from(world) * density) as u32).clamp(1, world);
+        let mut rng = Rng(seed);
+        let mut ranks = members(Shape::Random, world, size, &mut rng);
+        if permuted {
+            rng.shuffle(&mut ranks);
+        }
+        let plain = plain_packed_bytes(world, ranks.len() as u32);
+        for strategy in [Strategy::Space, Strategy::Auto] {
+            let map = GroupMap::from_ranks(world, &ranks, strategy).unwrap();
+            prop_assert!(map.bytes() <= plain, "{strategy}: {map} > {plain} B");
+        }
+        let kinds = |map: GroupMap| (map.set_kind(), map.order_kind(), map.bytes());
+        let first = GroupMap::from_ranks(world, &ranks, Strategy::Auto).unwrap();
+        let again = GroupMap::from_ranks(world, &ranks, Strategy::Auto).unwrap();
+        prop_assert_eq!(kinds(first), kinds(again));
     }
 }

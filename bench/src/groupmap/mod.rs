@@ -259,14 +259,21 @@ impl Map<'_> {
         let mut rows = vec![row(What::Bound, None, None)];
         let (timing, bytes) = measure::time_vec(self.ranks, &probe);
         rows.push(row(What::Vec, Some(bytes as f64), Some(timing)));
-        // Only the sorted order fits a sorted map, and never a permuted one.
-        let orders: &[OrderKind] = if permuted {
-            &[OrderKind::Blocks, OrderKind::Packed, OrderKind::Wavelet]
-        } else {
-            &[OrderKind::Sorted]
+        // Only the sorted order fits a sorted map; the plain array holds a
+        // permuted group's order itself.
+        let orders = |set: SetKind| -> &[OrderKind] {
+            match permuted && set != SetKind::Plain {
+                true => &[
+                    OrderKind::Blocks,
+                    OrderKind::Packed,
+                    OrderKind::Shortcuts,
+                    OrderKind::Wavelet,
+                ],
+                false => &[OrderKind::Sorted],
+            }
         };
         let fixed = SetKind::ALL.into_iter().flat_map(|set| {
-            orders
+            orders(set)
                 .iter()
                 .map(move |&order| Strategy::Fixed { set, order })
         });

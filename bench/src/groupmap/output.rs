@@ -93,6 +93,7 @@ fn style(set: SetKind, order: OrderKind) -> (RGBColor, Shape) {
         OrderKind::Sorted => Shape::Circle,
         OrderKind::Blocks => Shape::Square,
         OrderKind::Packed => Shape::Triangle,
+        OrderKind::Shortcuts => Shape::Wedge,
         OrderKind::Wavelet => Shape::Diamond,
     };
     (SET_COLORS[s % SET_COLORS.len()], shape)

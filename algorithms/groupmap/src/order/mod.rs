@@ -4,10 +4,12 @@
 
 mod blocks;
 mod packed;
+mod shortcuts;
 mod wavelet;
 
 pub(crate) use blocks::Blocks;
 pub(crate) use packed::PackedPermutation;
+pub(crate) use shortcuts::Shortcuts;
 pub(crate) use wavelet::Wavelet;
 
 /// One pass over pi (`pi[g]` = sorted index of group rank `g`).
@@ -16,13 +18,23 @@ pub(crate) struct OrderStats {
     pub len: u32,
     /// Maximal blocks of group ranks whose sorted indices climb or fall by one.
     pub blocks: u32,
+    /// Elements `Shortcuts` keeps a back pointer for.
+    pub marks: u32,
 }
 
 impl OrderStats {
     pub(crate) fn of(pi: &[u32]) -> OrderStats {
+        let blocks = blocks::block_starts(pi).count() as u32;
+        // The identity has only cycles of one: nothing to mark.
+        let identity = blocks <= 1 && pi.first().is_none_or(|&s| s == 0);
+        let marks = match identity {
+            true => 0,
+            false => shortcuts::marks(pi).count_ones() as u32,
+        };
         OrderStats {
             len: pi.len() as u32,
-            blocks: blocks::block_starts(pi).count() as u32,
+            blocks,
+            marks,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Set layer: the members of a group as a sorted set of world ranks, held in
 //! one of several representations that all answer `select` (i-th smallest
-//! member) and `rank` (position of a world rank among the members).
+//! member) and `rank` (position of a world rank among the members). `Plain`
+//! alone keeps the group's order instead, as the array it replaces does.
 
 mod bdd;
 mod bitmap;
@@ -9,6 +10,7 @@ mod compressed;
 mod elias_fano;
 mod indexed;
 mod packed;
+mod plain;
 mod runs;
 mod stride;
 
@@ -19,6 +21,7 @@ pub(crate) use compressed::Compressed;
 pub(crate) use elias_fano::EliasFano;
 pub(crate) use indexed::Indexed;
 pub(crate) use packed::Packed;
+pub(crate) use plain::Plain;
 pub(crate) use runs::Runs;
 pub(crate) use stride::Stride;
 
