@@ -75,6 +75,40 @@ fn charged_computation_delays_the_send_after_it_and_the_end() {
     assert!(charged < least + Duration::from_millis(60), "{charged:?}");
 }
 
+/// Rank 0 sends `MESSAGES` to rank 1 with nothing between the calls.
+fn calls_without_computation(sim: Sim) -> Duration {
+    let deadline = |t: &SimRank<'_>| t.deadline_in(Duration::from_secs(3600));
+    let (_, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            for _ in 0..MESSAGES {
+                match t.rank() {
+                    0 => t.send(1, 1, 1, &[7u8; 8], deadline(t)).await?,
+                    _ => drop(t.recv(Some(0), 1, 1, deadline(t)).await?),
+                }
+            }
+            Ok::<(), Error>(())
+        })
+        .unwrap();
+    report.completion
+}
+
+const MESSAGES: u32 = 2_000;
+
+#[test]
+fn reading_the_clock_is_not_charged() {
+    let free = calls_without_computation(Sim::new(2, MODEL));
+    let factor = ComputeFactor::new(10.0).unwrap();
+    let charged = calls_without_computation(Sim::new(2, MODEL).with_compute(factor));
+    // Each call reads the CPU clock twice, about 170 ns on a VM: charged,
+    // that alone would add 2 x 170 ns x 10 a call on each side.
+    let per_call = (charged - free) / MESSAGES;
+    eprintln!("free {free:?}, charged {charged:?}: {per_call:?} a call");
+    assert!(
+        per_call < Duration::from_nanos(1_500),
+        "{per_call:?} a call"
+    );
+}
+
 #[test]
 fn a_compute_factor_is_finite_and_positive() {
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
