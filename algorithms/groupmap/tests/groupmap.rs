@@ -705,3 +705,43 @@ proptest! {
         prop_assert_eq!(kinds(first), kinds(again));
     }
 }
+
+/// log2 C(world, n) bits, plus log2 n! for a permuted group, in bytes: the
+/// least any encoding of an arbitrary n-member map of `world` needs.
+fn bound_bytes(world: u32, n: u32, permuted: bool) -> f64 {
+    let choose: f64 = (0..n)
+        .map(|k| (f64::from(world - k) / f64::from(k + 1)).log2())
+        .sum();
+    let order: f64 = match permuted {
+        true => (2..=n).map(|k| f64::from(k).log2()).sum(),
+        false => 0.0,
+    };
+    (choose + order) / 8.0
+}
+
+/// Small groups: within 1.3x of the bound plus a constant 320 B, the map
+/// itself (64 B) and 256 B for a representation's headers and indexes
+/// (vers' Elias-Fano takes about 230 B at any size), which no
+/// representation can shed.
+#[test]
+fn small_groups_stay_near_the_bound_plus_the_fixed_part() {
+    let world = 1 << 20;
+    let fixed = (std::mem::size_of::<GroupMap>() + 256) as f64;
+    let mut rng = Rng(89);
+    for n in [1u32, 2, 5, 9, 33, 89, 109, 200, 1000] {
+        for permuted in [false, true] {
+            for _ in 0..5 {
+                let mut ranks = members(Shape::Random, world, n, &mut rng);
+                if permuted {
+                    rng.shuffle(&mut ranks);
+                }
+                let map = GroupMap::from_ranks(world, &ranks, Strategy::Space).unwrap();
+                let bound = bound_bytes(world, ranks.len() as u32, permuted);
+                assert!(
+                    map.bytes() as f64 <= 1.3 * bound + fixed,
+                    "{n} members, permuted {permuted}: {map} over 1.3 x {bound:.0} B + {fixed} B"
+                );
+            }
+        }
+    }
+}
