@@ -82,16 +82,17 @@ pub enum Algorithm {
     /// Hash, finishing chains shorter than 64 with AllgatherGroup.
     Hash64,
     /// The paper's findings, with thresholds from the simulator (BG/P-like
-    /// LogGP, docs/scaling.md): the serial GatherScatter up to
+    /// LogGP, computation charged, docs/scaling.md): the serial GatherScatter up to
     /// [`AUTO_SERIAL_MAX_REORDER`] processes when reordering and
     /// [`AUTO_SERIAL_MAX_SPLIT`] when only splitting; above, Bitonic when
     /// reordering and Hash when only splitting.
     Auto,
 }
 
-/// Up to this many parent processes `Auto` sorts serially when reordering
-/// (GatherScatter beats Bitonic in the simulator up to 1K-4K processes).
-pub const AUTO_SERIAL_MAX_REORDER: u32 = 2048;
+/// Up to this many parent processes `Auto` sorts serially when reordering:
+/// with computation charged, GatherScatter ties Bitonic at 16 processes in
+/// the simulator and is 1.7x slower at 64 (free, it won up to 1K).
+pub const AUTO_SERIAL_MAX_REORDER: u32 = 16;
 /// Up to this many `Auto` sorts serially when only splitting (Hash beats
 /// GatherScatter in the simulator from 64 processes, and ties at 16).
 pub const AUTO_SERIAL_MAX_SPLIT: u32 = 16;
