@@ -226,7 +226,12 @@ fn agrees(map: &GroupMap, world: u32, model: &[u32]) -> Result<(), TestCaseError
     for w in 0..world.min(2048) {
         prop_assert_eq!(map.rank(w), Ok(position.get(&w).copied()), "rank({})", w);
     }
-    for &w in model {
+    // The plain array's rank scans: every member's would be O(n^2).
+    let rank_every = match map.set_kind() {
+        SetKind::Plain => model.len() / 2000 + 1,
+        _ => 1,
+    };
+    for &w in model.iter().step_by(rank_every) {
         prop_assert_eq!(map.rank(w), Ok(position.get(&w).copied()));
     }
     let outside = map.rank(world);

@@ -144,9 +144,16 @@ fn ordered(mut ranks: Vec<u32>, order: Order, rng: &mut Rng) -> Vec<u32> {
 fn agrees(map: &GroupMap, world: u32, ranks: &[u32], rng: &mut Rng) -> Result<(), TestCaseError> {
     let label = map.to_string();
     prop_assert_eq!(map.len() as usize, ranks.len(), "{}", label);
+    // The plain array's rank scans: every member's would be O(n^2).
+    let rank_every = match map.set_kind() {
+        SetKind::Plain => ranks.len() / 2000 + 1,
+        _ => 1,
+    };
     for (g, &w) in ranks.iter().enumerate() {
         prop_assert_eq!(map.select(g as u32), Ok(w), "select {} in {}", g, label);
-        prop_assert_eq!(map.rank(w), Ok(Some(g as u32)), "rank {} in {}", w, label);
+        if g % rank_every == 0 || g + 1 == ranks.len() {
+            prop_assert_eq!(map.rank(w), Ok(Some(g as u32)), "rank {} in {}", w, label);
+        }
     }
     let past = map.select(ranks.len() as u32);
     prop_assert!(
