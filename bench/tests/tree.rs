@@ -41,8 +41,8 @@ fn loads_table_shows_contention_free_schedules() {
 }
 
 /// A case with no schedule (with the default seed, no four link-disjoint
-/// chains of 64 on a 16x16 torus)
-/// is a "not found" row; the other rows still print.
+/// chains of 64 on a 16x16 torus) is a "not found" row; the other rows
+/// still print.
 #[test]
 fn a_case_without_a_schedule_does_not_abort_the_table() {
     let out = Command::new(BENCH)
