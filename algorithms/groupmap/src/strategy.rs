@@ -376,35 +376,20 @@ pub(crate) fn choose(
         representation: "every representation",
         why: "none was small enough to try",
     })?;
-    let mut set = take_set(
-        &mut built_sets,
-        sets[i].kind,
-        set_input(sets[i].kind),
-        stats,
-    )?;
+    let build =
+        |i: usize, j: usize, built_sets: &mut Vec<SetRepr>, built_orders: &mut Vec<OrderRepr>| {
+            let set = take_set(built_sets, sets[i].kind, set_input(sets[i].kind), stats)?;
+            let order = take_order(built_orders, orders[j].kind, pi, order_stats)?;
+            Ok::<_, GroupMapError>((set, order))
+        };
+    let (mut set, mut order) = build(i, j, &mut built_sets, &mut built_orders)?;
     // An estimate that undershot must not carry Space or Auto past the cap.
     let capped = matches!(strategy, Strategy::Space | Strategy::Auto);
-    if capped && fixed_bytes + set.heap_bytes() + orders[j].bytes > cap {
+    if capped && fixed_bytes + set.heap_bytes() + order.heap_bytes() > cap {
         (i, j) = plain;
-        set = take_set(
-            &mut built_sets,
-            sets[i].kind,
-            set_input(sets[i].kind),
-            stats,
-        )?;
+        (set, order) = build(i, j, &mut built_sets, &mut built_orders)?;
     }
     let (set_kind, order_kind) = (sets[i].kind, orders[j].kind);
-    let order = match built_orders.into_iter().find(|o| o.kind() == order_kind) {
-        Some(order) => order,
-        // The identity over a plain array is no permutation at all.
-        None if order_kind == OrderKind::Sorted => OrderRepr::Sorted,
-        None => {
-            OrderRepr::build(order_kind, pi, order_stats).ok_or(GroupMapError::NotApplicable {
-                representation: order_kind.name(),
-                why: "the order is not sorted",
-            })?
-        }
-    };
     // The report gives the chosen representations' real bytes.
     (sets[i].bytes, sets[i].estimated) = (set.heap_bytes(), false);
     (orders[j].bytes, orders[j].estimated) = (order.heap_bytes(), false);
@@ -439,6 +424,24 @@ fn take_set(
         None => SetRepr::build(kind, members, stats).ok_or(GroupMapError::NotApplicable {
             representation: kind.name(),
             why: "it refused the members it was estimated for",
+        }),
+    }
+}
+
+/// The built `kind` from `built`, or built now; `Sorted` is the identity
+/// (over a sorted set, or over the plain array, which holds group order).
+fn take_order(
+    built: &mut Vec<OrderRepr>,
+    kind: OrderKind,
+    pi: &[u32],
+    order_stats: &OrderStats,
+) -> Result<OrderRepr, GroupMapError> {
+    match built.iter().position(|o| o.kind() == kind) {
+        Some(at) => Ok(built.swap_remove(at)),
+        None if kind == OrderKind::Sorted => Ok(OrderRepr::Sorted),
+        None => OrderRepr::build(kind, pi, order_stats).ok_or(GroupMapError::NotApplicable {
+            representation: kind.name(),
+            why: "the order is not sorted",
         }),
     }
 }
