@@ -13,7 +13,6 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use catena_fabric::{wait_until, ContextId, Rank, Rma, Tag, Time, Transport};
 use serde::de::DeserializeOwned;
@@ -22,32 +21,6 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{decode, encode};
 use crate::deadline::check_deadline;
 use crate::{Error, Result};
-
-/// Context ids from this one up are handed out to new groups (one above the
-/// highest any member uses); ids below it are the caller's (e.g. for
-/// [`Chain::world`]).
-pub const FIRST_ALLOCATED_CONTEXT: ContextId = 0x4000_0000;
-
-/// The highest context id this process has handed out.
-static LAST_CONTEXT: AtomicU32 = AtomicU32::new(FIRST_ALLOCATED_CONTEXT);
-
-/// Records that this process now uses `context`.
-pub(crate) fn claim_context(context: ContextId) {
-    LAST_CONTEXT.fetch_max(context, Ordering::Relaxed);
-}
-
-/// A context id above every one this process uses or has reserved, taken
-/// when a split is called: concurrent splits on one chain, called in the
-/// same order everywhere, so propose different ids, and so agree on
-/// different ones (the id a split agrees on is the maximum of its members'
-/// proposals, and each member's later proposals exceed its earlier ones).
-/// `None` once ids are exhausted.
-pub(crate) fn reserve_context() -> Option<ContextId> {
-    LAST_CONTEXT
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_add(1))
-        .ok()
-        .map(|c| c + 1)
-}
 
 /// One process's node of a chain.
 #[derive(Debug)]

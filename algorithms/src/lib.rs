@@ -8,6 +8,7 @@
 pub mod bulk;
 pub mod chain;
 mod codec;
+pub mod context;
 mod deadline;
 mod error;
 pub use catena_groupmap as groupmap;

@@ -34,6 +34,7 @@ pub struct Job {
     directory: FlatDirectory,
     last_peer_check: Cell<Instant>,
     wake_at: Cell<Time>,
+    serials: Cell<u64>,
 }
 
 impl Job {
@@ -59,6 +60,7 @@ impl Job {
             directory: FlatDirectory::new(Vec::new()),
             last_peer_check: Cell::new(Instant::now()),
             wake_at: Cell::new(Time::MAX),
+            serials: Cell::new(0),
         }
     }
 
@@ -184,6 +186,13 @@ impl Job {
         } else {
             Err(Error::PeerGone { rank })
         }
+    }
+
+    /// See [`crate::Rma::next_serial`].
+    pub fn next_serial(&self) -> u64 {
+        let serial = self.serials.get();
+        self.serials.set(serial + 1);
+        serial
     }
 
     /// Records the earliest time a pending wait wants to be polled again.

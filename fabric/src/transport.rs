@@ -13,8 +13,9 @@ use crate::{Error, RemoteKey, Result, Time};
 
 /// A world rank: the only address algorithms ever use.
 pub type Rank = u32;
-/// Keeps the messages of different groups (communicators) apart.
-pub type ContextId = u32;
+/// Keeps the messages of different groups (communicators) apart; 64 bits,
+/// so that ids made of a process and its own counter never run out.
+pub type ContextId = u64;
 /// Matches a message to a receive within one context.
 pub type Tag = u32;
 
@@ -151,6 +152,10 @@ pub trait Rma {
     /// deadline): a real provider bounds its park by it, the simulator
     /// schedules a wake-up event.
     fn wake_at(&self, at: Time);
+    /// A number this rank's transport never returned before (0, 1, 2, ...):
+    /// with the rank, it makes new communicators' context ids unique by
+    /// construction, without a global counter.
+    fn next_serial(&self) -> u64;
 }
 
 /// The hooks [`block_on`](crate::block_on) uses to wait well on a real

@@ -286,10 +286,78 @@ impl GroupMap {
         self.strategy
     }
 
+    /// A 64-bit hash of the world size and the world ranks in group order,
+    /// the same for equal groups whatever their representation: it hashes
+    /// the sequence as its greedy maximal arithmetic runs, so a stride
+    /// costs O(1) and any other map one pass over its members. Processes
+    /// compare it to check that they passed the same group.
+    pub fn fingerprint(&self) -> u64 {
+        let mut runs = Runs::new(self.world);
+        match (&self.set, &self.order) {
+            (SetRepr::Stride(_), OrderRepr::Sorted) if self.len() >= 2 => {
+                let (first, second) = (self.set.select(0), self.set.select(1));
+                runs.emit(first, i64::from(second) - i64::from(first), self.len());
+            }
+            _ => self.iter().for_each(|w| runs.push(w)),
+        }
+        runs.finish()
+    }
+
     /// Bytes the map holds: its own and those on the heap.
     pub fn bytes(&self) -> usize {
         std::mem::size_of::<GroupMap>() + self.set.heap_bytes() + self.order.heap_bytes()
     }
+}
+
+/// [`GroupMap::fingerprint`]'s hash over arithmetic runs (first, step,
+/// length), each folded in by a SplitMix64 step: stable across processes,
+/// runs and builds.
+struct Runs {
+    hash: u64,
+    run: Option<(u32, i64, u32)>,
+}
+
+impl Runs {
+    fn new(world: u32) -> Runs {
+        Runs {
+            hash: mix(0x6361_7465_6e61, u64::from(world)),
+            run: None,
+        }
+    }
+
+    fn push(&mut self, w: u32) {
+        self.run = Some(match self.run {
+            None => (w, 0, 1),
+            Some((first, _, 1)) => (first, i64::from(w) - i64::from(first), 2),
+            Some((first, step, len)) if i64::from(first) + step * i64::from(len) == i64::from(w) => {
+                (first, step, len + 1)
+            }
+            Some((first, step, len)) => {
+                self.emit(first, step, len);
+                (w, 0, 1)
+            }
+        });
+    }
+
+    fn emit(&mut self, first: u32, step: i64, len: u32) {
+        for x in [u64::from(first), step as u64, u64::from(len)] {
+            self.hash = mix(self.hash, x);
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        if let Some((first, step, len)) = self.run.take() {
+            self.emit(first, step, len);
+        }
+        self.hash
+    }
+}
+
+fn mix(hash: u64, x: u64) -> u64 {
+    let mut z = (hash ^ x).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl fmt::Display for GroupMap {

@@ -265,6 +265,34 @@ proptest! {
             agrees(&map, world, &ranks, &mut rng)?;
         }
     }
+
+    /// Equal groups get one fingerprint whatever their representation (a
+    /// plain array, a stride from ranges, any strategy's choice), and a
+    /// group with two members swapped or one more member gets another.
+    #[test]
+    fn fingerprints_follow_the_group_not_its_representation((world, shape, order, size, seed) in case()) {
+        let (ranks, _) = group(world, shape, order, size, seed);
+        let plain = GroupMap::from_ranks(world, &ranks, Strategy::Fixed { set: SetKind::Plain, order: OrderKind::Sorted })?;
+        for strategy in [Strategy::Space, Strategy::Time, Strategy::Auto] {
+            let map = GroupMap::from_ranks(world, &ranks, strategy)?;
+            prop_assert_eq!(map.fingerprint(), plain.fingerprint());
+        }
+        if ranks.len() >= 2 {
+            let mut swapped = ranks.clone();
+            let last = swapped.len() - 1;
+            swapped.swap(seed as usize % last, last);
+            let other = GroupMap::from_ranks(world, &swapped, Strategy::Auto)?;
+            prop_assert_ne!(other.fingerprint(), plain.fingerprint());
+        }
+        if let Some(extra) = (0..world).find(|w| !ranks.contains(w)) {
+            let mut more = ranks.clone();
+            more.push(extra);
+            let other = GroupMap::from_ranks(world, &more, Strategy::Auto)?;
+            prop_assert_ne!(other.fingerprint(), plain.fingerprint());
+        }
+        let in_world = GroupMap::from_ranks(world + 1, &ranks, Strategy::Auto)?;
+        prop_assert_ne!(in_world.fingerprint(), plain.fingerprint());
+    }
 }
 
 /// MPI's group operations on plain arrays, the reference for the maps'.
@@ -425,6 +453,8 @@ proptest! {
         let map = GroupMap::from_ranges(world, &[RankRange::new(first, last, stride)], Strategy::Auto)?;
         prop_assert_eq!(map.set_kind(), SetKind::Stride);
         prop_assert!(map.bytes() <= 256, "a stride took {} B", map.bytes());
+        let listed = GroupMap::from_ranks(world, &ranks, Strategy::Fixed { set: SetKind::Plain, order: OrderKind::Sorted })?;
+        prop_assert_eq!(map.fingerprint(), listed.fingerprint());
         let mut rng = Rng(u64::from(world));
         agrees(&map, world, &ranks, &mut rng)?;
         // A range of a stride group is a stride again, in O(1).

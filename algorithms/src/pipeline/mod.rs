@@ -13,7 +13,11 @@ mod window;
 use std::cell::Cell;
 
 use bytemuck::Pod;
-use catena_fabric::{ContextId, Rank, RemoteKey, Time, Transport};
+use std::future::Future;
+
+use catena_fabric::{Rank, RemoteKey, Time, Transport};
+
+use crate::chain::Chain;
 
 use crate::Result;
 use run::{Mode, Run};
@@ -51,8 +55,6 @@ pub struct PipelineConfig {
     pub chunk: usize,
     /// Chunks in flight per tree edge and direction: the ring depth.
     pub slots: usize,
-    /// Set-up's messages travel on it; give each set-up in flight its own.
-    pub context: ContextId,
 }
 
 impl Default for PipelineConfig {
@@ -60,8 +62,6 @@ impl Default for PipelineConfig {
         PipelineConfig {
             chunk: 16 << 10,
             slots: 4,
-            // The highest id callers own: clear of the small ones picked by hand.
-            context: crate::chain::FIRST_ALLOCATED_CONTEXT - 1,
         }
     }
 }
@@ -99,16 +99,23 @@ pub struct TreeCollective<'t, T: Transport> {
 }
 
 impl<'t, T: Transport> TreeCollective<'t, T> {
-    /// Allocates the window and exchanges keys with parents and children
-    /// (tagged messages on `config.context`); collective over the plan's
-    /// processes.
-    pub async fn new(
+    /// Allocates the window and exchanges keys with parents and children,
+    /// by messages in `chain`'s context with the tags of one call on it:
+    /// collective over the plan's processes, the members of `chain` (every
+    /// one calls it at the same point of its calls on the chain, as with
+    /// any chain collective). Its tags are taken when it is called.
+    pub fn new<'a>(
         t: &'t T,
+        chain: &'a Chain,
         plan: TreePlan,
         config: PipelineConfig,
         deadline: Time,
-    ) -> Result<Self> {
-        setup::connect(t, plan, config, deadline).await
+    ) -> impl Future<Output = Result<Self>> + 'a
+    where
+        't: 'a,
+    {
+        let tags = chain.next_call();
+        setup::connect(t, chain, tags, plan, config, deadline)
     }
 
     /// Streams `len` bytes from the plan's root: the root's `source(offset,

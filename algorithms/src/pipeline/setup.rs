@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::window::{Endpoint, Layout, Rings};
 use super::{Colour, Edge, PipelineConfig, TreeCollective, TreePlace, TreePlan};
+use crate::chain::{CallTags, Chain};
 use crate::codec::{decode, encode};
 use crate::{Error, Result};
 
@@ -34,23 +35,39 @@ enum Reply {
     Reject { reason: String },
 }
 
-fn invitation_tag(colour: usize) -> Tag {
-    (colour as Tag).wrapping_mul(2)
-}
-
-fn reply_tag(colour: usize) -> Tag {
-    invitation_tag(colour).wrapping_add(1)
-}
-
-/// What this process brings to each of its edges.
+/// What this process brings to each of its edges, and the call whose tags
+/// its set-up messages take (two rounds per colour).
 struct Offer {
     context: ContextId,
+    tags: CallTags,
     terms: Terms,
     key: Vec<u8>,
 }
 
+impl Offer {
+    fn invitation_tag(&self, colour: usize) -> Result<Tag> {
+        self.tags.round(round(colour, 0)?)
+    }
+
+    fn reply_tag(&self, colour: usize) -> Result<Tag> {
+        self.tags.round(round(colour, 1)?)
+    }
+}
+
+fn round(colour: usize, step: u32) -> Result<u32> {
+    u32::try_from(colour)
+        .ok()
+        .and_then(|c| c.checked_mul(2))
+        .map(|r| r + step)
+        .ok_or_else(|| Error::InvalidArgument(format!("a plan of {colour} colours")))
+}
+
+/// Sets the plan up over `chain`'s members with the tags of one call on it
+/// (`tags`, reserved when the caller was called).
 pub(super) async fn connect<'t, T: Transport>(
     t: &'t T,
+    chain: &Chain,
+    tags: CallTags,
     plan: TreePlan,
     config: PipelineConfig,
     deadline: Time,
@@ -64,7 +81,8 @@ pub(super) async fn connect<'t, T: Transport>(
     let mut layout = Layout::new(edges, config.slots, config.chunk)?;
     let window = t.alloc_window(layout.len())?;
     let offer = Offer {
-        context: config.context,
+        context: chain.context(),
+        tags,
         terms: Terms {
             colours: plan.colours.len() as u64,
             chunk: config.chunk as u64,
@@ -97,7 +115,7 @@ pub(super) async fn connect<'t, T: Transport>(
                 endpoint,
             };
             let invitation = encode(&invitation, "a tree pipeline invitation")?;
-            let tag = invitation_tag(colour);
+            let tag = offer.invitation_tag(colour)?;
             t.send(child, offer.context, tag, &invitation, deadline)
                 .await?;
             locals.push(endpoint);
@@ -118,7 +136,7 @@ pub(super) async fn connect<'t, T: Transport>(
     for (colour, (place, (parent, locals))) in plan.colours.iter().zip(joined).enumerate() {
         let mut children = Vec::with_capacity(place.children.len());
         for (&child, local) in place.children.iter().zip(locals) {
-            let tag = reply_tag(colour);
+            let tag = offer.reply_tag(colour)?;
             let reply = t.recv(Some(child), offer.context, tag, deadline).await?;
             match decode(&reply.data, "a tree pipeline reply")? {
                 Reply::Accept { key, endpoint } => children.push(Edge {
@@ -162,7 +180,7 @@ async fn join<T: Transport>(
     deadline: Time,
 ) -> Result<(Rank, Edge)> {
     let message = t
-        .recv(None, offer.context, invitation_tag(colour), deadline)
+        .recv(None, offer.context, offer.invitation_tag(colour)?, deadline)
         .await?;
     let me = t.rank();
     let invitation: Invitation = decode(&message.data, "a tree pipeline invitation")?;
@@ -193,7 +211,7 @@ async fn join<T: Transport>(
     t.send(
         message.source,
         offer.context,
-        reply_tag(colour),
+        offer.reply_tag(colour)?,
         &reply,
         deadline,
     )

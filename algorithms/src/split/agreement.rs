@@ -1,13 +1,14 @@
 //! The split's first step, one allreduce on the parent chain: checks that
 //! every process passed the same color and key types, algorithm and modes
 //! (a disagreement fails the call on every process alike), counts members,
-//! and picks the new groups' context id above every one a process uses.
+//! and agrees on the new groups' context id: parent rank 0's proposal.
 
 use catena_fabric::{ContextId, Time, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::{Algorithm, Color, Key};
-use crate::chain::{claim_context, CallTags, Chain};
+use crate::chain::{CallTags, Chain};
+use crate::context::Proposal;
 use crate::scan::allreduce_in;
 use crate::{Error, Result};
 
@@ -38,8 +39,7 @@ struct Votes {
     types: (u64, u64),
     algorithm: (u32, u32),
     modes: u8,
-    /// `None` where ids are exhausted.
-    context: Option<ContextId>,
+    context: Proposal,
     members: u32,
 }
 
@@ -51,7 +51,7 @@ fn combine(a: &Votes, b: &Votes) -> Votes {
             a.algorithm.1.max(b.algorithm.1),
         ),
         modes: a.modes | b.modes,
-        context: a.context.zip(b.context).map(|(a, b)| a.max(b)),
+        context: Proposal::leftmost(&a.context, &b.context),
         members: a.members + b.members,
     }
 }
@@ -69,14 +69,14 @@ fn fingerprint(text: &str) -> u64 {
     h.wrapping_add(h << 15)
 }
 
-/// `proposal` is this process's context id for the new groups, reserved
-/// when the split was called ([`crate::chain::reserve_context`]).
+/// `proposal` is this process's offer of the new groups' context id, taken
+/// when the split was called.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn agree<T: Transport, C, K>(
     t: &T,
     parent: &Chain,
     tags: CallTags,
-    proposal: Option<ContextId>,
+    proposal: Proposal,
     color: &Color<C>,
     key: &Key<K>,
     algorithm: Algorithm,
@@ -130,14 +130,8 @@ pub(crate) async fn agree<T: Transport, C, K>(
             what: "whether to reorder (some members passed Key::ParentOrder, others a key)".into(),
         });
     }
-    let context = all.context.ok_or_else(|| {
-        Error::InvalidArgument("context ids are exhausted (3 x 2^30 groups were made)".into())
-    })?;
+    let context = all.context.context(t.size())?;
     let radix_refused = all.modes & RADIX_REFUSED != 0;
-    // A refused split makes no groups, so it takes no context.
-    if !radix_refused {
-        claim_context(context);
-    }
     Ok(Agreed {
         members: all.members,
         reorder: all.modes & KEYED != 0,

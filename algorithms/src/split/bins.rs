@@ -3,7 +3,7 @@
 //! O(bins) memory and O(log N) rounds. Hash bins colors by hash values,
 //! Radix by digits.
 
-use catena_fabric::{Rank, Time, Transport};
+use catena_fabric::{ContextId, Rank, Time, Transport};
 
 use crate::chain::{CallTags, Chain};
 use crate::scan::double_scan_in;
@@ -32,7 +32,7 @@ pub(crate) async fn split_by_bin<T: Transport>(
     tags: CallTags,
     mine: usize,
     bins: usize,
-    context: u32,
+    context: ContextId,
     deadline: Time,
 ) -> Result<BinSplit> {
     let mut table: Table = vec![(None, 0); bins];

@@ -26,10 +26,11 @@ use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
 
-use catena_fabric::{ContextId, Rank, Time, Transport};
+use catena_fabric::{Rank, Time, Transport};
 use serde::{Deserialize, Serialize};
 
-use crate::chain::{reserve_context, Calls, Chain};
+use crate::chain::{Calls, Chain};
+use crate::context::Proposal;
 use crate::codec::{encode, Wire};
 use crate::{Error, Result};
 use fault::Faults;
@@ -259,7 +260,7 @@ pub(crate) struct Placement {
 /// program order) and the neighbour search, and a context id to propose.
 struct Reserved {
     calls: Calls,
-    context: Option<ContextId>,
+    context: Proposal,
 }
 
 /// Calls a split makes on its parent: the agreement, at most
@@ -269,11 +270,11 @@ const PLACEMENT_CALLS: u32 = 3;
 const NUMBERING_CALLS: u32 = 1;
 
 impl Reserved {
-    fn on(parent: &Chain) -> Reserved {
+    fn on<T: Transport>(t: &T, parent: &Chain) -> Reserved {
         parent.reserve_neighbours();
         Reserved {
             calls: parent.reserve(AGREEMENT_CALLS + PLACEMENT_CALLS + NUMBERING_CALLS),
-            context: reserve_context(),
+            context: Proposal::new(t),
         }
     }
 }
@@ -293,7 +294,7 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + Ord + 'static,
 {
-    let reserved = Reserved::on(parent);
+    let reserved = Reserved::on(t, parent);
     let radix_key = match &key {
         Key::Is(k) => radix::integer_image(k),
         Key::ParentOrder => None,
@@ -323,7 +324,7 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + 'a,
 {
-    let reserved = Reserved::on(parent);
+    let reserved = Reserved::on(t, parent);
     async move {
         run(
             t, parent, reserved, color, key, &order, None, algorithm, deadline,

@@ -131,6 +131,10 @@ impl<'s> Rma for EagerRank<'s> {
     fn wake_at(&self, at: Time) {
         self.rank.wake_at(at);
     }
+
+    fn next_serial(&self) -> u64 {
+        self.rank.next_serial()
+    }
 }
 
 impl ControlWindows for EagerRank<'_> {

@@ -110,7 +110,7 @@ impl Ord for Event {
     }
 }
 
-/// What one virtual rank holds in the simulator (72 bytes).
+/// What one virtual rank holds in the simulator (80 bytes).
 #[derive(Default)]
 struct RankState {
     clock: Cell<u64>,
@@ -124,6 +124,8 @@ struct RankState {
     held: Cell<u64>,
     /// Inside a transport call (perhaps waiting in it): not computing.
     in_call: Cell<bool>,
+    /// The next [`catena_fabric::Rma::next_serial`].
+    serials: Cell<u64>,
     inbox: RefCell<Vec<Envelope>>,
 }
 

@@ -222,6 +222,13 @@ impl<'s> Rma for SimRank<'s> {
             self.sim.schedule(at, Action::Wake { rank: self.rank });
         }
     }
+
+    fn next_serial(&self) -> u64 {
+        let serials = &self.state().serials;
+        let serial = serials.get();
+        serials.set(serial + 1);
+        serial
+    }
 }
 
 impl ControlWindows for SimRank<'_> {

@@ -2,6 +2,7 @@
 //! is made, the per-peer connection window, and the frame header in a ring.
 
 use crate::key::MAX_KEY_BYTES;
+use crate::{ContextId, Tag};
 
 /// Signal word bumped after a request slot was filled.
 pub const REQUEST_BELL: usize = 0;
@@ -57,24 +58,25 @@ pub fn connection_window_bytes(ring_bytes: usize) -> usize {
 }
 
 /// A message in the stream: this header, then `len` payload bytes.
-pub const FRAME_HEADER_BYTES: usize = 16;
+pub const FRAME_HEADER_BYTES: usize = 24;
 
 /// The frame header of a `len`-byte payload (little-endian length, context,
-/// tag); the inverse of [`decode_header`].
-pub fn encode_header(len: usize, context: u32, tag: u32) -> [u8; FRAME_HEADER_BYTES] {
+/// tag, and four zero bytes that keep frames 8-byte aligned); the inverse
+/// of [`decode_header`].
+pub fn encode_header(len: usize, context: ContextId, tag: Tag) -> [u8; FRAME_HEADER_BYTES] {
     let mut h = [0u8; FRAME_HEADER_BYTES];
     h[0..8].copy_from_slice(&(len as u64).to_le_bytes());
-    h[8..12].copy_from_slice(&context.to_le_bytes());
-    h[12..16].copy_from_slice(&tag.to_le_bytes());
+    h[8..16].copy_from_slice(&context.to_le_bytes());
+    h[16..20].copy_from_slice(&tag.to_le_bytes());
     h
 }
 
 /// (payload length, context, tag). The length is the peer's word, kept as
 /// sent: it may not fit in memory, or even in a `usize`.
-pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> (u64, u32, u32) {
+pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> (u64, ContextId, Tag) {
     let len = u64::from_le_bytes(h[0..8].try_into().unwrap());
-    let context = u32::from_le_bytes(h[8..12].try_into().unwrap());
-    let tag = u32::from_le_bytes(h[12..16].try_into().unwrap());
+    let context = ContextId::from_le_bytes(h[8..16].try_into().unwrap());
+    let tag = Tag::from_le_bytes(h[16..20].try_into().unwrap());
     (len, context, tag)
 }
 
@@ -96,8 +98,8 @@ mod tests {
 
     #[test]
     fn headers_round_trip() {
-        let h = encode_header(123_456_789, 7, u32::MAX);
-        assert_eq!(decode_header(&h), (123_456_789, 7, u32::MAX));
+        let h = encode_header(123_456_789, u64::MAX - 7, u32::MAX);
+        assert_eq!(decode_header(&h), (123_456_789, u64::MAX - 7, u32::MAX));
     }
 
     #[test]

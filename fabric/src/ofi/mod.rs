@@ -597,6 +597,10 @@ impl Rma for OfiTransport {
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }
+
+    fn next_serial(&self) -> u64 {
+        self.job.next_serial()
+    }
 }
 
 impl Blocking for OfiTransport {

@@ -265,6 +265,10 @@ impl Rma for ShmTransport {
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }
+
+    fn next_serial(&self) -> u64 {
+        self.job.next_serial()
+    }
 }
 
 impl Blocking for ShmTransport {

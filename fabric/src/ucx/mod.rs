@@ -509,6 +509,10 @@ impl Rma for UcxTransport {
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }
+
+    fn next_serial(&self) -> u64 {
+        self.job.next_serial()
+    }
 }
 
 impl Blocking for UcxTransport {

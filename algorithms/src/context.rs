@@ -1,0 +1,110 @@
+//! Context ids that are unique by construction. A new communicator's id is
+//! made of its leader's world rank and a serial number the leader's own
+//! transport hands out once ([`Rma::next_serial`]): no global counter, no
+//! retry, and 64 bits that do not run out. Each communicator owns
+//! [`CHANNELS`] consecutive ids, one per kind of traffic.
+
+use catena_fabric::{ContextId, Rank, Rma};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The world communicator's id ([`crate::Comm::world`]).
+pub const WORLD_CONTEXT: ContextId = DERIVED - CHANNELS;
+
+/// Ids from here up are made by [`Proposal::context`]; those below
+/// [`WORLD_CONTEXT`] are free for callers that pick their own (e.g.
+/// [`crate::Chain::world`] in tests and benchmarks).
+const DERIVED: ContextId = 1 << 63;
+
+/// Ids per communicator: collectives, point-to-point, group creation.
+pub const CHANNELS: ContextId = 4;
+
+/// The kinds of traffic of one communicator, each under its own id so that
+/// user tags never meet the tags collectives take in call order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Channel {
+    /// Collective calls; tags in call order.
+    Collective = 0,
+    /// Point-to-point messages; the user's tags.
+    PointToPoint = 1,
+    /// `create_group` on this communicator as the parent; tags from the
+    /// user's creation tag.
+    Create = 2,
+}
+
+/// A communicator's id for one channel.
+pub(crate) fn channel(context: ContextId, channel: Channel) -> ContextId {
+    context | channel as ContextId
+}
+
+/// What one process offers as the id of a communicator being made: its
+/// rank and a fresh serial of its transport. The members agree on the
+/// leader's proposal (the leftmost member's, in a reduction in chain order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Proposal {
+    leader: Rank,
+    serial: u64,
+}
+
+impl Proposal {
+    /// Takes a serial from `t`; called when a creating collective is
+    /// called, so that concurrent creations take theirs in call order.
+    pub(crate) fn new<T: Rma + ?Sized>(t: &T) -> Proposal {
+        Proposal {
+            leader: t.rank(),
+            serial: t.next_serial(),
+        }
+    }
+
+    /// The id: `DERIVED + CHANNELS * (serial * world + leader)`, one-to-one
+    /// in (leader, serial) while it fits, so no two creations that consumed
+    /// different serials (or whose leaders differ) ever share it.
+    pub(crate) fn context(self, world: u32) -> Result<ContextId> {
+        self.serial
+            .checked_mul(u64::from(world))
+            .and_then(|s| s.checked_add(u64::from(self.leader)))
+            .filter(|&n| n < (u64::MAX - DERIVED) / CHANNELS)
+            .map(|n| DERIVED + n * CHANNELS)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "context ids are exhausted: rank {} made {} communicators",
+                    self.leader, self.serial
+                ))
+            })
+    }
+
+    /// The leftmost of two proposals in chain order: an allreduce in chain
+    /// order agrees on rank 0's.
+    pub(crate) fn leftmost(a: &Proposal, _b: &Proposal) -> Proposal {
+        *a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_one_to_one_in_leader_and_serial_and_spaced_by_channels() {
+        let world = 5;
+        let mut seen = std::collections::HashSet::new();
+        for leader in 0..world {
+            for serial in 0..50 {
+                let id = Proposal { leader, serial }.context(world).unwrap();
+                assert!(id >= DERIVED && id % CHANNELS == 0);
+                assert!(seen.insert(id), "{leader}/{serial} repeats {id:#x}");
+            }
+        }
+        assert!(WORLD_CONTEXT < DERIVED && WORLD_CONTEXT + CHANNELS <= DERIVED);
+    }
+
+    #[test]
+    fn an_id_past_64_bits_is_an_error_not_a_wrap() {
+        let p = Proposal {
+            leader: 3,
+            serial: u64::MAX / 4,
+        };
+        assert!(matches!(p.context(8), Err(Error::InvalidArgument(_))));
+    }
+}
