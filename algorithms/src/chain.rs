@@ -58,6 +58,11 @@ pub struct Neighbours {
 }
 
 impl Neighbours {
+    /// The addresses at distances 1, 2, 4, ... to the left and the right.
+    pub(crate) fn new(left: Vec<Rank>, right: Vec<Rank>) -> Neighbours {
+        Neighbours { left, right }
+    }
+
     /// The address of group rank `rank - 2^d`, if there is one.
     pub fn left(&self, d: u32) -> Option<Rank> {
         self.left.get(d as usize).copied()
@@ -83,7 +88,16 @@ pub(crate) struct CallTags {
 impl CallTags {
     /// Rounds per call; more than any O(log N) collective on 2^32 ranks
     /// needs (a double scan takes at most 32).
-    const ROUNDS: u32 = 256;
+    pub(crate) const ROUNDS: u32 = 256;
+
+    /// The tags of call number `call` on a context whose calls the caller
+    /// numbers itself (e.g. by a user's tag); `call < 2^24`.
+    pub(crate) fn of_call(call: u32) -> CallTags {
+        debug_assert!(call < u32::MAX / Self::ROUNDS);
+        CallTags {
+            base: call.wrapping_mul(Self::ROUNDS),
+        }
+    }
 
     /// The tag of round `round` of this call; past `ROUNDS` an error, never
     /// a tag of another call.
@@ -185,6 +199,26 @@ impl Chain {
         .expect("the job's own rank and size make a valid chain")
     }
 
+    /// The node of process `me` in the chain of `order` (world ranks in
+    /// chain order), by a scan of the list: for tests and small fixed
+    /// groups; a scalable program makes groups by split or create_group.
+    pub fn of_order(me: Rank, order: &[Rank], context: ContextId) -> Result<Chain> {
+        let rank = order.iter().position(|&w| w == me).ok_or_else(|| {
+            Error::InvalidArgument(format!("process {me} is not in the chain's order"))
+        })?;
+        let size = u32::try_from(order.len())
+            .map_err(|_| Error::InvalidArgument("a chain of 2^32 or more".into()))?;
+        let at = |r: Option<usize>| r.and_then(|r| order.get(r).copied());
+        Chain::from_links(
+            rank as u32,
+            size,
+            me,
+            at(rank.checked_sub(1)),
+            at(Some(rank + 1)),
+            context,
+        )
+    }
+
     /// A chain node from its parts; the ends must match the rank, and the
     /// links must name two other processes. Whether the members' links
     /// agree with each other only the members together can tell: every
@@ -257,6 +291,14 @@ impl Chain {
     /// from every other group's.
     pub fn context(&self) -> ContextId {
         self.context
+    }
+
+    /// This node with its neighbour cache already filled (from a group map
+    /// every member holds), so no call ever searches: every member of the
+    /// chain must be made so, or none.
+    pub(crate) fn with_neighbours(self, found: Neighbours) -> Chain {
+        *self.neighbours.borrow_mut() = Search::Found(Rc::new(found));
+        self
     }
 
     /// Bytes this node holds beyond its fixed size (the neighbour cache).

@@ -20,12 +20,14 @@ const DERIVED: ContextId = 1 << 63;
 /// Ids per communicator: collectives, point-to-point, group creation.
 pub const CHANNELS: ContextId = 4;
 
-/// The kinds of traffic of one communicator, each under its own id so that
-/// user tags never meet the tags collectives take in call order.
+// The world's ids lie below every derived one.
+const _: () = assert!(WORLD_CONTEXT + CHANNELS <= DERIVED);
+
+/// The kinds of traffic of one communicator besides its collectives (which
+/// use its id itself, with tags in call order), each under its own id so
+/// that user tags never meet the collectives'.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Channel {
-    /// Collective calls; tags in call order.
-    Collective = 0,
     /// Point-to-point messages; the user's tags.
     PointToPoint = 1,
     /// `create_group` on this communicator as the parent; tags from the
@@ -96,7 +98,6 @@ mod tests {
                 assert!(seen.insert(id), "{leader}/{serial} repeats {id:#x}");
             }
         }
-        assert!(WORLD_CONTEXT < DERIVED && WORLD_CONTEXT + CHANNELS <= DERIVED);
     }
 
     #[test]

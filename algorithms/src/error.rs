@@ -44,6 +44,10 @@ pub enum Error {
     /// below its size, an unknown split algorithm); carries the explanation.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A group map refused a lookup or could not be built (e.g. a group
+    /// rank past its size, a group drawn from another world).
+    #[error(transparent)]
+    GroupMap(#[from] catena_groupmap::GroupMapError),
     /// A call went past the rounds (or sub-calls) its tags provide, which
     /// no consistent chain needs; its tags would have been another call's.
     #[error("a collective call reached round {round}; its tags cover {limit}")]

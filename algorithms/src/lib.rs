@@ -8,11 +8,13 @@
 pub mod bulk;
 pub mod chain;
 mod codec;
+pub mod comm;
 pub mod context;
 mod deadline;
 mod error;
 pub use catena_groupmap as groupmap;
 pub mod pipeline;
+pub mod prelude;
 pub mod scan;
 pub mod shift;
 pub mod split;
@@ -23,8 +25,9 @@ pub use bulk::{
 };
 pub use chain::{Chain, Neighbours};
 pub use codec::Wire;
+pub use comm::{Comm, CreateAlgorithm};
 pub use error::{Error, Result};
-pub use groupmap::{GroupMap, GroupMapError};
+pub use groupmap::{GroupMap, GroupMapError, Strategy};
 pub use pipeline::{torus_plan, PipelineConfig, TreeCollective, TreePlace, TreePlan};
 pub use scan::{allreduce, barrier, double_scan, exscan, exscan_rl, scan, scan_rl, DoubleScan};
 pub use shift::shift;

@@ -131,7 +131,7 @@ async fn run_cases<T: Transport>(t: &T, cases: &[Case]) -> Result<(), String> {
             continue;
         }
         let what = |op: &str| format!("{op} at rank {me}, {case:?}");
-        let ctx = 1000 + 4 * i as u32;
+        let ctx = 1000 + 4 * i as u64;
         let expected = message(case);
 
         // Broadcast in place.

@@ -59,7 +59,7 @@ fn shapes() -> Vec<(&'static str, [Links; 4])> {
     ]
 }
 
-fn chain_of<T: Rma>(t: &T, links: &[Links; 4], context: u32) -> Chain {
+fn chain_of<T: Rma>(t: &T, links: &[Links; 4], context: u64) -> Chain {
     let (rank, size, left, right) = links[t.rank() as usize];
     Chain::from_links(rank, size, t.rank(), left, right, context).expect("locally valid links")
 }
@@ -79,7 +79,7 @@ fn shape_error(e: &Error) -> bool {
 async fn broken_chains_fail<T: Transport>(t: &T, virtual_time: bool) -> Vec<String> {
     let mut wrong = Vec::new();
     for (i, (name, links)) in shapes().into_iter().enumerate() {
-        let chain = chain_of(t, &links, 900 + i as u32);
+        let chain = chain_of(t, &links, 900 + i as u64);
         let deadline = t.deadline_in(Duration::from_secs(2));
         let got = allreduce(t, &chain, 1u32, |a, b| a.wrapping_add(*b), deadline).await;
         if !got.as_ref().is_err_and(shape_error) {

@@ -45,7 +45,7 @@ fn order(size: u32, seed: u64) -> Vec<u32> {
     order
 }
 
-fn chain_for<T: Rma>(t: &T, order: &[u32], context: u32) -> Chain {
+fn chain_for<T: Rma>(t: &T, order: &[u32], context: u64) -> Chain {
     let g = order.iter().position(|&w| w == t.rank()).expect("a member") as u32;
     let at = |g: Option<u32>| g.and_then(|g| order.get(g as usize).copied());
     Chain::from_links(
@@ -83,7 +83,7 @@ fn inputs(size: u32, seed: u64) -> Inputs {
 
 async fn one_case<T: Transport>(t: &T, seed: u64) -> catena_algorithms::Result<()> {
     let order = order(t.size(), seed);
-    let chain = chain_for(t, &order, 100 + seed as u32);
+    let chain = chain_for(t, &order, 100 + seed);
     let (g, n) = (chain.rank() as usize, chain.size() as usize);
     let input = inputs(chain.size(), seed);
     let deadline = deadline(t);

@@ -5,41 +5,12 @@
 
 mod common;
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::Poll;
-
 use catena_algorithms::{
     allgather, allreduce, bcast, scan, split, Algorithm, Chain, Color, Key, Split,
 };
 use catena_fabric::{Rank, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
-
-/// Runs both futures to completion, polling `a` first where `a_first`.
-async fn join<A: Future, B: Future>(a: A, b: B, a_first: bool) -> (A::Output, B::Output) {
-    let (mut a, mut b) = (pin!(a), pin!(b));
-    let (mut got_a, mut got_b) = (None, None);
-    std::future::poll_fn(|cx| {
-        for turn in [a_first, !a_first] {
-            if turn && got_a.is_none() {
-                if let Poll::Ready(v) = a.as_mut().poll(cx) {
-                    got_a = Some(v);
-                }
-            }
-            if !turn && got_b.is_none() {
-                if let Poll::Ready(v) = b.as_mut().poll(cx) {
-                    got_b = Some(v);
-                }
-            }
-        }
-        if got_a.is_some() && got_b.is_some() {
-            Poll::Ready((got_a.take().unwrap(), got_b.take().unwrap()))
-        } else {
-            Poll::Pending
-        }
-    })
-    .await
-}
+use common::join;
 
 /// What a member sees of its group.
 type Seen = Option<(u32, u32, Option<Rank>, Option<Rank>, u32, u32)>;
@@ -79,7 +50,7 @@ async fn group_sum<T: Transport>(t: &T, split: &Split) -> catena_algorithms::Res
 
 /// Two splits, one after the other and then joined; and allreduces on the
 /// groups of the joined ones, joined too. Returns the mismatches.
-async fn two_splits<T: Transport>(t: &T, algorithm: Algorithm, context: u32) -> Vec<String> {
+async fn two_splits<T: Transport>(t: &T, algorithm: Algorithm, context: u64) -> Vec<String> {
     let deadline = common::deadline(t);
     let (ca, ka, cb, kb) = colors(t.rank());
     let a_first = t.rank() % 2 == 0;
@@ -186,7 +157,7 @@ fn sim_joined_splits_match_splits_one_at_a_time() {
             .run(async |t: &SimRank<'_>| {
                 let mut wrong = Vec::new();
                 for (i, algorithm) in ALGORITHMS.into_iter().enumerate() {
-                    wrong.extend(two_splits(t, algorithm, 10 + 2 * i as u32).await);
+                    wrong.extend(two_splits(t, algorithm, 10 + 2 * i as u64).await);
                 }
                 wrong
             })

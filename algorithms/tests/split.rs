@@ -122,7 +122,7 @@ async fn run_case<T: Transport>(
     t: &T,
     case: &Case,
     algorithm: Algorithm,
-    context: u32,
+    context: u64,
 ) -> catena_algorithms::Result<(Expected, Expected)> {
     let n = t.size() as usize;
     let world: Vec<u32> = if case.reversed_parent {
@@ -251,7 +251,7 @@ async fn check_every_algorithm<T: Transport>(t: &T) -> catena_algorithms::Result
         for i in 0..CASES {
             let case = strategy.new_tree(&mut runner).expect("a case").current();
             for (a, algorithm) in TESTED.into_iter().enumerate() {
-                let context = 1000 + i * 16 + a as u32;
+                let context = u64::from(1000 + i * 16 + a as u32);
                 let got = run_case(t, &case, algorithm, context).await;
                 if algorithm == Algorithm::Radix
                     && matches!(case.keys, Keys::Points(_))
@@ -334,7 +334,7 @@ fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
         .into_iter()
         .enumerate()
         {
-            let parent = world(5010 + i as u32);
+            let parent = world(5010 + i as u64);
             let cmp = |a: &i64, b: &i64| {
                 assert!(t.rank() != last, "a comparator that panics");
                 a.cmp(b)
@@ -357,7 +357,7 @@ fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
             let ok = u8::from(got.is_ok());
             let agreed = catena_algorithms::allreduce(
                 t,
-                &world(5030 + i as u32),
+                &world(5030 + i as u64),
                 (ok, ok),
                 |a, b| (a.0.min(b.0), a.1.max(b.1)),
                 short(),
@@ -369,7 +369,7 @@ fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
             );
             // Answers that differ across processes: placements that agree, or
             // UserCode everywhere.
-            let parent = world(5020 + i as u32);
+            let parent = world(5020 + i as u64);
             let odd = t.rank() % 2 == 1;
             let cmp = |a: &i64, b: &i64| if odd { b.cmp(a) } else { a.cmp(b) };
             let got = split_by(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
+use catena_algorithms::{torus_plan, Chain, PipelineConfig, TreeCollective};
 use catena_fabric::{Rank, Rma, Transport};
 use catena_sim::{Routed, Sim, SimRank};
 use catena_topo::trees::{
@@ -132,11 +132,9 @@ async fn every_case<T: Transport>(
         }
         let plan = torus_plan(&case.schedule, map, &case.ranks, case.root, me)
             .map_err(common::to_fabric)?;
-        let config = PipelineConfig {
-            context: config.context + k as u32,
-            ..config
-        };
-        let mut tc = TreeCollective::new(t, plan, config, deadline(t))
+        let members =
+            Chain::of_order(me, &case.ranks, 7000 + k as u64).map_err(common::to_fabric)?;
+        let mut tc = TreeCollective::new(t, &members, plan, config, deadline(t))
             .await
             .map_err(common::to_fabric)?;
         // Broadcast: the root's bytes, everywhere.
@@ -208,11 +206,7 @@ async fn every_case<T: Transport>(
 }
 
 fn config(chunk: usize) -> PipelineConfig {
-    PipelineConfig {
-        chunk,
-        slots: 3,
-        context: 7000,
-    }
+    PipelineConfig { chunk, slots: 3 }
 }
 
 fn shm_one_rank_a_node(t: &catena_fabric::shm::ShmTransport) -> catena_fabric::Result<()> {

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use bytemuck::{Pod, Zeroable};
-use catena_algorithms::{Error, PipelineConfig, TreeCollective, TreePlace, TreePlan};
+use catena_algorithms::{Chain, Error, PipelineConfig, TreeCollective, TreePlace, TreePlan};
 use catena_fabric::{Rank, Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 use common::{deadline, Rng};
@@ -373,14 +373,11 @@ async fn every_plan<T: Transport>(
 ) -> catena_algorithms::Result<()> {
     for (p, (name, trees, concurrent)) in schedules(t.size(), SEED).into_iter().enumerate() {
         for (k, &(chunk, slots)) in scale.rings.iter().enumerate() {
-            let config = PipelineConfig {
-                chunk,
-                slots,
-                context: 500 + (p * scale.rings.len() + k) as u32,
-            };
+            let config = PipelineConfig { chunk, slots };
+            let world = Chain::world(t, 500 + (p * scale.rings.len() + k) as u64);
             let plan = plan_for(&trees, t.rank(), concurrent);
             let root = trees[0].iter().position(Option::is_none).expect("a root") as Rank;
-            let mut tc = TreeCollective::new(t, plan, config, deadline(t)).await?;
+            let mut tc = TreeCollective::new(t, &world, plan, config, deadline(t)).await?;
             calls_on_one_setup(t, &mut tc, root, trees.len(), chunk, scale, inputs)
                 .await
                 .inspect_err(|e| eprintln!("rank {}: {name}, chunk {chunk}: {e}", t.rank()))?;
@@ -473,7 +470,8 @@ async fn setup_and_bcast<T: Transport>(
 ) -> catena_algorithms::Result<()> {
     let deadline = t.deadline_in(SHORT);
     let outcome = async {
-        let mut tc = TreeCollective::new(t, plan, config, deadline).await?;
+        let world = Chain::world(t, 7);
+        let mut tc = TreeCollective::new(t, &world, plan, config, deadline).await?;
         tc.bcast(&mut [7; 100], deadline).await
     }
     .await;
@@ -486,11 +484,10 @@ async fn setup_and_bcast<T: Transport>(
     outcome
 }
 
-fn small_config(context: u32) -> PipelineConfig {
+fn small_config() -> PipelineConfig {
     PipelineConfig {
         chunk: 64,
         slots: 2,
-        context,
     }
 }
 
@@ -507,7 +504,7 @@ fn sim_a_child_naming_another_parent_fails() {
         if t.rank() == 6 {
             plan.colours[0].parent = Some(5);
         }
-        setup_and_bcast(t, plan, small_config(7)).await
+        setup_and_bcast(t, plan, small_config()).await
     });
     assert!(is_mismatch(&results[6]), "the child: {:?}", results[6]);
     assert!(
@@ -525,7 +522,7 @@ fn sim_a_child_naming_another_parent_fails() {
 fn sim_colours_with_different_roots_fail() {
     let trees = [binomial(5, 0), binomial(5, 3)];
     let results = on_sim(5, async |t: &SimRank<'_>| {
-        setup_and_bcast(t, plan_for(&trees, t.rank(), true), small_config(7)).await
+        setup_and_bcast(t, plan_for(&trees, t.rank(), true), small_config()).await
     });
     for (rank, r) in results.iter().enumerate() {
         assert!(is_mismatch(r), "rank {rank}: {r:?}");
@@ -536,7 +533,7 @@ fn sim_colours_with_different_roots_fail() {
 fn sim_a_child_with_other_terms_fails() {
     let tree = chain(3, 0, &mut Rng::new(1, 0));
     let results = on_sim(3, async |t: &SimRank<'_>| {
-        let mut config = small_config(7);
+        let mut config = small_config();
         if tree[t.rank() as usize].is_some() && place(&tree, t.rank()).children.is_empty() {
             config.chunk = 128;
         }
@@ -559,7 +556,8 @@ fn sim_calls_that_disagree_fail_and_poison_the_setup() {
     let results = on_sim(4, async |t: &SimRank<'_>| {
         let deadline = t.deadline_in(SHORT);
         let plan = plan_for(std::slice::from_ref(&star), t.rank(), false);
-        let mut tc = TreeCollective::new(t, plan, small_config(7), deadline).await?;
+        let mut tc =
+            TreeCollective::new(t, &Chain::world(t, 7), plan, small_config(), deadline).await?;
         let len = if t.rank() == 0 { 100 } else { 99 };
         let first = tc.bcast(&mut vec![1; len], deadline).await;
         let again = tc.bcast(&mut vec![1; len], deadline).await;
@@ -571,7 +569,8 @@ fn sim_calls_that_disagree_fail_and_poison_the_setup() {
         // Another set-up: a broadcast against allreduces of as many bytes.
         let deadline = t.deadline_in(SHORT);
         let plan = plan_for(std::slice::from_ref(&star), t.rank(), false);
-        let mut tc = TreeCollective::new(t, plan, small_config(8), deadline).await?;
+        let mut tc =
+            TreeCollective::new(t, &Chain::world(t, 8), plan, small_config(), deadline).await?;
         let second = if t.rank() == 0 {
             tc.bcast(&mut [0; 8], deadline).await
         } else {
@@ -607,31 +606,27 @@ fn sim_bad_configurations_are_refused() {
             );
         };
         for (chunk, slots) in [(0, 2), (64, 0), (0, 0)] {
-            let config = PipelineConfig {
-                chunk,
-                slots,
-                context: 9,
-            };
+            let config = PipelineConfig { chunk, slots };
             refused(
-                TreeCollective::new(t, good(), config, d).await,
+                TreeCollective::new(t, &Chain::world(t, 9), good(), config, d).await,
                 "a config with zero chunk or slots",
             );
         }
         let no_colours = TreePlan::default();
         refused(
-            TreeCollective::new(t, no_colours, small_config(9), d).await,
+            TreeCollective::new(t, &Chain::world(t, 9), no_colours, small_config(), d).await,
             "a plan without colours",
         );
         let mut own_child = good();
         own_child.colours[0].children.push(t.rank());
         refused(
-            TreeCollective::new(t, own_child, small_config(9), d).await,
+            TreeCollective::new(t, &Chain::world(t, 9), own_child, small_config(), d).await,
             "a rank its own child",
         );
         let mut outside = good();
         outside.colours[0].children.push(2);
         refused(
-            TreeCollective::new(t, outside, small_config(9), d).await,
+            TreeCollective::new(t, &Chain::world(t, 9), outside, small_config(), d).await,
             "a child outside the job",
         );
 
@@ -639,9 +634,9 @@ fn sim_bad_configurations_are_refused() {
         // leave the set-up usable.
         let config = PipelineConfig {
             chunk: 4,
-            ..small_config(10)
+            ..small_config()
         };
-        let mut tc = TreeCollective::new(t, good(), config, d).await?;
+        let mut tc = TreeCollective::new(t, &Chain::world(t, 10), good(), config, d).await?;
         let wide = tc.allreduce(&mut [1i64; 3], wrapping_sum, d).await;
         assert!(matches!(wide, Err(Error::InvalidArgument(_))), "{wide:?}");
         let mut data = if t.rank() == 0 {
@@ -664,7 +659,7 @@ fn sim_a_panicking_operation_is_user_code() {
     let results = on_sim(7, async |t: &SimRank<'_>| {
         let d = t.deadline_in(SHORT);
         let plan = plan_for(std::slice::from_ref(&tree), t.rank(), true);
-        let mut tc = TreeCollective::new(t, plan, small_config(11), d).await?;
+        let mut tc = TreeCollective::new(t, &Chain::world(t, 11), plan, small_config(), d).await?;
         let op = |_: &mut [i64], _: &[i64]| panic!("an operation that panics");
         tc.allreduce(&mut [1i64; 20], op, d).await
     });

@@ -17,7 +17,7 @@ pub struct Args {
     algorithm: Algorithm,
 }
 
-const CTX: u32 = 0xBE_0004;
+const CTX: u64 = 0xBE_0004;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// This process's host name and the socket of the CPU it runs on.

@@ -81,7 +81,7 @@ const CONFIGS: &[Config] = &[
     },
 ];
 
-const CTX: u32 = 0xBE_0001;
+const CTX: u64 = 0xBE_0001;
 const LATENCY_SIGNAL: usize = 0;
 const BANDWIDTH_SIGNAL: usize = 8;
 const ACK_SIGNAL: usize = 16;

@@ -37,7 +37,7 @@ pub struct Args {
     ready_file: Option<PathBuf>,
 }
 
-const CTX: u32 = 0xBE_0002;
+const CTX: u64 = 0xBE_0002;
 const WARM_UP: u32 = 50;
 
 pub fn main(args: &Args) -> crate::Outcome {

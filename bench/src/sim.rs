@@ -106,7 +106,7 @@ impl Model {
 }
 
 /// The context of the world chain every split starts from.
-const CTX: u32 = 0xBE_0005;
+const CTX: u64 = 0xBE_0005;
 /// Virtual time a split may take before it counts as hung.
 const DEADLINE: Duration = Duration::from_secs(3600);
 

@@ -36,7 +36,7 @@ pub struct Args {
     csv: PathBuf,
 }
 
-const CTX: u32 = 0xBE_0003;
+const CTX: u64 = 0xBE_0003;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The paper's workloads.

@@ -329,7 +329,9 @@ impl Runs {
         self.run = Some(match self.run {
             None => (w, 0, 1),
             Some((first, _, 1)) => (first, i64::from(w) - i64::from(first), 2),
-            Some((first, step, len)) if i64::from(first) + step * i64::from(len) == i64::from(w) => {
+            Some((first, step, len))
+                if i64::from(first) + step * i64::from(len) == i64::from(w) =>
+            {
                 (first, step, len + 1)
             }
             Some((first, step, len)) => {

@@ -30,8 +30,8 @@ use catena_fabric::{Rank, Time, Transport};
 use serde::{Deserialize, Serialize};
 
 use crate::chain::{Calls, Chain};
-use crate::context::Proposal;
 use crate::codec::{encode, Wire};
+use crate::context::Proposal;
 use crate::{Error, Result};
 use fault::Faults;
 use item::Item;
@@ -48,6 +48,14 @@ pub enum Color<C> {
     Everyone,
 }
 
+/// `Some(color)` joins the group of that color, `None` none
+/// (`MPI_UNDEFINED`).
+impl<C> From<Option<C>> for Color<C> {
+    fn from(color: Option<C>) -> Color<C> {
+        color.map_or(Color::NotMember, Color::Is)
+    }
+}
+
 /// A process's key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Key<K> {
@@ -56,6 +64,12 @@ pub enum Key<K> {
     /// Do not reorder: order by parent rank. Members must all pass it or
     /// all pass keys.
     ParentOrder,
+}
+
+impl<K> From<K> for Key<K> {
+    fn from(key: K) -> Key<K> {
+        Key::Is(key)
+    }
 }
 
 /// The split algorithms of the paper, selectable by name (`Display` and

@@ -2,6 +2,9 @@
 //! generator every rank runs identically, and error conversion.
 #![allow(dead_code)] // each test binary uses a part
 
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use catena_fabric::{Rma, Time};
@@ -40,4 +43,30 @@ pub fn to_fabric(e: catena_algorithms::Error) -> catena_fabric::Error {
         catena_algorithms::Error::Transport(e) => e,
         other => catena_fabric::Error::Protocol(other.to_string()),
     }
+}
+
+/// Runs both futures to completion, polling `a` first where `a_first`.
+pub async fn join<A: Future, B: Future>(a: A, b: B, a_first: bool) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    let (mut got_a, mut got_b) = (None, None);
+    std::future::poll_fn(|cx| {
+        for turn in [a_first, !a_first] {
+            if turn && got_a.is_none() {
+                if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                    got_a = Some(v);
+                }
+            }
+            if !turn && got_b.is_none() {
+                if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                    got_b = Some(v);
+                }
+            }
+        }
+        if got_a.is_some() && got_b.is_some() {
+            Poll::Ready((got_a.take().unwrap(), got_b.take().unwrap()))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }

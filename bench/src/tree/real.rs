@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{
-    ring_allreduce, scatter_allgather, torus_plan, PipelineConfig, TreeCollective,
+    ring_allreduce, scatter_allgather, torus_plan, Chain, PipelineConfig, TreeCollective,
 };
 use catena_fabric::{block_on, Blocking, Provider, Rank, Transport, WithProvider};
 use catena_topo::trees::{auto, binomial};
@@ -19,7 +19,7 @@ use crate::report::{human_bytes, quantile, Table};
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
 const TIMEOUT: Duration = Duration::from_secs(300);
-const CTX: u32 = 0x7F_0000;
+const CTX: u64 = 0x7F_0000;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -110,11 +110,11 @@ fn measure<P: Provider>(args: &RunArgs) -> crate::Outcome {
         let config = PipelineConfig {
             chunk: args.chunk,
             slots: 4,
-            context: CTX + k as u32,
         };
+        let members = Chain::of_order(me, &s.ranks, CTX + k as u64)?;
         let mut tc = block_on(
             &t,
-            TreeCollective::new(&t, plan, config, t.deadline_in(TIMEOUT)),
+            TreeCollective::new(&t, &members, plan, config, t.deadline_in(TIMEOUT)),
         )?;
         for &bytes in &sizes {
             for op in [Op::Bcast, Op::Allreduce] {

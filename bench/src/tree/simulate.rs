@@ -8,7 +8,8 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use catena_algorithms::{
-    ring_allreduce_stream, scatter_allgather_stream, torus_plan, PipelineConfig, TreeCollective,
+    ring_allreduce_stream, scatter_allgather_stream, torus_plan, Chain, PipelineConfig,
+    TreeCollective,
 };
 use catena_fabric::{Rank, Rma, Time};
 use catena_sim::{Routed, Sim, SimRank};
@@ -84,7 +85,7 @@ pub fn run(torus: &Torus, case: &Case, algo: Algo, op: Op, bytes: usize) -> Resu
             };
             let g = &case.groups[gi];
             let deadline = t.deadline_in(Duration::from_secs(3600));
-            let ctx = 0x7E_0000 + gi as u32;
+            let ctx = 0x7E_0000 + gi as u64;
             let members = g.ranks();
             let ranks_sum: i64 = members.iter().map(|&r| i64::from(r)).sum();
             let p = members.len() as i64;
@@ -154,9 +155,9 @@ pub fn run(torus: &Torus, case: &Case, algo: Algo, op: Op, bytes: usize) -> Resu
                 let config = PipelineConfig {
                     chunk: chunks[gi],
                     slots: 4,
-                    context: ctx,
                 };
-                let mut tc = TreeCollective::new(t, plan, config, deadline)
+                let chain = Chain::of_order(me, members, ctx).map_err(e)?;
+                let mut tc = TreeCollective::new(t, &chain, plan, config, deadline)
                     .await
                     .map_err(e)?;
                 start = t.now();

@@ -95,7 +95,7 @@ impl<'a, 's> Intruder<'a, 's> {
     }
 
     /// An honest frame of `data`.
-    pub fn frame(context: u32, tag: u32, data: &[u8]) -> Vec<u8> {
+    pub fn frame(context: u64, tag: u32, data: &[u8]) -> Vec<u8> {
         let mut frame = encode_header(data.len(), context, tag).to_vec();
         frame.extend_from_slice(data);
         frame

@@ -1,0 +1,121 @@
+//! A communicator's rank-to-world map and the lookups through it. The
+//! world's is a stride and create_group's the caller's; one made by split
+//! or dup is loaded on the first lookup, by one allgather of the members'
+//! world ranks, then compressed (Hybrid, so both directions stay fast).
+
+use std::future::Future;
+
+use catena_fabric::{block_on, wait_until, Blocking, Rank, Transport};
+
+use super::Comm;
+use crate::groupmap::{GroupMap, Strategy};
+use crate::{tree, Error, Result};
+
+/// Where loading a communicator's map stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Loading {
+    #[default]
+    Idle,
+    Running,
+    /// The allgather failed or was dropped half-way: its messages are spent.
+    Failed,
+}
+
+/// Marks the load failed unless it finished.
+struct LoadRun<'c, 't, T: Transport>(&'c Comm<'t, T>);
+
+impl<T: Transport> Drop for LoadRun<'_, '_, T> {
+    fn drop(&mut self) {
+        if self.0.map.get().is_none() {
+            self.0.loading.set(Loading::Failed);
+        }
+    }
+}
+
+fn load_failed() -> Error {
+    Error::Mismatch {
+        what: "the group map: loading it failed in an earlier or concurrent call".into(),
+    }
+}
+
+impl<'t, T: Transport> Comm<'t, T> {
+    /// The group's rank-to-world map. The first call on a communicator made
+    /// by split or dup is collective (every member makes it, or a lookup
+    /// that needs it, at the same point of its calls): one allgather of
+    /// world ranks, O(size) time once; later calls and every other
+    /// communicator answer at once.
+    pub fn igroup_map(&self) -> impl Future<Output = Result<&GroupMap>> + '_ {
+        let deadline = self.deadline();
+        let load = (self.map.get().is_none() && self.loading.get() == Loading::Idle).then(|| {
+            self.loading.set(Loading::Running);
+            tree::allgather(self.t, &self.chain, &self.t.rank(), deadline)
+        });
+        async move {
+            if let Some(map) = self.map.get() {
+                return Ok(map);
+            }
+            let Some(allgather) = load else {
+                wait_until(self.t, deadline, "a concurrent call's group map", || {
+                    let failed = self.loading.get() == Loading::Failed;
+                    Ok((self.map.get().is_some() || failed).then_some(()))
+                })
+                .await?;
+                return self.map.get().ok_or_else(load_failed);
+            };
+            let _run = LoadRun(self);
+            let ranks: Vec<Rank> = allgather.await?;
+            let strategy = Strategy::hybrid(Strategy::DEFAULT_ALPHA)?;
+            let map = GroupMap::from_ranks(self.t.size(), &ranks, strategy)?;
+            let _ = self.map.set(map);
+            // Lookups waiting for this load are polled again now.
+            self.t.wake_at(self.t.now());
+            self.map.get().ok_or_else(load_failed)
+        }
+    }
+
+    /// The world rank of group rank `rank`.
+    pub fn iworld_rank_of(&self, rank: u32) -> impl Future<Output = Result<Rank>> + '_ {
+        let map = self.igroup_map();
+        async move { Ok(map.await?.select(rank)?) }
+    }
+
+    /// The group rank of world rank `world`, `None` if not a member.
+    pub fn igroup_rank_of(&self, world: Rank) -> impl Future<Output = Result<Option<u32>>> + '_ {
+        let map = self.igroup_map();
+        async move { Ok(map.await?.rank(world)?) }
+    }
+
+    /// The ranks in `other` of this group's ranks `ranks`, `None` where a
+    /// process is not in `other` (MPI_Group_translate_ranks).
+    pub fn itranslate<'a>(
+        &'a self,
+        ranks: &'a [u32],
+        other: &'a Comm<'_, T>,
+    ) -> impl Future<Output = Result<Vec<Option<u32>>>> + 'a {
+        let (mine, theirs) = (self.igroup_map(), other.igroup_map());
+        async move { Ok(mine.await?.translate_ranks(ranks, theirs.await?)?) }
+    }
+}
+
+/// The blocking forms.
+impl<T: Transport + Blocking> Comm<'_, T> {
+    /// See [`Comm::igroup_map`].
+    pub fn group_map(&self) -> Result<&GroupMap> {
+        block_on(self.t, self.igroup_map())
+    }
+
+    /// See [`Comm::iworld_rank_of`].
+    pub fn world_rank_of(&self, rank: u32) -> Result<Rank> {
+        block_on(self.t, self.iworld_rank_of(rank))
+    }
+
+    /// See [`Comm::igroup_rank_of`].
+    pub fn group_rank_of(&self, world: Rank) -> Result<Option<u32>> {
+        block_on(self.t, self.igroup_rank_of(world))
+    }
+
+    /// See [`Comm::itranslate`].
+    pub fn translate(&self, ranks: &[u32], other: &Comm<'_, T>) -> Result<Vec<Option<u32>>> {
+        block_on(self.t, self.itranslate(ranks, other))
+    }
+}

@@ -1,0 +1,274 @@
+//! A communicator: one value that ties a group's chain, its context, a
+//! default timeout and its rank-to-world map to the transport, with every
+//! collective as a method. Methods block (as MPI's do); each has an async
+//! form, prefixed `i` as MPI's nonblocking calls are, for composition under
+//! one executor and in the simulator.
+
+mod collectives;
+mod create;
+mod map;
+mod merge;
+mod p2p;
+
+use std::cell::{Cell, OnceCell};
+use std::cmp::Ordering;
+use std::future::Future;
+use std::time::Duration;
+
+use catena_fabric::{block_on, Blocking, ContextId, Time, Transport};
+use serde::Serialize;
+
+use crate::context::{Proposal, WORLD_CONTEXT};
+use crate::groupmap::GroupMap;
+use crate::scan::allreduce_in;
+use crate::split::{split, split_by, Algorithm, Color, Key, Split};
+use crate::{Chain, Result, Wire};
+pub use create::{CreateAlgorithm, CREATE_TAGS};
+
+/// The timeout a communicator gives each call unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A group of processes and everything needed to talk within it.
+///
+/// Collective methods must be called by every member in the same order, as
+/// in MPI; their async forms (`i...`) take their tags when called, so
+/// collectives called in that order may run concurrently (their futures
+/// joined). Every call ends by its deadline, [`Comm::timeout`] after it was
+/// called, with `Error::Timeout` if a member never takes part.
+///
+/// ```
+/// use catena_algorithms::prelude::*;
+///
+/// let sim = catena_sim::Sim::new(6, catena_sim::LogGp::default());
+/// let (sums, _) = sim
+///     .run(async |t| {
+///         let world = Comm::world(t);
+///         let half = world.isplit(Some(world.rank() % 2), world.rank()).await?;
+///         let half = half.expect("every rank passed a color");
+///         half.iallreduce(world.rank(), |a, b| a + b).await
+///     })
+///     .unwrap();
+/// assert_eq!(sums.into_iter().map(Result::unwrap).collect::<Vec<_>>(), [6, 9, 6, 9, 6, 9]);
+/// ```
+pub struct Comm<'t, T: Transport> {
+    t: &'t T,
+    chain: Chain,
+    timeout: Duration,
+    algorithm: Algorithm,
+    /// The rank-to-world map, made on the first lookup that needs it.
+    map: OnceCell<GroupMap>,
+    /// Whether a lookup is loading the map.
+    loading: Cell<map::Loading>,
+}
+
+impl<'t, T: Transport> Comm<'t, T> {
+    /// Every process of the job, in world rank order, with the world's
+    /// context (one world per transport: libraries [`Comm::dup`] it).
+    pub fn world(t: &'t T) -> Comm<'t, T> {
+        let map = GroupMap::world_group(t.size());
+        Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map))
+    }
+
+    fn new(t: &'t T, chain: Chain, map: Option<GroupMap>) -> Comm<'t, T> {
+        Comm {
+            t,
+            chain,
+            timeout: DEFAULT_TIMEOUT,
+            algorithm: Algorithm::Auto,
+            map: map.map(OnceCell::from).unwrap_or_default(),
+            loading: Cell::default(),
+        }
+    }
+
+    /// A communicator made from this one: same transport, timeout and split
+    /// algorithm.
+    fn derived(&self, chain: Chain, map: Option<GroupMap>) -> Comm<'t, T> {
+        Comm {
+            timeout: self.timeout,
+            algorithm: self.algorithm,
+            ..Comm::new(self.t, chain, map)
+        }
+    }
+
+    /// This communicator with another timeout for each call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Comm<'t, T> {
+        self.timeout = timeout;
+        self
+    }
+
+    /// This communicator with another split algorithm (default `Auto`).
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Comm<'t, T> {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// How long each call may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// This process's rank in the group, `0..size`.
+    pub fn rank(&self) -> u32 {
+        self.chain.rank()
+    }
+
+    /// The number of processes in the group.
+    pub fn size(&self) -> u32 {
+        self.chain.size()
+    }
+
+    /// The id that keeps this communicator's messages apart from every
+    /// other's (it owns [`crate::context::CHANNELS`] ids from here).
+    pub fn context(&self) -> ContextId {
+        self.chain.context()
+    }
+
+    /// The group's chain node, for the free functions of this crate.
+    pub fn chain(&self) -> &Chain {
+        &self.chain
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &'t T {
+        self.t
+    }
+
+    /// The deadline of a call made now.
+    pub fn deadline(&self) -> Time {
+        self.t.deadline_in(self.timeout)
+    }
+
+    /// A communicator of the same group with a new context (collective):
+    /// a library's messages on it never meet the caller's.
+    pub fn idup(&self) -> impl Future<Output = Result<Comm<'t, T>>> + '_ {
+        let tags = self.chain.next_call();
+        let proposal = Proposal::new(self.t);
+        let deadline = self.deadline();
+        async move {
+            let agreed = allreduce_in(
+                self.t,
+                &self.chain,
+                tags,
+                proposal,
+                Proposal::leftmost,
+                deadline,
+            )
+            .await?;
+            let c = &self.chain;
+            let context = agreed.context(self.t.size())?;
+            let chain = Chain::from_links(
+                c.rank(),
+                c.size(),
+                c.address(),
+                c.left(),
+                c.right(),
+                context,
+            )?;
+            Ok(self.derived(chain, self.map.get().cloned()))
+        }
+    }
+
+    /// Splits the group by `color` (`None`: join no group, MPI_UNDEFINED;
+    /// or [`Color`]), ordering each new group by `key` (or
+    /// [`Key::ParentOrder`]), then by rank here; `None` where this process
+    /// joins no group. Collective over this communicator.
+    pub fn isplit<'a, C, K>(
+        &'a self,
+        color: impl Into<Color<C>>,
+        key: impl Into<Key<K>>,
+    ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
+    where
+        C: Serialize + 'a,
+        K: Wire + Clone + Ord + 'static,
+    {
+        let deadline = self.deadline();
+        let split = split(
+            self.t,
+            &self.chain,
+            color.into(),
+            key.into(),
+            self.algorithm,
+            deadline,
+        );
+        async move { Ok(self.member_of(split.await?)) }
+    }
+
+    /// [`Comm::isplit`] with the keys ordered by `order`.
+    pub fn isplit_by<'a, C, K>(
+        &'a self,
+        color: impl Into<Color<C>>,
+        key: impl Into<Key<K>>,
+        order: impl Fn(&K, &K) -> Ordering + 'a,
+    ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
+    where
+        C: Serialize + 'a,
+        K: Wire + Clone + 'a,
+    {
+        let deadline = self.deadline();
+        let (color, key) = (color.into(), key.into());
+        let split = split_by(
+            self.t,
+            &self.chain,
+            color,
+            key,
+            order,
+            self.algorithm,
+            deadline,
+        );
+        async move { Ok(self.member_of(split.await?)) }
+    }
+
+    fn member_of(&self, split: Split) -> Option<Comm<'t, T>> {
+        match split {
+            Split::Member(group) => Some(self.derived(group.chain, None)),
+            Split::NotMember { .. } => None,
+        }
+    }
+}
+
+/// The blocking forms, for providers with a blocking executor.
+impl<'t, T: Transport + Blocking> Comm<'t, T> {
+    /// See [`Comm::idup`].
+    pub fn dup(&self) -> Result<Comm<'t, T>> {
+        block_on(self.t, self.idup())
+    }
+
+    /// See [`Comm::isplit`].
+    pub fn split<C, K>(
+        &self,
+        color: impl Into<Color<C>>,
+        key: impl Into<Key<K>>,
+    ) -> Result<Option<Comm<'t, T>>>
+    where
+        C: Serialize,
+        K: Wire + Clone + Ord + 'static,
+    {
+        block_on(self.t, self.isplit(color, key))
+    }
+
+    /// See [`Comm::isplit_by`].
+    pub fn split_by<C, K>(
+        &self,
+        color: impl Into<Color<C>>,
+        key: impl Into<Key<K>>,
+        order: impl Fn(&K, &K) -> Ordering,
+    ) -> Result<Option<Comm<'t, T>>>
+    where
+        C: Serialize,
+        K: Wire + Clone,
+    {
+        block_on(self.t, self.isplit_by(color, key, order))
+    }
+}
+
+impl<T: Transport> std::fmt::Debug for Comm<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("rank", &self.rank())
+            .field("size", &self.size())
+            .field("context", &format_args!("{:#x}", self.context()))
+            .field("timeout", &self.timeout)
+            .field("map", &self.map.get().map(|m| m.to_string()))
+            .finish()
+    }
+}

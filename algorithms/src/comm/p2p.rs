@@ -1,0 +1,58 @@
+//! Point-to-point messages between members, addressed by group rank, on
+//! the communicator's own point-to-point context: user tags never meet the
+//! tags its collectives take.
+
+use std::future::Future;
+
+use catena_fabric::{block_on, Blocking, Tag, Transport};
+use serde::Serialize;
+
+use super::collectives::Value;
+use super::Comm;
+use crate::codec::{decode, encode};
+use crate::context::{channel, Channel};
+use crate::Result;
+
+impl<'t, T: Transport> Comm<'t, T> {
+    /// Sends `value` to group rank `to` with `tag`; done once handed to the
+    /// transport. A communicator made by split or dup looks `to` up in its
+    /// map, so its first lookup is collective ([`Comm::igroup_map`]).
+    pub fn isend<'a, V: Serialize + ?Sized>(
+        &'a self,
+        to: u32,
+        tag: Tag,
+        value: &V,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        let (map, deadline) = (self.igroup_map(), self.deadline());
+        let bytes = encode(value, "a point-to-point message");
+        async move {
+            let target = map.await?.select(to)?;
+            let context = channel(self.context(), Channel::PointToPoint);
+            Ok(self.t.send(target, context, tag, &bytes?, deadline).await?)
+        }
+    }
+
+    /// Receives the value group rank `from` sent with `tag`, in send order.
+    pub fn irecv<V: Value>(&self, from: u32, tag: Tag) -> impl Future<Output = Result<V>> + '_ {
+        let (map, deadline) = (self.igroup_map(), self.deadline());
+        async move {
+            let source = map.await?.select(from)?;
+            let context = channel(self.context(), Channel::PointToPoint);
+            let message = self.t.recv(Some(source), context, tag, deadline).await?;
+            decode(&message.data, "a point-to-point message")
+        }
+    }
+}
+
+/// The blocking forms.
+impl<T: Transport + Blocking> Comm<'_, T> {
+    /// See [`Comm::isend`].
+    pub fn send<V: Serialize + ?Sized>(&self, to: u32, tag: Tag, value: &V) -> Result<()> {
+        block_on(self.t, self.isend(to, tag, value))
+    }
+
+    /// See [`Comm::irecv`].
+    pub fn recv<V: Value>(&self, from: u32, tag: Tag) -> Result<V> {
+        block_on(self.t, self.irecv(from, tag))
+    }
+}

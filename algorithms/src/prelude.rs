@@ -1,0 +1,8 @@
+//! What a program that uses communicators needs, in one import:
+//! `use catena_algorithms::prelude::*;`.
+
+pub use crate::comm::{Comm, CreateAlgorithm};
+pub use crate::groupmap::{GroupMap, Strategy};
+pub use crate::split::{Algorithm, Color, Key};
+pub use crate::{Error, PipelineConfig, Result, TreePlan};
+pub use catena_fabric::{block_on, Provider, Rma, Transport};

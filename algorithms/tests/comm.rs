@@ -1,0 +1,246 @@
+//! Communicators against sequential references: every collective, send and
+//! receive by group rank, and rank translation, on communicators from
+//! world, dup, split, create_group (both algorithms) and a split of a
+//! created group, on 1..33 simulated ranks and on real processes; the map
+//! of each agrees with its chain's order on every member.
+
+mod common;
+
+use catena_algorithms::prelude::*;
+use catena_fabric::Rank;
+use catena_sim::{LogGp, Sim, SimRank};
+use common::Rng;
+
+type Outcome = std::result::Result<(), String>;
+
+fn fail(what: &'static str, t: &impl Rma) -> impl Fn(Error) -> String {
+    let rank = t.rank();
+    move |e| format!("rank {rank}: {what}: {e}")
+}
+
+fn concat(a: &String, b: &String) -> String {
+    format!("{a}{b}")
+}
+
+/// Checks `comm` against `members`, its world ranks in group order.
+async fn check<T: Transport>(t: &T, comm: &Comm<'_, T>, members: &[Rank], seed: u64) -> Outcome {
+    let e = fail("a collective", t);
+    let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+    let label = |w: &Rank| format!("{w},");
+    if size != members.len() || members[rank] != t.rank() {
+        return Err(format!(
+            "rank {}: rank {rank} of {size}, expected to be at {:?} of {members:?}",
+            t.rank(),
+            members.iter().position(|&w| w == t.rank())
+        ));
+    }
+    // The map agrees with the chain's order, both ways.
+    let map = comm.igroup_map().await.map_err(&e)?;
+    let listed: Vec<Rank> = map.iter().collect();
+    let outsider = (0..t.size()).find(|w| !members.contains(w));
+    let outsider_rank = match outsider {
+        Some(w) => comm.igroup_rank_of(w).await.map_err(&e)?,
+        None => None,
+    };
+    let mine = comm.igroup_rank_of(t.rank()).await.map_err(&e)?;
+    if listed != members || outsider_rank.is_some() || mine != Some(rank as u32) {
+        return Err(format!("rank {}: map {listed:?} for {members:?}", t.rank()));
+    }
+    let root = (seed % size as u64) as u32;
+    let all: String = members.iter().map(label).collect();
+    let prefix: String = members[..=rank].iter().map(label).collect();
+    let me = label(&t.rank());
+    let sum = comm.iallreduce(me.clone(), concat).await.map_err(&e)?;
+    let scanned = comm.iscan(me.clone(), concat).await.map_err(&e)?;
+    let exscanned = comm.iexscan(me.clone(), concat).await.map_err(&e)?;
+    let both = comm
+        .idouble_scan(me.clone(), me.clone(), concat, concat)
+        .await
+        .map_err(&e)?;
+    let reduced = comm.ireduce(root, me.clone(), concat).await.map_err(&e)?;
+    let value = (rank as u32 == root).then(|| seed.to_string());
+    let bcast: String = comm.ibcast(root, value).await.map_err(&e)?;
+    let gathered = comm.igather(root, &t.rank()).await.map_err(&e)?;
+    let values = (rank as u32 == root).then(|| members.iter().map(|w| w * 7).collect());
+    let scattered: Rank = comm.iscatter(root, values).await.map_err(&e)?;
+    let everyone: Vec<Rank> = comm.iallgather(&t.rank()).await.map_err(&e)?;
+    comm.ibarrier().await.map_err(&e)?;
+    let is_root = rank as u32 == root;
+    let suffix: String = members[rank..].iter().map(label).collect();
+    let wrong = [
+        (sum != all, "allreduce"),
+        (scanned != prefix, "scan"),
+        (
+            exscanned.unwrap_or_default() != prefix[..prefix.len() - me.len()],
+            "exscan",
+        ),
+        (both.inclusive_rl != suffix, "double scan"),
+        (reduced != is_root.then(|| all.clone()), "reduce"),
+        (bcast != seed.to_string(), "bcast"),
+        (gathered != is_root.then(|| members.to_vec()), "gather"),
+        (scattered != t.rank() * 7, "scatter"),
+        (everyone != members, "allgather"),
+    ];
+    if let Some((_, what)) = wrong.iter().find(|(bad, _)| *bad) {
+        return Err(format!("rank {}: {what} on {members:?}", t.rank()));
+    }
+    // A ring by group rank: each sends to the next, receives from the last.
+    let (next, last) = ((rank + 1) % size, (rank + size - 1) % size);
+    comm.isend(next as u32, 9, &(t.rank(), seed))
+        .await
+        .map_err(&e)?;
+    let got: (Rank, u64) = comm.irecv(last as u32, 9).await.map_err(&e)?;
+    if got != (members[last], seed) {
+        return Err(format!(
+            "rank {}: received {got:?} from group rank {last}",
+            t.rank()
+        ));
+    }
+    Ok(())
+}
+
+/// Colors (a third stay out) and keys from `seed`, the same on every rank.
+fn colors_and_keys(n: u32, seed: u64) -> Vec<(Option<u32>, u32)> {
+    let mut rng = Rng::new(seed, 1);
+    (0..n)
+        .map(|_| {
+            let color = rng.below(4) as u32;
+            ((color < 3).then_some(color), rng.below(5) as u32)
+        })
+        .collect()
+}
+
+/// The sequential split: the members of each rank's group, in order.
+fn reference_split(parent: &[Rank], choices: &[(Option<u32>, u32)], me: Rank) -> Option<Vec<Rank>> {
+    let at = parent.iter().position(|&w| w == me)?;
+    let color = choices[at].0?;
+    let mut group: Vec<(u32, usize)> = (0..parent.len())
+        .filter(|&p| choices[p].0 == Some(color))
+        .map(|p| (choices[p].1, p))
+        .collect();
+    group.sort_unstable();
+    Some(group.into_iter().map(|(_, p)| parent[p]).collect())
+}
+
+/// A random subset of `0..n` in random order, never empty.
+fn random_group(n: u32, seed: u64) -> Vec<Rank> {
+    let mut rng = Rng::new(seed, 2);
+    let mut ranks: Vec<Rank> = (0..n).filter(|_| rng.below(3) != 0).collect();
+    if ranks.is_empty() {
+        ranks.push(rng.below(u64::from(n)) as Rank);
+    }
+    for i in (1..ranks.len()).rev() {
+        ranks.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    ranks
+}
+
+async fn every_case<T: Transport>(t: &T, seed: u64) -> Outcome {
+    let e = fail("making a communicator", t);
+    let n = t.size();
+    let world_members: Vec<Rank> = (0..n).collect();
+    let world = Comm::world(t).with_timeout(common::TIMEOUT);
+    check(t, &world, &world_members, seed).await?;
+
+    let dup = world.idup().await.map_err(&e)?;
+    check(t, &dup, &world_members, seed + 1).await?;
+
+    let choices = colors_and_keys(n, seed);
+    let split = world.isplit(choices[t.rank() as usize].0, choices[t.rank() as usize].1);
+    let split = split.await.map_err(&e)?;
+    let expected = reference_split(&world_members, &choices, t.rank());
+    match (&split, &expected) {
+        (Some(comm), Some(members)) => check(t, comm, members, seed + 2).await?,
+        (None, None) => {}
+        _ => {
+            return Err(format!(
+                "rank {}: split membership {split:?} vs {expected:?}",
+                t.rank()
+            ))
+        }
+    }
+
+    // Created groups: a random subset in random order, by both algorithms
+    // (only members call), then a split of the direct one.
+    let order = random_group(n, seed);
+    if order.contains(&t.rank()) {
+        for (tag, algorithm) in [
+            (1, CreateAlgorithm::Direct),
+            (2, CreateAlgorithm::RecursiveMerge),
+        ] {
+            let map = GroupMap::from_ranks(n, &order, Strategy::Auto).map_err(|e| e.to_string())?;
+            let created = dup.icreate_group(map, tag, algorithm).await.map_err(&e)?;
+            let created = created.ok_or_else(|| format!("rank {}: not in its group", t.rank()))?;
+            check(t, &created, &order, seed + 3).await?;
+            if algorithm == CreateAlgorithm::Direct {
+                let choices = colors_and_keys(order.len() as u32, seed + 4);
+                let at = created.rank() as usize;
+                let nested = created
+                    .isplit(choices[at].0, choices[at].1)
+                    .await
+                    .map_err(&e)?;
+                let expected = reference_split(&order, &choices, t.rank());
+                match (&nested, &expected) {
+                    (Some(comm), Some(members)) => check(t, comm, members, seed + 5).await?,
+                    (None, None) => {}
+                    _ => return Err(format!("rank {}: nested split {nested:?}", t.rank())),
+                }
+            }
+        }
+    }
+    world.ibarrier().await.map_err(&e)
+}
+
+fn on_sim<R>(n: u32, body: impl AsyncFn(&SimRank<'_>) -> R) -> Vec<R> {
+    Sim::new(n, LogGp::default())
+        .run(body)
+        .expect("every rank finishes")
+        .0
+}
+
+#[test]
+fn sim_communicators_1_to_33() {
+    for n in [1, 2, 3, 5, 8, 13, 33] {
+        for seed in 0..3 {
+            let results = on_sim(n, async |t: &SimRank<'_>| every_case(t, seed).await);
+            for r in results {
+                r.unwrap_or_else(|e| panic!("{n} ranks, seed {seed}: {e}"));
+            }
+        }
+    }
+}
+
+fn communicators<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
+    catena_fabric::block_on(t, every_case(t, 7)).map_err(catena_fabric::Error::Protocol)
+}
+
+macro_rules! communicator_cases {
+    ($($name:ident: $provider:ty, $ranks:expr, $env:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            catena_fabric::testing::run_case_on::<$provider>(
+                stringify!($name),
+                $ranks,
+                catena_fabric::testing::Starter::Launcher,
+                $env,
+                communicators::<$provider>,
+            );
+        }
+    )*};
+}
+
+communicator_cases! {
+    shm_communicators_1: catena_fabric::shm::ShmTransport, 1, &[];
+    shm_communicators_4: catena_fabric::shm::ShmTransport, 4, &[];
+    shm_communicators_9: catena_fabric::shm::ShmTransport, 9, &[];
+}
+
+#[cfg(feature = "ofi")]
+communicator_cases! {
+    ofi_shm_communicators_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")];
+}
+
+#[cfg(feature = "ucx")]
+communicator_cases! {
+    ucx_shm_communicators_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")];
+}
