@@ -3,6 +3,7 @@
 //! under the launcher with the ranks it needs, so `catena-bench ring -n 8` is
 //! one command.
 
+mod create_group;
 mod groupmap;
 mod groups;
 mod heap;
@@ -56,6 +57,10 @@ enum Command {
     /// The split algorithms on the simulator, N = 16 .. 1M virtual ranks in
     /// this process: virtual time, traffic, per-rank memory, events/s.
     Sim(sim::Args),
+    /// Group-collective creation (seed 004) on N processes: the direct
+    /// construction, the seed's recursive merge and MPICH (feature mpi);
+    /// `--sim N,...` in the simulator.
+    CreateGroup(create_group::Args),
     /// Group maps (Taheri's classes A-E, Table 6.1): bytes, bound, lookup ns per representation.
     Groupmap(groupmap::Args),
     #[command(subcommand)]
@@ -77,6 +82,13 @@ fn main() -> ExitCode {
             _ if catena_fabric::bootstrap::started_by_mpiexec() => split::mpi_main(&args),
             Ok(Some(_)) => split::main(&args),
             Ok(None) => split::compare(&args),
+            Err(e) => Err(e.into()),
+        },
+        Command::CreateGroup(args) => match LaunchEnv::from_env() {
+            #[cfg(feature = "mpi")]
+            _ if catena_fabric::bootstrap::started_by_mpiexec() => create_group::mpi_main(&args),
+            Ok(Some(_)) => create_group::main(&args),
+            Ok(None) => create_group::compare(&args),
             Err(e) => Err(e.into()),
         },
         Command::Sim(args) => sim::main(&args),
