@@ -7,6 +7,7 @@ mod create_group;
 mod groupmap;
 mod groups;
 mod heap;
+mod mcmc;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 mod native;
 mod physical;
@@ -61,6 +62,10 @@ enum Command {
     /// construction, the seed's recursive merge and MPICH (feature mpi);
     /// `--sim N,...` in the simulator.
     CreateGroup(create_group::Args),
+    /// Seed 004's MCMC load-balancing kernel: walker groups that merge
+    /// with their right neighbour when idle; makespan against the
+    /// unbalanced run and the ideal (`--sim N,...`: in virtual time).
+    Mcmc(mcmc::Args),
     /// Group maps (Taheri's classes A-E, Table 6.1): bytes, bound, lookup ns per representation.
     Groupmap(groupmap::Args),
     #[command(subcommand)]
@@ -91,6 +96,10 @@ fn main() -> ExitCode {
             Ok(None) => create_group::compare(&args),
             Err(e) => Err(e.into()),
         },
+        Command::Mcmc(args) if !args.sim.is_empty() => mcmc::main(&args),
+        Command::Mcmc(args) => {
+            as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| mcmc::main(&args))
+        }
         Command::Sim(args) => sim::main(&args),
         Command::Groupmap(args) => groupmap::main(&args),
         Command::Tree(tree::TreeCommand::Run(args)) => as_job(args.job.ranks, args.job.pin)

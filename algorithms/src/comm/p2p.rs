@@ -42,6 +42,50 @@ impl<'t, T: Transport> Comm<'t, T> {
             decode(&message.data, "a point-to-point message")
         }
     }
+
+    /// Receives the first value any member sent with `tag`, and its sender's
+    /// group rank.
+    pub fn irecv_any<V: Value>(&self, tag: Tag) -> impl Future<Output = Result<(u32, V)>> + '_ {
+        let deadline = self.deadline();
+        self.recv_any_by(tag, deadline)
+    }
+
+    /// [`Comm::irecv_any`] of a message that has arrived already, `None`
+    /// if none has (MPI_Iprobe and a receive): never waits.
+    pub fn itry_recv_any<V: Value>(
+        &self,
+        tag: Tag,
+    ) -> impl Future<Output = Result<Option<(u32, V)>>> + '_ {
+        let received = self.recv_any_by(tag, self.t.now());
+        async move {
+            match received.await {
+                Err(crate::Error::Transport(catena_fabric::Error::Timeout { .. })) => Ok(None),
+                other => other.map(Some),
+            }
+        }
+    }
+
+    fn recv_any_by<V: Value>(
+        &self,
+        tag: Tag,
+        deadline: catena_fabric::Time,
+    ) -> impl Future<Output = Result<(u32, V)>> + '_ {
+        let map = self.igroup_map();
+        async move {
+            let map = map.await?;
+            let context = channel(self.context(), Channel::PointToPoint);
+            let message = self.t.recv(None, context, tag, deadline).await?;
+            let from = map
+                .rank(message.source)?
+                .ok_or_else(|| crate::Error::Mismatch {
+                    what: format!(
+                        "membership: world rank {} is not in this group",
+                        message.source
+                    ),
+                })?;
+            Ok((from, decode(&message.data, "a point-to-point message")?))
+        }
+    }
 }
 
 /// The blocking forms.
@@ -54,5 +98,15 @@ impl<T: Transport + Blocking> Comm<'_, T> {
     /// See [`Comm::irecv`].
     pub fn recv<V: Value>(&self, from: u32, tag: Tag) -> Result<V> {
         block_on(self.t, self.irecv(from, tag))
+    }
+
+    /// See [`Comm::irecv_any`].
+    pub fn recv_any<V: Value>(&self, tag: Tag) -> Result<(u32, V)> {
+        block_on(self.t, self.irecv_any(tag))
+    }
+
+    /// See [`Comm::itry_recv_any`].
+    pub fn try_recv_any<V: Value>(&self, tag: Tag) -> Result<Option<(u32, V)>> {
+        block_on(self.t, self.itry_recv_any(tag))
     }
 }
