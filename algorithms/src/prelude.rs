@@ -1,7 +1,7 @@
 //! What a program that uses communicators needs, in one import:
 //! `use catena_algorithms::prelude::*;`.
 
-pub use crate::comm::{Comm, CreateAlgorithm};
+pub use crate::comm::{with_world, Comm, CreateAlgorithm};
 pub use crate::groupmap::{GroupMap, Strategy};
 pub use crate::split::{Algorithm, Color, Key};
 pub use crate::{Error, PipelineConfig, Result, TreePlan};

@@ -1,12 +1,15 @@
-//! `catena-bench groups`: the split demo. N processes split themselves by
-//! where they run (host name and CPU socket, a string color), then by a
-//! computed color with reordering, then with half of them staying out, and
-//! rank 0 prints every process's new group.
+//! `catena-bench groups`: the communicator demo. N processes split the
+//! world by where they run (host name and CPU socket, a string color), by a
+//! computed color with reordering, with half of them staying out, and the
+//! ranks divisible by 4 create a group among themselves alone; rank 0
+//! prints every process's new communicators.
 
 use std::time::Duration;
 
-use catena_algorithms::{gather, split, Algorithm, Chain, Color, Key, Split};
-use catena_fabric::{block_on, Provider, Rma};
+use std::cmp::Reverse;
+
+use catena_algorithms::groupmap::RankRange;
+use catena_algorithms::prelude::*;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,7 +20,6 @@ pub struct Args {
     algorithm: Algorithm,
 }
 
-const CTX: u64 = 0xBE_0004;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// This process's host name and the socket of the CPU it runs on.
@@ -33,71 +35,52 @@ fn placement() -> String {
     format!("{host}/socket{socket}")
 }
 
-fn describe(split: &Split) -> String {
-    match split {
-        Split::Member(g) => {
+fn describe<T: Transport>(group: &Option<Comm<'_, T>>) -> String {
+    match group {
+        Some(c) => {
             let at = |a: Option<u32>| a.map_or("-".into(), |a| a.to_string());
             format!(
-                "group {}/{}: rank {} of {} (left {}, right {})",
-                g.id,
-                g.count,
-                g.chain.rank(),
-                g.chain.size(),
-                at(g.chain.left()),
-                at(g.chain.right())
+                "rank {} of {} (left {}, right {}, context {:#x})",
+                c.rank(),
+                c.size(),
+                at(c.chain().left()),
+                at(c.chain().right()),
+                c.context()
             )
         }
-        Split::NotMember { groups } => format!("not a member ({groups} groups made)"),
+        None => "not a member".into(),
     }
 }
 
 pub fn main(args: &Args) -> crate::Outcome {
     let t = catena_fabric::init()?;
-    let world = Chain::world(&t, CTX);
-    let (rank, size) = (t.rank(), t.size());
+    let world = Comm::world(&t)
+        .with_timeout(TIMEOUT)
+        .with_algorithm(args.algorithm);
+    let (rank, size) = (world.rank(), world.size());
     let where_ = placement();
-    let lines = block_on(&t, async {
-        let deadline = t.deadline_in(TIMEOUT);
-        let by_place = split(
-            &t,
-            &world,
-            Color::Is(where_.clone()),
-            Key::<u32>::ParentOrder,
-            args.algorithm,
-            deadline,
-        )
-        .await?;
-        // Three colors, each group in descending world rank.
-        let by_residue = split(
-            &t,
-            &world,
-            Color::Is(format!("rank mod 3 = {}", rank % 3)),
-            Key::Is(std::cmp::Reverse(rank)),
-            args.algorithm,
-            deadline,
-        )
-        .await?;
-        let evens = split(
-            &t,
-            &world,
-            if rank % 2 == 0 {
-                Color::<()>::Everyone
-            } else {
-                Color::NotMember
-            },
-            Key::<u32>::ParentOrder,
-            args.algorithm,
-            deadline,
-        )
-        .await?;
-        let line = format!(
-            "rank {rank:>3} on {where_}\n    by host/socket   {}\n    by rank mod 3    {}\n    evens only       {}",
-            describe(&by_place),
-            describe(&by_residue),
-            describe(&evens)
-        );
-        gather(&t, &world, 0, &line, deadline).await
-    })?;
+    let by_place = world.split_by_color(Some(where_.clone()))?;
+    // Three colors, each group in descending world rank.
+    let by_residue = world.split(Some(format!("rank mod 3 = {}", rank % 3)), Reverse(rank))?;
+    let evens = world.split_by_color((rank % 2 == 0).then_some(()))?;
+    // Only the ranks divisible by 4 make this one; the others take no part.
+    let fours = GroupMap::from_ranges(
+        size,
+        &[RankRange::new(0, (size - 1) / 4 * 4, 4)],
+        Strategy::Auto,
+    )?;
+    let by_four = match fours.rank(rank)? {
+        Some(_) => world.create_group(fours, 0)?,
+        None => None,
+    };
+    let line = format!(
+        "rank {rank:>3} on {where_}\n    by host/socket   {}\n    by rank mod 3    {}\n    evens only       {}\n    created (4 | r)  {}",
+        describe(&by_place),
+        describe(&by_residue),
+        describe(&evens),
+        describe(&by_four),
+    );
+    let lines = world.gather(0, &line)?;
     if let Some(lines) = lines {
         println!(
             "catena-bench groups: {size} processes, split with {} (left/right are world ranks)",
@@ -107,6 +90,7 @@ pub fn main(args: &Args) -> crate::Outcome {
             println!("{line}");
         }
     }
+    drop((by_place, by_residue, evens, by_four, world));
     t.finalize(TIMEOUT)?;
     Ok(0)
 }

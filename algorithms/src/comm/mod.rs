@@ -169,35 +169,49 @@ impl<'t, T: Transport> Comm<'t, T> {
     }
 
     /// Splits the group by `color` (`None`: join no group, MPI_UNDEFINED;
-    /// or [`Color`]), ordering each new group by `key` (or
-    /// [`Key::ParentOrder`]), then by rank here; `None` where this process
-    /// joins no group. Collective over this communicator.
+    /// or a [`Color`]), ordering each new group by `key`, then by rank
+    /// here (MPI_Comm_split); `None` where this process joins no group.
+    /// Collective over this communicator.
     pub fn isplit<'a, C, K>(
         &'a self,
         color: impl Into<Color<C>>,
-        key: impl Into<Key<K>>,
+        key: K,
+    ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
+    where
+        C: Serialize + 'a,
+        K: Wire + Clone + Ord + 'static,
+    {
+        self.split_with(color.into(), Key::Is(key))
+    }
+
+    fn split_with<'a, C, K>(
+        &'a self,
+        color: Color<C>,
+        key: Key<K>,
     ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
     where
         C: Serialize + 'a,
         K: Wire + Clone + Ord + 'static,
     {
         let deadline = self.deadline();
-        let split = split(
-            self.t,
-            &self.chain,
-            color.into(),
-            key.into(),
-            self.algorithm,
-            deadline,
-        );
+        let split = split(self.t, &self.chain, color, key, self.algorithm, deadline);
         async move { Ok(self.member_of(split.await?)) }
+    }
+
+    /// [`Comm::isplit`] keeping this communicator's order in each group
+    /// (no key: the cheaper split, which only groups).
+    pub fn isplit_by_color<'a, C: Serialize + 'a>(
+        &'a self,
+        color: impl Into<Color<C>>,
+    ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a {
+        self.split_with(color.into(), Key::<()>::ParentOrder)
     }
 
     /// [`Comm::isplit`] with the keys ordered by `order`.
     pub fn isplit_by<'a, C, K>(
         &'a self,
         color: impl Into<Color<C>>,
-        key: impl Into<Key<K>>,
+        key: K,
         order: impl Fn(&K, &K) -> Ordering + 'a,
     ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
     where
@@ -205,7 +219,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         K: Wire + Clone + 'a,
     {
         let deadline = self.deadline();
-        let (color, key) = (color.into(), key.into());
+        let (color, key) = (color.into(), Key::Is(key));
         let split = split_by(
             self.t,
             &self.chain,
@@ -226,6 +240,23 @@ impl<'t, T: Transport> Comm<'t, T> {
     }
 }
 
+/// Joins the job on the default provider (shm; see
+/// [`catena_fabric::init`]), runs `body` with the world communicator, and
+/// leaves the job in order (every rank waits for the others to finish, so
+/// none is told a peer is gone). Use `P::from_env()` and [`Comm::world`]
+/// for another provider.
+pub fn with_world<R>(
+    body: impl FnOnce(&Comm<'_, catena_fabric::shm::ShmTransport>) -> Result<R>,
+) -> Result<R> {
+    use catena_fabric::Provider;
+    let t = catena_fabric::init()?;
+    let world = Comm::world(&t);
+    let (out, timeout) = (body(&world), world.timeout());
+    drop(world);
+    t.finalize(timeout)?;
+    out
+}
+
 /// The blocking forms, for providers with a blocking executor.
 impl<'t, T: Transport + Blocking> Comm<'t, T> {
     /// See [`Comm::idup`].
@@ -234,11 +265,7 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
     }
 
     /// See [`Comm::isplit`].
-    pub fn split<C, K>(
-        &self,
-        color: impl Into<Color<C>>,
-        key: impl Into<Key<K>>,
-    ) -> Result<Option<Comm<'t, T>>>
+    pub fn split<C, K>(&self, color: impl Into<Color<C>>, key: K) -> Result<Option<Comm<'t, T>>>
     where
         C: Serialize,
         K: Wire + Clone + Ord + 'static,
@@ -246,11 +273,19 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         block_on(self.t, self.isplit(color, key))
     }
 
+    /// See [`Comm::isplit_by_color`].
+    pub fn split_by_color<C: Serialize>(
+        &self,
+        color: impl Into<Color<C>>,
+    ) -> Result<Option<Comm<'t, T>>> {
+        block_on(self.t, self.isplit_by_color(color))
+    }
+
     /// See [`Comm::isplit_by`].
     pub fn split_by<C, K>(
         &self,
         color: impl Into<Color<C>>,
-        key: impl Into<Key<K>>,
+        key: K,
         order: impl Fn(&K, &K) -> Ordering,
     ) -> Result<Option<Comm<'t, T>>>
     where

@@ -66,12 +66,6 @@ pub enum Key<K> {
     ParentOrder,
 }
 
-impl<K> From<K> for Key<K> {
-    fn from(key: K) -> Key<K> {
-        Key::Is(key)
-    }
-}
-
 /// The split algorithms of the paper, selectable by name (`Display` and
 /// `FromStr` agree: "Bitonic", "Cheng128", ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
