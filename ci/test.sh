@@ -2,8 +2,9 @@
 # The whole test suite, as CI runs it: installs the Debian packages it needs
 # when they are missing, then formatting, clippy, docs (no warnings), every
 # test with all features (each fuzz target for CATENA_FUZZ_SECONDS, 20 s
-# here), the fault-injection script ci/faults.sh, and finally checks that
-# nothing of catena's was left in /dev/shm.
+# here), the examples as 5-process jobs, the fault-injection script
+# ci/faults.sh, and finally checks that nothing of catena's was left in
+# /dev/shm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,14 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 CATENA_FUZZ_SECONDS=${CATENA_FUZZ_SECONDS:-20} cargo test --workspace --all-features
+# The examples, each as a real job of 5 processes under the launcher.
+cargo build --release -p catena-bench --bin catena-run
+cargo build --release -p catena-algorithms --examples
+for example in algorithms/examples/*.rs; do
+  name=$(basename "$example" .rs)
+  echo "example $name:"
+  timeout 120 target/release/catena-run -n 5 -- "target/release/examples/$name"
+done
 ci/faults.sh
 after=$(ls /dev/shm | grep -c '^catena-' || true)
 if [ "$after" -gt "$before" ]; then
