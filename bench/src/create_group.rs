@@ -270,9 +270,10 @@ fn mpich(args: &Args) -> Result<Vec<Figure>> {
         .arg("-n")
         .arg(args.job.ranks.to_string())
         .arg(std::env::current_exe()?)
-        .args(["create-group".as_ref(), "--repetitions".as_ref()])
+        .args(["create-group", "--repetitions"])
         .arg(args.repetitions.to_string())
-        .args(["--csv".as_ref(), csv.as_os_str()])
+        .arg("--csv")
+        .arg(&csv)
         .status()
         .map_err(|e| format!("starting mpiexec (is MPICH installed?): {e}"))?;
     if !status.success() {

@@ -66,6 +66,20 @@ pub const fn fast_lookups() -> bool {
 }
 
 /// The world ranks of a group's members, in group order.
+///
+/// ```
+/// use catena_groupmap::{GroupMap, RankRange, Strategy};
+///
+/// // World ranks 90, 80, ..., 0 of a world of 100: a stride, O(1) bytes.
+/// let falling = [RankRange::new(90, 0, -10)];
+/// let map = GroupMap::from_ranges(100, &falling, Strategy::Auto)?;
+/// assert_eq!((map.len(), map.select(2)?, map.rank(70)?), (10, 70, Some(2)));
+/// assert_eq!(map.rank(71)?, None);
+/// // Any list, compressed by the strategy's choice.
+/// let listed = GroupMap::from_ranks(100, &[5, 17, 3, 99], Strategy::Auto)?;
+/// assert_eq!(listed.iter().collect::<Vec<_>>(), [5, 17, 3, 99]);
+/// # Ok::<(), catena_groupmap::GroupMapError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct GroupMap {
     world: u32,

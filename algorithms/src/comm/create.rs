@@ -123,6 +123,27 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// `Mismatch` (all members do where their chains still meet; where a
     /// member waits for a partner that takes another path, `Timeout`). The
     /// map becomes the new communicator's.
+    ///
+    /// ```
+    /// use catena_algorithms::prelude::*;
+    ///
+    /// let sim = catena_sim::Sim::new(8, catena_sim::LogGp::default());
+    /// let (got, _) = sim
+    ///     .run(async |t| {
+    ///         let order = [6, 1, 4];
+    ///         if !order.contains(&t.rank()) {
+    ///             return Ok(None); // not a member: takes no part
+    ///         }
+    ///         let map = GroupMap::from_ranks(8, &order, Strategy::Auto)?;
+    ///         let world = Comm::world(t);
+    ///         let group = world.icreate_group(map, 0, CreateAlgorithm::Direct).await?;
+    ///         let group = group.expect("a member");
+    ///         Ok::<_, Error>(Some(group.iallgather(&t.rank()).await?))
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(got[4].as_ref().unwrap(), &Some(vec![6, 1, 4]));
+    /// assert!(got[0].as_ref().unwrap().is_none());
+    /// ```
     pub fn icreate_group(
         &self,
         map: GroupMap,
