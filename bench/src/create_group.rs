@@ -231,7 +231,7 @@ fn read_csv(path: &Path) -> Result<Vec<Figure>> {
 
 fn print(n: u32, oversubscribed: bool, figures: &[Figure]) {
     println!(
-        "create_group on {n} processes{}: the slowest member's median, ms",
+        "create_group on {n} processes{}: the slowest member's median, us",
         if oversubscribed {
             " (OVERSUBSCRIBED: more processes than cores)"
         } else {
@@ -246,7 +246,7 @@ fn print(n: u32, oversubscribed: bool, figures: &[Figure]) {
                 .find(|f| f.shape == shape.name() && f.algorithm == algorithm)
         };
         let Some(first) = of(DIRECT) else { continue };
-        let cell = |a| of(a).map_or("-".into(), |f: &Figure| format!("{:.3}", f.ms));
+        let cell = |a| of(a).map_or("-".into(), |f: &Figure| format!("{:.1}", f.ms * 1e3));
         table.row(vec![
             shape.name().into(),
             first.members.to_string(),
