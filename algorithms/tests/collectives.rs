@@ -202,35 +202,20 @@ fn sim_collectives_1_to_33() {
     }
 }
 
-macro_rules! collective_cases {
-    ($($name:ident: $provider:ty, $ranks:expr, $env:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            catena_fabric::testing::run_case_on::<$provider>(
-                stringify!($name),
-                $ranks,
-                catena_fabric::testing::Starter::Launcher,
-                $env,
-                collectives::<$provider>,
-            );
-        }
-    )*};
-}
-
-collective_cases! {
-    shm_collectives_1: catena_fabric::shm::ShmTransport, 1, &[];
-    shm_collectives_2: catena_fabric::shm::ShmTransport, 2, &[];
-    shm_collectives_5: catena_fabric::shm::ShmTransport, 5, &[];
-    shm_collectives_8: catena_fabric::shm::ShmTransport, 8, &[];
-    shm_collectives_13: catena_fabric::shm::ShmTransport, 13, &[];
+common::provider_cases! {
+    shm_collectives_1: catena_fabric::shm::ShmTransport, 1, &[], collectives;
+    shm_collectives_2: catena_fabric::shm::ShmTransport, 2, &[], collectives;
+    shm_collectives_5: catena_fabric::shm::ShmTransport, 5, &[], collectives;
+    shm_collectives_8: catena_fabric::shm::ShmTransport, 8, &[], collectives;
+    shm_collectives_13: catena_fabric::shm::ShmTransport, 13, &[], collectives;
 }
 
 #[cfg(feature = "ofi")]
-collective_cases! {
-    ofi_shm_collectives_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")];
+common::provider_cases! {
+    ofi_shm_collectives_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")], collectives;
 }
 
 #[cfg(feature = "ucx")]
-collective_cases! {
-    ucx_shm_collectives_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")];
+common::provider_cases! {
+    ucx_shm_collectives_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], collectives;
 }

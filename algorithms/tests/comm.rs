@@ -214,33 +214,18 @@ fn communicators<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric
     catena_fabric::block_on(t, every_case(t, 7)).map_err(catena_fabric::Error::Protocol)
 }
 
-macro_rules! communicator_cases {
-    ($($name:ident: $provider:ty, $ranks:expr, $env:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            catena_fabric::testing::run_case_on::<$provider>(
-                stringify!($name),
-                $ranks,
-                catena_fabric::testing::Starter::Launcher,
-                $env,
-                communicators::<$provider>,
-            );
-        }
-    )*};
-}
-
-communicator_cases! {
-    shm_communicators_1: catena_fabric::shm::ShmTransport, 1, &[];
-    shm_communicators_4: catena_fabric::shm::ShmTransport, 4, &[];
-    shm_communicators_9: catena_fabric::shm::ShmTransport, 9, &[];
+common::provider_cases! {
+    shm_communicators_1: catena_fabric::shm::ShmTransport, 1, &[], communicators;
+    shm_communicators_4: catena_fabric::shm::ShmTransport, 4, &[], communicators;
+    shm_communicators_9: catena_fabric::shm::ShmTransport, 9, &[], communicators;
 }
 
 #[cfg(feature = "ofi")]
-communicator_cases! {
-    ofi_shm_communicators_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")];
+common::provider_cases! {
+    ofi_shm_communicators_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")], communicators;
 }
 
 #[cfg(feature = "ucx")]
-communicator_cases! {
-    ucx_shm_communicators_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")];
+common::provider_cases! {
+    ucx_shm_communicators_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], communicators;
 }

@@ -441,22 +441,7 @@ fn algorithm_names_round_trip_and_bad_names_are_refused() {
     }
 }
 
-macro_rules! split_cases {
-    ($($name:ident: $provider:ty, $ranks:expr, $env:expr, $body:ident;)*) => {$(
-        #[test]
-        fn $name() {
-            catena_fabric::testing::run_case_on::<$provider>(
-                stringify!($name),
-                $ranks,
-                catena_fabric::testing::Starter::Launcher,
-                $env,
-                $body::<$provider>,
-            );
-        }
-    )*};
-}
-
-split_cases! {
+common::provider_cases! {
     shm_split_1: catena_fabric::shm::ShmTransport, 1, &[], every_algorithm_matches_the_reference;
     shm_split_2: catena_fabric::shm::ShmTransport, 2, &[], every_algorithm_matches_the_reference;
     shm_split_3: catena_fabric::shm::ShmTransport, 3, &[], every_algorithm_matches_the_reference;
@@ -602,11 +587,11 @@ fn sim_cheng_traffic_grows_with_colors_no_faster_than_bitonic() {
 }
 
 #[cfg(feature = "ofi")]
-split_cases! {
+common::provider_cases! {
     ofi_shm_split_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")], every_algorithm_matches_the_reference;
 }
 
 #[cfg(feature = "ucx")]
-split_cases! {
+common::provider_cases! {
     ucx_shm_split_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], every_algorithm_matches_the_reference;
 }

@@ -266,19 +266,17 @@ fn mpich(args: &Args) -> Result<Vec<Figure>> {
         "catena-bench create-group: MPICH under mpiexec -n {} ...",
         args.job.ranks
     );
-    let status = std::process::Command::new("mpiexec")
-        .arg("-n")
-        .arg(args.job.ranks.to_string())
-        .arg(std::env::current_exe()?)
-        .args(["create-group", "--repetitions"])
-        .arg(args.repetitions.to_string())
-        .arg("--csv")
-        .arg(&csv)
-        .status()
-        .map_err(|e| format!("starting mpiexec (is MPICH installed?): {e}"))?;
-    if !status.success() {
-        return Err(format!("mpiexec failed: {status}").into());
-    }
+    let repetitions = args.repetitions.to_string();
+    catena_bench::run_under_mpiexec(
+        args.job.ranks,
+        &[
+            "create-group".as_ref(),
+            "--repetitions".as_ref(),
+            repetitions.as_ref(),
+            "--csv".as_ref(),
+            csv.as_os_str(),
+        ],
+    )?;
     read_csv(&csv)
 }
 

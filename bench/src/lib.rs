@@ -57,3 +57,22 @@ pub fn exit_code(outcome: Outcome, who: &str) -> ExitCode {
         }
     }
 }
+
+/// Runs this very benchmark under `mpiexec -n ranks` with `args` (its
+/// subcommand and options), as the MPICH side of a comparison.
+pub fn run_under_mpiexec(
+    ranks: u32,
+    args: &[&std::ffi::OsStr],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let status = std::process::Command::new("mpiexec")
+        .arg("-n")
+        .arg(ranks.to_string())
+        .arg(std::env::current_exe()?)
+        .args(args)
+        .status()
+        .map_err(|e| format!("starting mpiexec (is MPICH installed?): {e}"))?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!("mpiexec failed: {status}").into()),
+    }
+}

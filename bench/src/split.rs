@@ -366,22 +366,17 @@ fn mpich(args: &Args) -> Result<Vec<Figure>> {
         "catena-bench split: MPICH MPI_Comm_split under mpiexec -n {} ...",
         args.job.ranks
     );
-    let status = std::process::Command::new("mpiexec")
-        .arg("-n")
-        .arg(args.job.ranks.to_string())
-        .arg(std::env::current_exe()?)
-        .args([
+    let repetitions = args.repetitions.to_string();
+    catena_bench::run_under_mpiexec(
+        args.job.ranks,
+        &[
             "split".as_ref(),
             "--repetitions".as_ref(),
-            args.repetitions.to_string().as_ref(),
+            repetitions.as_ref(),
             "--csv".as_ref(),
             csv.as_os_str(),
-        ])
-        .status()
-        .map_err(|e| format!("starting mpiexec (is MPICH installed?): {e}"))?;
-    if !status.success() {
-        return Err(format!("mpiexec failed: {status}").into());
-    }
+        ],
+    )?;
     read_csv(&csv)
 }
 

@@ -70,3 +70,24 @@ pub async fn join<A: Future, B: Future>(a: A, b: B, a_first: bool) -> (A::Output
     })
     .await
 }
+
+/// One `#[test]` per line `name: Provider, ranks, env, body;`: runs
+/// `body::<Provider>` as a job of `ranks` processes under the launcher.
+#[allow(unused_macros)]
+macro_rules! provider_cases {
+    ($($name:ident: $provider:ty, $ranks:expr, $env:expr, $body:ident;)*) => {$(
+        #[test]
+        fn $name() {
+            catena_fabric::testing::run_case_on::<$provider>(
+                stringify!($name),
+                $ranks,
+                catena_fabric::testing::Starter::Launcher,
+                $env,
+                $body::<$provider>,
+            );
+        }
+    )*};
+}
+#[allow(unused_imports)]
+pub(crate) use provider_cases;
+
