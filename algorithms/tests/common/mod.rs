@@ -90,4 +90,3 @@ macro_rules! provider_cases {
 }
 #[allow(unused_imports)]
 pub(crate) use provider_cases;
-
