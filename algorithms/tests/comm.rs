@@ -99,6 +99,33 @@ async fn check<T: Transport>(t: &T, comm: &Comm<'_, T>, members: &[Rank], seed: 
     Ok(())
 }
 
+/// `translate` both ways between `comm` (world ranks `members` in order)
+/// and the world, against the list.
+async fn translations<T: Transport>(
+    t: &T,
+    comm: &Comm<'_, T>,
+    world: &Comm<'_, T>,
+    members: &[Rank],
+) -> Outcome {
+    let e = fail("translate", t);
+    let ranks: Vec<u32> = (0..comm.size()).collect();
+    let to_world = comm.itranslate(&ranks, world).await.map_err(&e)?;
+    let everyone: Vec<u32> = (0..world.size()).collect();
+    let from_world = world.itranslate(&everyone, comm).await.map_err(&e)?;
+    let expected_from: Vec<Option<u32>> = everyone
+        .iter()
+        .map(|w| members.iter().position(|m| m == w).map(|g| g as u32))
+        .collect();
+    let expected_to: Vec<Option<u32>> = members.iter().map(|&w| Some(w)).collect();
+    if to_world != expected_to || from_world != expected_from {
+        return Err(format!(
+            "rank {}: translate gave {to_world:?} and {from_world:?}",
+            t.rank()
+        ));
+    }
+    Ok(())
+}
+
 /// Colors (a third stay out) and keys from `seed`, the same on every rank.
 fn colors_and_keys(n: u32, seed: u64) -> Vec<(Option<u32>, u32)> {
     let mut rng = Rng::new(seed, 1);

@@ -259,7 +259,7 @@ fn the_ring_benchmark_checks_and_reports_every_rank() {
 }
 
 #[test]
-fn the_groups_demo_prints_every_process_s_groups() {
+fn the_groups_demo_prints_every_process_s_communicators() {
     for algorithm in ["Auto", "Bitonic", "Hash"] {
         let out = Command::new(BENCH)
             .args(["groups", "-n", "5", "--algorithm", algorithm])
@@ -268,21 +268,18 @@ fn the_groups_demo_prints_every_process_s_groups() {
         assert!(out.status.success(), "{out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         // Rank 4 is the last of group "rank mod 3 = 1" (ranks 1 and 4, in
-        // descending rank order: 4 first), and a member of the evens.
-        assert!(
-            text.contains("by rank mod 3    group 1/3: rank 0 of 2 (left -, right 1)"),
-            "{text}"
-        );
-        assert!(
-            text.contains("evens only       group 0/1: rank 2 of 3 (left 2, right -)"),
-            "{text}"
-        );
-        assert_eq!(
-            text.matches("not a member (1 groups made)").count(),
-            2,
-            "{text}"
-        );
-        assert_eq!(text.matches("by host/socket   group ").count(), 5, "{text}");
+        // descending rank order: 4 first), a member of the evens, and of
+        // the group ranks 0 and 4 create.
+        for line in [
+            "by rank mod 3    rank 0 of 2 (left -, right 1, context 0x",
+            "evens only       rank 2 of 3 (left 2, right -, context 0x",
+            "created (4 | r)  rank 1 of 2 (left 0, right -, context 0x",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+        // Ranks 1 and 3 are not evens; ranks 1, 2 and 3 not in the created group.
+        assert_eq!(text.matches("not a member").count(), 5, "{text}");
+        assert_eq!(text.matches("by host/socket   rank ").count(), 5, "{text}");
     }
 }
 

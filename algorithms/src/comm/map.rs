@@ -14,8 +14,11 @@ use crate::{tree, Error, Result};
 /// Where loading a communicator's map stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) enum Loading {
+    /// No lookup has loaded it: the map was given at creation, or none
+    /// is held yet.
     #[default]
     Idle,
+    /// A lookup loads it, or has loaded it.
     Running,
     /// The allgather failed or was dropped half-way: its messages are spent.
     Failed,

@@ -164,7 +164,10 @@ impl<'t, T: Transport> Comm<'t, T> {
                 c.right(),
                 context,
             )?;
-            Ok(self.derived(chain, self.map.get().cloned()))
+            // A map given at creation is on every member; one loaded by a
+            // lookup may still be loading on some, so the dup loads its own.
+            let given = self.loading.get() == map::Loading::Idle;
+            Ok(self.derived(chain, self.map.get().filter(|_| given).cloned()))
         }
     }
 
