@@ -245,6 +245,7 @@ common::provider_cases! {
     shm_communicators_1: catena_fabric::shm::ShmTransport, 1, &[], communicators;
     shm_communicators_4: catena_fabric::shm::ShmTransport, 4, &[], communicators;
     shm_communicators_9: catena_fabric::shm::ShmTransport, 9, &[], communicators;
+    shm_communicators_33: catena_fabric::shm::ShmTransport, 33, &[], communicators;
 }
 
 #[cfg(feature = "ofi")]
