@@ -177,7 +177,10 @@ async fn every_case<T: Transport>(t: &T, seed: u64) -> Outcome {
     let split = split.await.map_err(&e)?;
     let expected = reference_split(&world_members, &choices, t.rank());
     match (&split, &expected) {
-        (Some(comm), Some(members)) => check(t, comm, members, seed + 2).await?,
+        (Some(comm), Some(members)) => {
+            check(t, comm, members, seed + 2).await?;
+            translations(t, comm, &world, members).await?;
+        }
         (None, None) => {}
         _ => {
             return Err(format!(
