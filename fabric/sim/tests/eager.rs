@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use catena_fabric::conformance::{self, Check, SUITE};
 use catena_fabric::eager::wire::{encode_header, slot_at, SLOT_COUNT, SLOT_FILLED, SLOT_FROM_AT};
-use catena_fabric::eager::wire::{REQUEST_BELL, RING_SIGNAL};
+use catena_fabric::eager::wire::{FRAME_HEADER_BYTES, REQUEST_BELL, RING_SIGNAL};
 use catena_fabric::{wait_until, ControlWindows, Error, Rank, Rma, Transport};
 use catena_sim::{Delays, EagerRank, Enumerated, LogGp, Report, Seeded, Sim};
 use intruder::Intruder;
@@ -308,7 +308,8 @@ fn a_lying_ring_signal_breaks_only_that_connection() {
 /// `usize`, are `Protocol` errors on that connection too.
 #[test]
 fn a_ring_signal_may_not_run_backwards_nor_frames_exceed_memory() {
-    for (announced, len) in [(u64::MAX - 15, 4), (16, u64::MAX)] {
+    const HEADER: u64 = FRAME_HEADER_BYTES as u64;
+    for (announced, len) in [(u64::MAX - (HEADER - 1), 4), (HEADER, u64::MAX)] {
         eager_run(3, 256, 0, async |t| match t.rank() {
             0 => {
                 let short = t.deadline_in(Duration::from_millis(10));
@@ -321,7 +322,7 @@ fn a_ring_signal_may_not_run_backwards_nor_frames_exceed_memory() {
                 let mut me = Intruder::connect(t, 0, 256, deadline(t)).await?;
                 let mut header = encode_header(0, 7, 1);
                 header[..8].copy_from_slice(&len.to_le_bytes());
-                me.stream(&header, 16)?;
+                me.stream(&header, HEADER)?;
                 me.signal(RING_SIGNAL, announced)
             }
         });
@@ -400,7 +401,7 @@ fn the_inbox_bound_holds_back_senders_without_losing_messages() {
                 for _ in 0..10 {
                     nap(t, Duration::from_millis(1)).await;
                     let held = t.inbox_bytes() as usize;
-                    let most = 3 * (BOUND + 16 + SIZE);
+                    let most = 3 * (BOUND + FRAME_HEADER_BYTES + SIZE);
                     if held == 0 || held > most {
                         return Err(Error::Protocol(format!("{held} bytes held, bound {most}")));
                     }
