@@ -63,6 +63,16 @@ impl Proposal {
     /// in (leader, serial) while it fits, so no two creations that consumed
     /// different serials (or whose leaders differ) ever share it.
     pub(crate) fn context(self, world: u32) -> Result<ContextId> {
+        // A leader outside the world (a corrupted or forged proposal) would
+        // alias another rank's id: serial x N + (N + r) = (serial + 1) x N + r.
+        if self.leader >= world {
+            return Err(Error::Mismatch {
+                what: format!(
+                    "the new context: its leader is rank {} of a world of {world}",
+                    self.leader
+                ),
+            });
+        }
         self.serial
             .checked_mul(u64::from(world))
             .and_then(|s| s.checked_add(u64::from(self.leader)))
@@ -98,6 +108,15 @@ mod tests {
                 assert!(seen.insert(id), "{leader}/{serial} repeats {id:#x}");
             }
         }
+    }
+
+    #[test]
+    fn a_leader_outside_the_world_is_refused_not_aliased() {
+        let forged = Proposal {
+            leader: 8,
+            serial: 0,
+        };
+        assert!(matches!(forged.context(8), Err(Error::Mismatch { .. })));
     }
 
     #[test]

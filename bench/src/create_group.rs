@@ -262,21 +262,7 @@ fn print(n: u32, oversubscribed: bool, figures: &[Figure]) {
 #[cfg(feature = "mpi")]
 fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
-    eprintln!(
-        "catena-bench create-group: MPICH under mpiexec -n {} ...",
-        args.job.ranks
-    );
-    let repetitions = args.repetitions.to_string();
-    catena_bench::run_under_mpiexec(
-        args.job.ranks,
-        &[
-            "create-group".as_ref(),
-            "--repetitions".as_ref(),
-            repetitions.as_ref(),
-            "--csv".as_ref(),
-            csv.as_os_str(),
-        ],
-    )?;
+    catena_bench::run_under_mpiexec(args.job.ranks, "create-group", args.repetitions, &csv)?;
     read_csv(&csv)
 }
 

@@ -58,17 +58,27 @@ pub fn exit_code(outcome: Outcome, who: &str) -> ExitCode {
     }
 }
 
-/// Runs this very benchmark under `mpiexec -n ranks` with `args` (its
-/// subcommand and options), as the MPICH side of a comparison.
+/// Runs this very benchmark's `subcommand` under `mpiexec -n ranks`, as
+/// the MPICH side of a comparison: `repetitions` timed calls, figures
+/// written to `csv`.
 pub fn run_under_mpiexec(
     ranks: u32,
-    args: &[&std::ffi::OsStr],
+    subcommand: &str,
+    repetitions: usize,
+    csv: &std::path::Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    eprintln!("catena-bench {subcommand}: MPICH under mpiexec -n {ranks} ...");
     let status = std::process::Command::new("mpiexec")
         .arg("-n")
         .arg(ranks.to_string())
         .arg(std::env::current_exe()?)
-        .args(args)
+        .args([
+            subcommand,
+            "--repetitions",
+            &repetitions.to_string(),
+            "--csv",
+        ])
+        .arg(csv)
         .status()
         .map_err(|e| format!("starting mpiexec (is MPICH installed?): {e}"))?;
     match status.success() {

@@ -362,21 +362,7 @@ fn print(args: &Args, cores: usize, figures: &[Figure]) {
 #[cfg(feature = "mpi")]
 fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
-    eprintln!(
-        "catena-bench split: MPICH MPI_Comm_split under mpiexec -n {} ...",
-        args.job.ranks
-    );
-    let repetitions = args.repetitions.to_string();
-    catena_bench::run_under_mpiexec(
-        args.job.ranks,
-        &[
-            "split".as_ref(),
-            "--repetitions".as_ref(),
-            repetitions.as_ref(),
-            "--csv".as_ref(),
-            csv.as_os_str(),
-        ],
-    )?;
+    catena_bench::run_under_mpiexec(args.job.ranks, "split", args.repetitions, &csv)?;
     read_csv(&csv)
 }
 

@@ -41,6 +41,23 @@ fn load_failed() -> Error {
     }
 }
 
+/// The members' world ranks must list this group as the chain sees it:
+/// one per member, and this process at its own rank (a peer's garbage
+/// fails here, or in the map's own checks of range and repeats).
+fn check_listed(ranks: &[Rank], size: u32, rank: u32, me: Rank) -> Result<()> {
+    if ranks.len() != size as usize || ranks.get(rank as usize) != Some(&me) {
+        return Err(Error::Mismatch {
+            what: format!(
+                "the group map: {} world ranks for {size} members, with {:?} at this \
+                 process's rank {rank} (world rank {me})",
+                ranks.len(),
+                ranks.get(rank as usize)
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl<'t, T: Transport> Comm<'t, T> {
     /// The group's rank-to-world map. The first call on a communicator made
     /// by split or dup is collective (every member makes it, or a lookup
@@ -67,6 +84,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             };
             let _run = LoadRun(self);
             let ranks: Vec<Rank> = allgather.await?;
+            check_listed(&ranks, self.size(), self.rank(), self.t.rank())?;
             let strategy = Strategy::hybrid(Strategy::DEFAULT_ALPHA)?;
             let map = GroupMap::from_ranks(self.t.size(), &ranks, strategy)?;
             let _ = self.map.set(map);
@@ -120,5 +138,18 @@ impl<T: Transport + Blocking> Comm<'_, T> {
     /// See [`Comm::itranslate`].
     pub fn translate(&self, ranks: &[u32], other: &Comm<'_, T>) -> Result<Vec<Option<u32>>> {
         block_on(self.t, self.itranslate(ranks, other))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_that_misplaces_this_process_or_miscounts_is_refused() {
+        assert!(check_listed(&[4, 2, 9], 3, 1, 2).is_ok());
+        assert!(check_listed(&[4, 2, 9], 3, 1, 4).is_err());
+        assert!(check_listed(&[4, 2], 3, 1, 2).is_err());
+        assert!(check_listed(&[4, 2, 9, 1], 3, 1, 2).is_err());
     }
 }
