@@ -2,7 +2,7 @@
 # The whole test suite, as CI runs it: installs the Debian packages it needs
 # when they are missing, then formatting, clippy, docs (no warnings), every
 # test with all features (each fuzz target for CATENA_FUZZ_SECONDS, 20 s
-# here), the examples as 5-process jobs, the fault-injection script
+# here), the examples as 8-process jobs, the fault-injection script
 # ci/faults.sh, and finally checks that nothing of catena's was left in
 # /dev/shm.
 set -euo pipefail
@@ -32,13 +32,13 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 CATENA_FUZZ_SECONDS=${CATENA_FUZZ_SECONDS:-20} cargo test --workspace --all-features
-# The examples, each as a real job of 5 processes under the launcher.
+# The examples, each as a real job of 8 processes under the launcher (8: a 2x2x2 torus, so the tree broadcast uses 3 colours).
 cargo build --release -p catena-bench --bin catena-run
 cargo build --release -p catena-algorithms --examples
 for example in algorithms/examples/*.rs; do
   name=$(basename "$example" .rs)
   echo "example $name:"
-  timeout 120 target/release/catena-run -n 5 -- "target/release/examples/$name"
+  timeout 120 target/release/catena-run -n 8 -- "target/release/examples/$name"
 done
 ci/faults.sh
 after=$(ls /dev/shm | grep -c '^catena-' || true)

@@ -16,6 +16,10 @@ fn main() -> Result<()> {
         }
         let group = world.create_group(map, 0)?.expect("a member");
         let order = group.allgather(&world.rank())?;
+        assert!(
+            order.iter().copied().eq((0..=last).rev().step_by(3)),
+            "{order:?}"
+        );
         println!(
             "world rank {}: rank {} of {}, the group in order {order:?}",
             world.rank(),
