@@ -48,6 +48,35 @@ pub enum Error {
     /// rank past its size, a group drawn from another world).
     #[error(transparent)]
     GroupMap(#[from] catena_groupmap::GroupMapError),
+    /// An alltoall's route function sent an element to a rank outside the
+    /// group; reported alike on every process, before anything moves.
+    #[error(
+        "group rank {process} routed an element to rank {target}, outside the group of {size}"
+    )]
+    TargetOutOfRange {
+        /// The rank asked for.
+        target: u32,
+        /// The group's size.
+        size: u32,
+        /// The group rank whose route function asked for it (the lowest,
+        /// if several did).
+        process: u32,
+    },
+    /// An alltoall would deliver more elements to some process than its
+    /// receive capacity; every process fails alike before anything moves,
+    /// and each learns what it alone needs, to resize and call again.
+    #[error(
+        "an alltoall's receive capacity is too small on group rank {process}; \
+         this process needs {required} and has room for {capacity}"
+    )]
+    ReceiveOverflow {
+        /// Elements this process would receive.
+        required: u64,
+        /// Elements this process has room for.
+        capacity: u64,
+        /// The lowest group rank that lacks room.
+        process: u32,
+    },
     /// A call went past the rounds (or sub-calls) its tags provide, which
     /// no consistent chain needs; its tags would have been another call's.
     #[error("a collective call reached round {round}; its tags cover {limit}")]

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod alltoall;
 pub mod bulk;
 pub mod chain;
 mod codec;
@@ -12,6 +13,7 @@ pub mod comm;
 pub mod context;
 mod deadline;
 mod error;
+mod join;
 pub use catena_groupmap as groupmap;
 pub mod pipeline;
 pub mod prelude;
@@ -20,6 +22,7 @@ pub mod shift;
 pub mod split;
 pub mod tree;
 
+pub use alltoall::{AlltoallPlan, Emit, Options as AlltoallOptions, Variant as AlltoallVariant};
 pub use bulk::{
     ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream,
 };

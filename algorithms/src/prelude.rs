@@ -1,6 +1,9 @@
 //! What a program that uses communicators needs, in one import:
 //! `use catena_algorithms::prelude::*;`.
 
+pub use crate::alltoall::{
+    AlltoallPlan, Emit, Options as AlltoallOptions, Variant as AlltoallVariant,
+};
 pub use crate::comm::{with_world, Comm, CreateAlgorithm};
 pub use crate::groupmap::{GroupMap, Strategy};
 pub use crate::split::{Algorithm, Color, Key};

@@ -4,6 +4,7 @@
 //! form, prefixed `i` as MPI's nonblocking calls are, for composition under
 //! one executor and in the simulator.
 
+pub(crate) mod alltoallv;
 mod collectives;
 mod create;
 mod map;

@@ -1,0 +1,354 @@
+//! Alltoall_specific (seed 002): every element names its own target (or
+//! several, or none), and after the call each process holds exactly the
+//! elements aimed at it. Variants by name or `Auto`; a plan keeps the
+//! receive window and peers' keys across calls. Docs: docs/alltoall.md.
+
+mod alltoallv;
+mod outcome;
+mod put;
+mod route;
+mod sendrecv;
+mod window;
+
+use std::cell::Cell;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use bytemuck::Pod;
+use catena_fabric::{block_on, Blocking, Transport};
+
+use crate::chain::CallTags;
+use crate::groupmap::GroupMap;
+use crate::{Comm, Error, Result};
+pub use route::Emit;
+use window::{Layout, Receiver};
+
+/// How an alltoall moves the elements; docs/alltoall.md compares them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Variant {
+    /// [`Variant::Put`], or [`Variant::PutStable`] where order is asked for.
+    #[default]
+    Auto,
+    /// Counts to every process, then [`Comm::ialltoallv`]: O(P) per process;
+    /// stable.
+    Alltoallv,
+    /// Reservations as `Put`, elements through eager messages (one per
+    /// 16 KiB); unstable unless order is asked for.
+    Sendrecv,
+    /// One `fetch_add` per distinct target, then one `put_signal` per target
+    /// straight into its receive window; O(n + k); unstable.
+    Put,
+    /// `Put` with a chunk header per (source, target), sorted at the target:
+    /// stable.
+    PutStable,
+}
+
+impl Variant {
+    /// Every variant but `Auto`, for benchmarks and tests.
+    pub const ALL: [Variant; 4] = [
+        Variant::Alltoallv,
+        Variant::Sendrecv,
+        Variant::Put,
+        Variant::PutStable,
+    ];
+
+    /// The variant's name, as [`Variant::from_str`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Auto => "auto",
+            Variant::Alltoallv => "alltoallv",
+            Variant::Sendrecv => "sendrecv",
+            Variant::Put => "put",
+            Variant::PutStable => "put-stable",
+        }
+    }
+
+    /// What `Auto` and an order request make of this variant.
+    fn resolve(self, stable: bool) -> Variant {
+        match self {
+            Variant::Auto | Variant::Put if stable => Variant::PutStable,
+            Variant::Auto => Variant::Put,
+            other => other,
+        }
+    }
+}
+
+impl FromStr for Variant {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Variant> {
+        [Variant::Auto]
+            .into_iter()
+            .chain(Variant::ALL)
+            .find(|v| v.name() == name)
+            .ok_or_else(|| Error::InvalidArgument(format!("no alltoall variant is named {name:?}")))
+    }
+}
+
+/// How a plan moves elements: the variant, and whether the elements from
+/// one source keep their order with sources in rank order (the seed's
+/// stability).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The variant (default `Auto`).
+    pub variant: Variant,
+    /// Deliver in (source rank, send position) order.
+    pub stable: bool,
+}
+
+impl Options {
+    /// `variant`, unstable unless the variant is stable itself.
+    pub fn new(variant: Variant) -> Options {
+        Options {
+            variant,
+            stable: false,
+        }
+    }
+
+    /// These options with delivery in (source rank, send position) order.
+    pub fn stable(self) -> Options {
+        Options {
+            stable: true,
+            ..self
+        }
+    }
+}
+
+/// A persistent alltoall for elements of type `E` on one communicator: its
+/// receive window (room for `capacity` elements) and the keys of the
+/// windows of the peers it has sent to outlive each call, unlike an MPI
+/// window made per call. Made locally (no messages); each
+/// [`AlltoallPlan::iexchange`] is collective over the communicator.
+pub struct AlltoallPlan<'c, 't, T: Transport, E> {
+    comm: &'c Comm<'t, T>,
+    variant: Variant,
+    stable: bool,
+    capacity: usize,
+    /// The window the one-sided variants need (not `Alltoallv`).
+    receiver: Option<Receiver<T::Window>>,
+    /// Calls made so far: their parity picks the window's words.
+    calls: Cell<u64>,
+    /// A call failed half-way: the window's words may hold its traffic.
+    broken: Cell<bool>,
+    _element: PhantomData<E>,
+}
+
+/// What one call works with, taken when it is called (so calls made in
+/// the same order on every process match).
+struct Call {
+    /// Tags of the key exchange (or counts) and of the agreement step.
+    exchange: CallTags,
+    agree: CallTags,
+    /// The parity of the plan's call number: which window words it uses.
+    parity: usize,
+    deadline: catena_fabric::Time,
+}
+
+impl Call {
+    fn take<T: Transport>(comm: &Comm<'_, T>, number: u64) -> Call {
+        let chain = comm.chain();
+        Call {
+            exchange: chain.next_call(),
+            agree: chain.next_call(),
+            parity: (number % 2) as usize,
+            deadline: comm.deadline(),
+        }
+    }
+}
+
+impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
+    /// A plan on `comm` that receives up to `capacity` elements per call.
+    pub fn new(
+        comm: &'c Comm<'t, T>,
+        capacity: usize,
+        options: Options,
+    ) -> Result<AlltoallPlan<'c, 't, T, E>> {
+        let variant = options.variant.resolve(options.stable);
+        let size = std::mem::size_of::<E>();
+        let receiver = match variant {
+            Variant::Alltoallv => None,
+            // Sendrecv reserves in the window but receives by message.
+            Variant::Sendrecv => Some(Receiver::new(
+                comm.transport(),
+                Layout::new(0, size, comm.size())?,
+                capacity,
+            )?),
+            _ => Some(Receiver::new(
+                comm.transport(),
+                Layout::new(capacity, size, comm.size())?,
+                capacity,
+            )?),
+        };
+        Ok(AlltoallPlan {
+            comm,
+            variant,
+            stable: options.stable || matches!(variant, Variant::PutStable | Variant::Alltoallv),
+            capacity,
+            receiver,
+            calls: Cell::new(0),
+            broken: Cell::new(false),
+            _element: PhantomData,
+        })
+    }
+
+    /// The variant this plan runs (`Auto` resolved).
+    pub fn variant(&self) -> Variant {
+        self.variant
+    }
+
+    /// The most elements one call delivers to this process.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Peers whose window keys this plan holds: at most the distinct
+    /// targets it has sent to.
+    pub fn known_peers(&self) -> usize {
+        self.receiver.as_ref().map_or(0, Receiver::known_peers)
+    }
+
+    /// Sends each element of `send` where `route` says (call
+    /// [`Emit::to`] once per target; none drops it) and receives, into the
+    /// front of `recv`, the elements aimed at this process; yields how many
+    /// arrived. Collective over the communicator, in call order. `recv`
+    /// must hold the plan's capacity. `route` is called once per element.
+    ///
+    /// Fails alike on every process, before any element moves, if a route
+    /// function panics (`UserCode`), names a rank outside the group
+    /// (`TargetOutOfRange`), or some process lacks room
+    /// (`ReceiveOverflow`, with each process's own need); `recv` is then
+    /// untouched.
+    pub fn iexchange<'a>(
+        &'a self,
+        send: &'a [E],
+        recv: &'a mut [E],
+        route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
+    ) -> impl Future<Output = Result<usize>> + 'a {
+        let call = Call::take(self.comm, self.calls.get());
+        self.calls.set(self.calls.get() + 1);
+        // A split's communicator loads its map on its first lookup (a
+        // collective step): ask for it now, in call order.
+        let map = self.comm.igroup_map();
+        async move {
+            let map = map.await?;
+            self.run(call, map, send, recv, route).await
+        }
+    }
+
+    async fn run(
+        &self,
+        call: Call,
+        map: &GroupMap,
+        send: &[E],
+        recv: &mut [E],
+        route: impl FnMut(&E, &mut Emit<'_, E>),
+    ) -> Result<usize> {
+        if self.broken.get() {
+            return Err(Error::Mismatch {
+                what: "an alltoall plan whose earlier call failed half-way".into(),
+            });
+        }
+        let local = if recv.len() < self.capacity {
+            Err(Error::InvalidArgument(format!(
+                "a receive buffer of {} elements for a plan of capacity {}",
+                recv.len(),
+                self.capacity
+            )))
+        } else {
+            route::route(send, self.comm.size(), self.comm.rank(), route)
+        };
+        let guard = BreakOnDrop(&self.broken);
+        let received = match self.variant {
+            Variant::Alltoallv => self.alltoallv(&call, map, local, recv).await,
+            Variant::Sendrecv => self.sendrecv(&call, map, local, recv).await,
+            _ => self.put(&call, map, local, recv).await,
+        };
+        // Errors of the agreement step leave the plan sound.
+        if received.is_ok() || is_agreed(&received) {
+            std::mem::forget(guard);
+        }
+        received
+    }
+}
+
+/// Whether a call failed in the agreement step (every process alike,
+/// nothing moved), so the plan stays usable.
+fn is_agreed(result: &Result<usize>) -> bool {
+    matches!(
+        result,
+        Err(Error::UserCode { .. }
+            | Error::TargetOutOfRange { .. }
+            | Error::InvalidArgument(_)
+            | Error::ReceiveOverflow { .. })
+    )
+}
+
+/// Marks a plan broken unless forgotten.
+struct BreakOnDrop<'a>(&'a Cell<bool>);
+
+impl Drop for BreakOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.set(true);
+    }
+}
+
+/// The blocking form.
+impl<T: Transport + Blocking, E: Pod> AlltoallPlan<'_, '_, T, E> {
+    /// See [`AlltoallPlan::iexchange`].
+    pub fn exchange(
+        &self,
+        send: &[E],
+        recv: &mut [E],
+        route: impl FnMut(&E, &mut Emit<'_, E>),
+    ) -> Result<usize> {
+        block_on(self.comm.transport(), self.iexchange(send, recv, route))
+    }
+}
+
+impl<'t, T: Transport> Comm<'t, T> {
+    /// A plan for repeated alltoalls of `E` on this communicator, receiving
+    /// up to `capacity` elements per call ([`AlltoallPlan::new`]).
+    pub fn alltoall_plan<E: Pod>(
+        &self,
+        capacity: usize,
+        options: Options,
+    ) -> Result<AlltoallPlan<'_, 't, T, E>> {
+        AlltoallPlan::new(self, capacity, options)
+    }
+
+    /// One alltoall_specific (MPI_Alltoall_specific): a plan of capacity
+    /// `recv.len()` used once; see [`AlltoallPlan::iexchange`].
+    pub fn ialltoall_specific<'a, E: Pod>(
+        &'a self,
+        send: &'a [E],
+        recv: &'a mut [E],
+        options: Options,
+        route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
+    ) -> impl Future<Output = Result<usize>> + 'a {
+        let plan = AlltoallPlan::new(self, recv.len(), options);
+        // The call's tags are taken now, as the plan's own call would.
+        let (call, map) = (Call::take(self, 0), self.igroup_map());
+        async move {
+            let (plan, map) = (plan?, map.await?);
+            plan.run(call, map, send, recv, route).await
+        }
+    }
+}
+
+/// The blocking form.
+impl<T: Transport + Blocking> Comm<'_, T> {
+    /// See [`Comm::ialltoall_specific`].
+    pub fn alltoall_specific<E: Pod>(
+        &self,
+        send: &[E],
+        recv: &mut [E],
+        options: Options,
+        route: impl FnMut(&E, &mut Emit<'_, E>),
+    ) -> Result<usize> {
+        block_on(
+            self.transport(),
+            self.ialltoall_specific(send, recv, options, route),
+        )
+    }
+}

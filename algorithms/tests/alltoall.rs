@@ -1,0 +1,332 @@
+//! Alltoall_specific against a sequential reference (every process
+//! regenerates every source's elements, routes them and keeps what is aimed
+//! at it): every variant, on random and very unequal loads (including
+//! none), everything to one target, drops, duplicates, modified copies;
+//! stable order checked exactly, unstable delivery as a multiset; receive
+//! capacity exactly enough and one short (`ReceiveOverflow` on every
+//! process, the receive buffer untouched, the plan usable after); a target
+//! out of range and a panicking route function (the same error on every
+//! process, before the deadline); a split's communicator; and plans reused
+//! across calls.
+
+mod common;
+
+use std::time::Duration;
+
+use bytemuck::{Pod, Zeroable};
+use catena_algorithms::prelude::*;
+use catena_sim::{LogGp, Sim, SimRank};
+use common::Rng;
+
+/// An element that says where it came from, so order can be checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+#[repr(C)]
+struct Item {
+    source: u32,
+    position: u32,
+    /// A value the route function reads its decision from.
+    draw: u32,
+    /// 0 for an element as sent, else the target a modified copy was made for.
+    copy_for: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Load {
+    /// Random counts 0..300, rank 1 holding ten times more, rank 2 none;
+    /// each element to one random target, dropped, duplicated (2 or 3
+    /// targets, maybe one twice) or sent as modified copies.
+    Mixed,
+    /// Every element of every process to rank `size / 2`.
+    OneTarget,
+}
+
+fn count(load: Load, seed: u64, rank: u32) -> usize {
+    let base = Rng::new(seed, rank).below(300) as usize;
+    match (load, rank) {
+        (Load::Mixed, 1) => base * 10,
+        (Load::Mixed, 2) => 0,
+        _ => base,
+    }
+}
+
+fn elements(load: Load, seed: u64, rank: u32) -> Vec<Item> {
+    let mut rng = Rng::new(seed ^ 0xabcd, rank);
+    (0..count(load, seed, rank))
+        .map(|position| Item {
+            source: rank,
+            position: position as u32,
+            draw: rng.next() as u32,
+            copy_for: 0,
+        })
+        .collect()
+}
+
+/// The route every process runs: a pure function of the element.
+fn route(load: Load, size: u32, e: &Item, to: &mut Emit<'_, Item>) {
+    let d = e.draw;
+    match load {
+        Load::OneTarget => to.to(size / 2),
+        Load::Mixed => match d % 8 {
+            0 => {}
+            1 => {
+                to.to((d >> 3) % size);
+                to.to((d >> 13) % size);
+                to.to((d >> 3) % size);
+            }
+            2 => {
+                let target = (d >> 3) % size;
+                to.modified(
+                    target,
+                    Item {
+                        copy_for: target + 1,
+                        ..*e
+                    },
+                );
+                to.to((d >> 17) % size);
+            }
+            _ => to.to((d >> 3) % size),
+        },
+    }
+}
+
+/// What `me` must receive, in stable order (sources by rank, each in send
+/// order, an element's copies in emit order).
+fn reference(load: Load, seed: u64, size: u32, me: u32) -> Vec<Item> {
+    let mut expected = Vec::new();
+    for source in 0..size {
+        for e in elements(load, seed, source) {
+            let d = e.draw;
+            let mut targets: Vec<(u32, Item)> = Vec::new();
+            match load {
+                Load::OneTarget => targets.push((size / 2, e)),
+                Load::Mixed => match d % 8 {
+                    0 => {}
+                    1 => targets.extend([
+                        ((d >> 3) % size, e),
+                        ((d >> 13) % size, e),
+                        ((d >> 3) % size, e),
+                    ]),
+                    2 => {
+                        let target = (d >> 3) % size;
+                        let copy = Item {
+                            copy_for: target + 1,
+                            ..e
+                        };
+                        targets.extend([(target, copy), ((d >> 17) % size, e)]);
+                    }
+                    _ => targets.push(((d >> 3) % size, e)),
+                },
+            }
+            expected.extend(
+                targets
+                    .into_iter()
+                    .filter(|(t, _)| *t == me)
+                    .map(|(_, e)| e),
+            );
+        }
+    }
+    expected
+}
+
+fn is_stable(variant: AlltoallVariant, stable: bool) -> bool {
+    stable
+        || matches!(
+            variant,
+            AlltoallVariant::Alltoallv | AlltoallVariant::PutStable
+        )
+}
+
+/// One exchange of `load` on `comm` with `variant`, checked; twice on one
+/// plan, so both parities of its window words are used.
+async fn check_exchange<T: Transport>(
+    comm: &Comm<'_, T>,
+    load: Load,
+    seed: u64,
+    options: AlltoallOptions,
+) -> Result<(), String> {
+    let (size, me) = (comm.size(), comm.rank());
+    let send = elements(load, seed, me);
+    let expected = reference(load, seed, size, me);
+    let sentinel = Item {
+        source: u32::MAX,
+        ..Item::zeroed()
+    };
+    let where_ = |e: &dyn std::fmt::Display| format!("{options:?} {load:?} rank {me}/{size}: {e}");
+    let plan = comm
+        .alltoall_plan::<Item>(expected.len(), options)
+        .map_err(|e| where_(&e))?;
+    for round in 0..2 {
+        let mut recv = vec![sentinel; expected.len() + 3];
+        let got = plan
+            .iexchange(&send, &mut recv, |e, to| route(load, size, e, to))
+            .await
+            .map_err(|e| where_(&format!("round {round}: {e}")))?;
+        let mut received = recv[..got].to_vec();
+        if recv[got..].iter().any(|e| *e != sentinel) {
+            return Err(where_(&"wrote past the count it returned"));
+        }
+        let mut wanted = expected.clone();
+        if !is_stable(options.variant, options.stable) {
+            received.sort();
+            wanted.sort();
+        }
+        if received != wanted {
+            return Err(where_(&format!(
+                "round {round}: got {} elements, {} expected; first difference at {:?}",
+                received.len(),
+                wanted.len(),
+                received.iter().zip(&wanted).position(|(a, b)| a != b)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Capacity one short on rank `short`: `ReceiveOverflow` naming it on every
+/// process, with each one's own need, and `recv` untouched; then the same
+/// plan delivers when given room (a new plan, since capacity is a plan's).
+async fn check_overflow<T: Transport>(
+    comm: &Comm<'_, T>,
+    seed: u64,
+    variant: AlltoallVariant,
+) -> Result<(), String> {
+    let (size, me, load) = (comm.size(), comm.rank(), Load::OneTarget);
+    let short = size / 2;
+    let send = elements(load, seed, me);
+    let need = reference(load, seed, size, me).len();
+    if reference(load, seed, size, short).is_empty() {
+        return Ok(()); // nothing to overflow with (every count drew 0)
+    }
+    let room = if me == short { need - 1 } else { need };
+    let plan = comm
+        .alltoall_plan::<Item>(room, AlltoallOptions::new(variant))
+        .map_err(|e| e.to_string())?;
+    let mut recv = vec![Item::zeroed(); room];
+    let result = plan
+        .iexchange(&send, &mut recv, |e, to| route(load, size, e, to))
+        .await;
+    match result {
+        Err(Error::ReceiveOverflow {
+            required,
+            capacity,
+            process,
+        }) if required == need as u64 && capacity == room as u64 && process == short => {}
+        other => return Err(format!("{variant:?} rank {me}: {other:?}")),
+    }
+    if recv.iter().any(|e| *e != Item::zeroed()) {
+        return Err(format!(
+            "{variant:?} rank {me}: an overflowing call delivered"
+        ));
+    }
+    // The plan stays sound: the next call (other parity) with no elements.
+    let got = plan
+        .iexchange(&[], &mut recv, |e, to| route(load, size, e, to))
+        .await;
+    match got {
+        Ok(0) => Ok(()),
+        other => Err(format!("{variant:?} rank {me}: after overflow {other:?}")),
+    }
+}
+
+/// A bad target on rank `bad`, or a panic there: the same error everywhere.
+async fn check_faults<T: Transport>(
+    comm: &Comm<'_, T>,
+    variant: AlltoallVariant,
+) -> Result<(), String> {
+    let (size, me) = (comm.size(), comm.rank());
+    let bad = size - 1;
+    let send: Vec<Item> = (0..5)
+        .map(|i| Item {
+            draw: me * 7 + i,
+            ..Item::zeroed()
+        })
+        .collect();
+    let mut recv = vec![Item::zeroed(); 5 * size as usize];
+    let options = AlltoallOptions::new(variant);
+    let out_of_range = comm
+        .ialltoall_specific(&send, &mut recv, options, |e, to| {
+            to.to(if me == bad { size + 7 } else { e.draw % size })
+        })
+        .await;
+    match out_of_range {
+        Err(Error::TargetOutOfRange {
+            target,
+            size: s,
+            process,
+        }) if target == size + 7 && s == size && process == bad => {}
+        other => return Err(format!("{variant:?} rank {me}: bad target gave {other:?}")),
+    }
+    let panicked = comm
+        .ialltoall_specific(&send, &mut recv, options, |e, to| {
+            assert!(me != bad, "a route function that fails");
+            to.to(e.draw % size)
+        })
+        .await;
+    match panicked {
+        Err(Error::UserCode { .. }) => Ok(()),
+        other => Err(format!("{variant:?} rank {me}: a panic gave {other:?}")),
+    }
+}
+
+async fn every_case<T: Transport>(t: &T, seed: u64) -> Result<(), String> {
+    let world = Comm::world(t).with_timeout(Duration::from_secs(100));
+    for variant in AlltoallVariant::ALL {
+        for load in [Load::Mixed, Load::OneTarget] {
+            check_exchange(&world, load, seed, AlltoallOptions::new(variant)).await?;
+        }
+        if variant == AlltoallVariant::Sendrecv {
+            let stable = AlltoallOptions::new(variant).stable();
+            check_exchange(&world, Load::Mixed, seed, stable).await?;
+        }
+        check_overflow(&world, seed, variant).await?;
+        if world.size() > 1 {
+            check_faults(&world, variant).await?;
+        }
+    }
+    // On a split's communicator (its map loaded by the first lookup).
+    let half = world
+        .isplit(Some(world.rank() % 2), u32::MAX - world.rank())
+        .await
+        .map_err(|e| e.to_string())?
+        .expect("every rank has a color");
+    for variant in [AlltoallVariant::Put, AlltoallVariant::Alltoallv] {
+        check_exchange(&half, Load::Mixed, seed + 1, AlltoallOptions::new(variant)).await?;
+    }
+    world.ibarrier().await.map_err(|e| e.to_string())
+}
+
+#[test]
+fn sim_alltoall_1_to_33() {
+    for n in [1, 2, 3, 5, 8, 13, 33] {
+        for seed in 0..2 {
+            let results = Sim::new(n, LogGp::default())
+                .run(async |t: &SimRank<'_>| every_case(t, seed).await)
+                .expect("every rank finishes")
+                .0;
+            for r in results {
+                r.unwrap_or_else(|e| panic!("{n} ranks, seed {seed}: {e}"));
+            }
+        }
+    }
+}
+
+fn alltoall<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
+    catena_fabric::block_on(t, every_case(t, 11)).map_err(catena_fabric::Error::Protocol)
+}
+
+common::provider_cases! {
+    shm_alltoall_1: catena_fabric::shm::ShmTransport, 1, &[], alltoall;
+    shm_alltoall_4: catena_fabric::shm::ShmTransport, 4, &[], alltoall;
+    shm_alltoall_9: catena_fabric::shm::ShmTransport, 9, &[], alltoall;
+    shm_alltoall_33: catena_fabric::shm::ShmTransport, 33, &[], alltoall;
+}
+
+#[cfg(feature = "ofi")]
+common::provider_cases! {
+    ofi_shm_alltoall_5: catena_fabric::ofi::OfiTransport, 5, &[("CATENA_OFI_PROVIDER", "shm")], alltoall;
+}
+
+#[cfg(feature = "ucx")]
+common::provider_cases! {
+    ucx_shm_alltoall_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], alltoall;
+}
