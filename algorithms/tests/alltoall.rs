@@ -263,8 +263,39 @@ async fn check_faults<T: Transport>(
         })
         .await;
     match panicked {
-        Err(Error::UserCode { .. }) => Ok(()),
-        other => Err(format!("{variant:?} rank {me}: a panic gave {other:?}")),
+        Err(Error::UserCode { .. }) => {}
+        other => return Err(format!("{variant:?} rank {me}: a panic gave {other:?}")),
+    }
+    // A receive buffer shorter than the plan's capacity on one process.
+    let plan = comm
+        .alltoall_plan::<Item>(recv.len(), options)
+        .map_err(|e| e.to_string())?;
+    let short = if me == bad {
+        recv.len() - 1
+    } else {
+        recv.len()
+    };
+    let result = plan
+        .iexchange(&send, &mut recv[..short], |e, to| to.to(e.draw % size))
+        .await;
+    match result {
+        Err(Error::InvalidArgument(why)) if me == bad || why.contains(&format!("rank {bad}")) => {}
+        other => {
+            return Err(format!(
+                "{variant:?} rank {me}: a short buffer gave {other:?}"
+            ))
+        }
+    }
+    // Capacities no window can hold are refused where the plan is made
+    // (only the put variants receive into the window).
+    let in_window = matches!(variant, AlltoallVariant::Put | AlltoallVariant::PutStable);
+    match comm.alltoall_plan::<Item>(usize::MAX / 8, options) {
+        Err(Error::InvalidArgument(_)) if in_window => Ok(()),
+        Ok(_) if !in_window => Ok(()),
+        other => Err(format!(
+            "{variant:?} rank {me}: a huge plan gave {:?}",
+            other.err()
+        )),
     }
 }
 

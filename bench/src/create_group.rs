@@ -262,7 +262,7 @@ fn print(n: u32, oversubscribed: bool, figures: &[Figure]) {
 #[cfg(feature = "mpi")]
 fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
-    catena_bench::run_under_mpiexec(args.job.ranks, "create-group", args.repetitions, &csv)?;
+    catena_bench::run_under_mpiexec(args.job.ranks, "create-group", args.repetitions, &csv, &[])?;
     read_csv(&csv)
 }
 

@@ -60,12 +60,13 @@ pub fn exit_code(outcome: Outcome, who: &str) -> ExitCode {
 
 /// Runs this very benchmark's `subcommand` under `mpiexec -n ranks`, as
 /// the MPICH side of a comparison: `repetitions` timed calls, figures
-/// written to `csv`.
+/// written to `csv`, and the subcommand's `extra` arguments.
 pub fn run_under_mpiexec(
     ranks: u32,
     subcommand: &str,
     repetitions: usize,
     csv: &std::path::Path,
+    extra: &[String],
 ) -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("catena-bench {subcommand}: MPICH under mpiexec -n {ranks} ...");
     let status = std::process::Command::new("mpiexec")
@@ -79,6 +80,7 @@ pub fn run_under_mpiexec(
             "--csv",
         ])
         .arg(csv)
+        .args(extra)
         .status()
         .map_err(|e| format!("starting mpiexec (is MPICH installed?): {e}"))?;
     match status.success() {

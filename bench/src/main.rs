@@ -3,6 +3,7 @@
 //! under the launcher with the ranks it needs, so `catena-bench ring -n 8` is
 //! one command.
 
+mod alltoall;
 mod create_group;
 mod groupmap;
 mod groups;
@@ -62,6 +63,10 @@ enum Command {
     /// construction, the seed's recursive merge and MPICH (feature mpi);
     /// `--sim N,...` in the simulator.
     CreateGroup(create_group::Args),
+    /// Alltoall_specific (seed 002) on the seed's data sets A, B, C: every
+    /// variant on N processes beside MPICH (feature mpi); `--sim N,...`
+    /// runs data set C in the simulator.
+    Alltoall(alltoall::Args),
     /// Seed 004's MCMC load-balancing kernel: walker groups that merge
     /// with their right neighbour when idle; makespan against the
     /// unbalanced run and the ideal (`--sim N,...`: in virtual time).
@@ -94,6 +99,13 @@ fn main() -> ExitCode {
             _ if catena_fabric::bootstrap::started_by_mpiexec() => create_group::mpi_main(&args),
             Ok(Some(_)) => create_group::main(&args),
             Ok(None) => create_group::compare(&args),
+            Err(e) => Err(e.into()),
+        },
+        Command::Alltoall(args) => match LaunchEnv::from_env() {
+            #[cfg(feature = "mpi")]
+            _ if catena_fabric::bootstrap::started_by_mpiexec() => alltoall::mpi_main(&args),
+            Ok(Some(_)) => alltoall::main(&args),
+            Ok(None) => alltoall::compare(&args),
             Err(e) => Err(e.into()),
         },
         Command::Mcmc(args) if !args.sim.is_empty() => mcmc::main(&args),

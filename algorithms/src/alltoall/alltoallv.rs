@@ -19,15 +19,14 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         &self,
         call: &Call,
         map: &GroupMap,
-        local: Result<Routed<E>>,
+        local: Result<()>,
+        routed: &Routed<E>,
         recv: &mut [E],
     ) -> Result<usize> {
         let (comm, size) = (self.comm, self.comm.size() as usize);
         let (counts_tag, data_tag) = (call.exchange.round(0)?, call.exchange.round(1)?);
         let mut send_counts = vec![0u64; size];
-        let no_runs = Vec::new();
-        let runs = local.as_ref().map_or(&no_runs, |r| &r.runs);
-        for run in runs {
+        for run in &routed.runs {
             send_counts[run.target as usize] = run.count as u64;
         }
         let mut recv_counts = vec![0u64; size];
@@ -61,11 +60,11 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             call.deadline,
         )
         .await?;
-        let routed = match (local, agreed.error(required, self.capacity as u64)) {
-            (Ok(routed), None) => routed,
+        match (local, agreed.error(required, self.capacity as u64)) {
+            (Ok(()), None) => {}
             (Err(own), _) => return Err(own),
-            (Ok(_), Some(error)) => return Err(error),
-        };
+            (Ok(()), Some(error)) => return Err(error),
+        }
         let as_usize = |c: Vec<u64>| c.into_iter().map(|c| c as usize).collect::<Vec<_>>();
         let (send_counts, recv_counts) = (as_usize(send_counts), as_usize(recv_counts));
         let blocks = Blocks {

@@ -2,6 +2,27 @@
 //! several, or none), and after the call each process holds exactly the
 //! elements aimed at it. Variants by name or `Auto`; a plan keeps the
 //! receive window and peers' keys across calls. Docs: docs/alltoall.md.
+//!
+//! ```
+//! use catena_algorithms::prelude::*;
+//!
+//! // Each of 4 ranks holds 0..8 and sends each value v to rank v % 4.
+//! let sim = catena_sim::Sim::new(4, catena_sim::LogGp::default());
+//! let (got, _) = sim
+//!     .run(async |t| {
+//!         let world = Comm::world(t);
+//!         let send: Vec<u32> = (0..8).collect();
+//!         let mut recv = vec![0u32; 8];
+//!         let options = AlltoallOptions::new(AlltoallVariant::Put).stable();
+//!         let n = world
+//!             .ialltoall_specific(&send, &mut recv, options, |v, to| to.to(v % 4))
+//!             .await?;
+//!         Ok::<_, Error>(recv[..n].to_vec())
+//!     })
+//!     .unwrap();
+//! // Stable: sources in rank order, each in send order.
+//! assert_eq!(got[1].as_ref().unwrap(), &[1, 5, 1, 5, 1, 5, 1, 5]);
+//! ```
 
 mod alltoallv;
 mod outcome;
@@ -10,7 +31,7 @@ mod route;
 mod sendrecv;
 mod window;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::str::FromStr;
@@ -22,6 +43,7 @@ use crate::chain::CallTags;
 use crate::groupmap::GroupMap;
 use crate::{Comm, Error, Result};
 pub use route::Emit;
+use route::Routed;
 use window::{Layout, Receiver};
 
 /// How an alltoall moves the elements; docs/alltoall.md compares them.
@@ -127,6 +149,8 @@ pub struct AlltoallPlan<'c, 't, T: Transport, E> {
     capacity: usize,
     /// The window the one-sided variants need (not `Alltoallv`).
     receiver: Option<Receiver<T::Window>>,
+    /// The last call's copies, grouped by target; its buffers are reused.
+    routed: RefCell<Routed<E>>,
     /// Calls made so far: their parity picks the window's words.
     calls: Cell<u64>,
     /// A call failed half-way: the window's words may hold its traffic.
@@ -186,6 +210,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
             stable: options.stable || matches!(variant, Variant::PutStable | Variant::Alltoallv),
             capacity,
             receiver,
+            routed: RefCell::default(),
             calls: Cell::new(0),
             broken: Cell::new(false),
             _element: PhantomData,
@@ -200,6 +225,13 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
     /// The most elements one call delivers to this process.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Bytes this plan holds between calls on this process: its window
+    /// (provider memory) and its reused buffers (heap).
+    pub fn held_bytes(&self) -> usize {
+        let window = self.receiver.as_ref().map_or(0, |r| r.layout.len());
+        window + self.routed.borrow().held_bytes()
     }
 
     /// Peers whose window keys this plan holds: at most the distinct
@@ -236,6 +268,10 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         }
     }
 
+    // The borrow of `routed` is the plan's lock for the whole call: a
+    // concurrent call on the same plan fails at `try_borrow_mut` instead of
+    // sharing its window words.
+    #[allow(clippy::await_holding_refcell_ref)]
     async fn run(
         &self,
         call: Call,
@@ -249,20 +285,25 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
                 what: "an alltoall plan whose earlier call failed half-way".into(),
             });
         }
+        let mut routed = self.routed.try_borrow_mut().map_err(|_| {
+            Error::InvalidArgument("an alltoall plan serves one call at a time".into())
+        })?;
         let local = if recv.len() < self.capacity {
+            routed.clear();
             Err(Error::InvalidArgument(format!(
                 "a receive buffer of {} elements for a plan of capacity {}",
                 recv.len(),
                 self.capacity
             )))
         } else {
-            route::route(send, self.comm.size(), self.comm.rank(), route)
+            routed.route(send, self.comm.size(), self.comm.rank(), route)
         };
         let guard = BreakOnDrop(&self.broken);
+        let routed = &*routed;
         let received = match self.variant {
-            Variant::Alltoallv => self.alltoallv(&call, map, local, recv).await,
-            Variant::Sendrecv => self.sendrecv(&call, map, local, recv).await,
-            _ => self.put(&call, map, local, recv).await,
+            Variant::Alltoallv => self.alltoallv(&call, map, local, routed, recv).await,
+            Variant::Sendrecv => self.sendrecv(&call, map, local, routed, recv).await,
+            _ => self.put(&call, map, local, routed, recv).await,
         };
         // Errors of the agreement step leave the plan sound.
         if received.is_ok() || is_agreed(&received) {

@@ -38,9 +38,10 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         &self,
         call: &Call,
         map: &GroupMap,
-        local: Result<Routed<E>>,
+        local: Result<()>,
+        routed: &Routed<E>,
         slots: bool,
-    ) -> Result<(Routed<E>, Vec<Reservation>)> {
+    ) -> Result<Vec<Reservation>> {
         let t = self.comm.transport();
         let receiver = self
             .receiver
@@ -48,7 +49,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             .expect("one-sided variants hold a window");
         let context = self.comm.context();
         let (me, parity, deadline) = (t.rank(), call.parity, call.deadline);
-        let runs = local.as_ref().map_or(&[][..], |r| &r.runs[..]);
+        let runs = &routed.runs;
         let worlds = runs
             .iter()
             .map(|run| map.select(run.target))
@@ -101,9 +102,9 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         let (agreed, reserved) = while_serving(work, serving).await?;
         let required = receiver.window.signal(Layout::counter(parity))?;
         let failed = match (local, agreed.error(required, self.capacity as u64)) {
-            (Ok(routed), None) => return Ok((routed, reserved)),
+            (Ok(()), None) => return Ok(reserved),
             (Err(own), _) => own,
-            (Ok(_), Some(error)) => error,
+            (Ok(()), Some(error)) => error,
         };
         receiver.reset(parity)?;
         Err(failed)
@@ -114,7 +115,8 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         &self,
         call: &Call,
         map: &GroupMap,
-        local: Result<Routed<E>>,
+        local: Result<()>,
+        routed: &Routed<E>,
         recv: &mut [E],
     ) -> Result<usize> {
         let t = self.comm.transport();
@@ -123,11 +125,25 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             .as_ref()
             .expect("one-sided variants hold a window");
         let (parity, size) = (call.parity, std::mem::size_of::<E>());
-        let (routed, reserved) = self.reserve(call, map, local, self.stable).await?;
-        let landed = Layout::landed(parity);
+        let reserved = self.reserve(call, map, local, routed, self.stable).await?;
+        let (landed, me) = (Layout::landed(parity), t.rank());
+        // Its own run a process copies straight from staging to `recv`.
+        let mut own = None;
         for r in &reserved {
-            let layout = Layout::new(r.peer.capacity as usize, size, self.comm.size())?;
             let run = &routed.staging[r.run.start..r.run.start + r.run.count];
+            if r.world == me {
+                own = Some(Own {
+                    slot: r.slot as usize,
+                    header: Header {
+                        source: self.comm.rank() as u64,
+                        base: r.base,
+                        count: run.len() as u64,
+                    },
+                    elements: run,
+                });
+                continue;
+            }
+            let layout = Layout::new(r.peer.capacity as usize, size, self.comm.size())?;
             let bytes: &[u8] = bytemuck::cast_slice(run);
             let at = layout.element_at(r.base as usize);
             let signal = Signal {
@@ -149,7 +165,9 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         }
         let window = &receiver.window;
         let total = window.signal(Layout::counter(parity))?;
-        t.wait_signal(window, landed, total, call.deadline).await?;
+        let from_peers = total.saturating_sub(own.as_ref().map_or(0, |o| o.header.count));
+        t.wait_signal(window, landed, from_peers, call.deadline)
+            .await?;
         let total = usize::try_from(total)
             .ok()
             .filter(|&n| n <= self.capacity)
@@ -157,15 +175,35 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                 what: format!("the receive count: {total} elements reserved past the capacity"),
             })?;
         let out = &mut recv[..total];
+        let layout = &receiver.layout;
         if self.stable {
             let chunks = window.signal(Layout::chunks(parity))?;
-            copy_in_source_order(window, &receiver.layout, chunks, out)?;
+            copy_in_source_order(window, layout, chunks, own, out)?;
         } else {
-            window.read(receiver.layout.element_at(0), bytemuck::cast_slice_mut(out))?;
+            // The window around the own run, which never went through it.
+            let (at, own) = own.map_or((total, &[][..]), |o| (o.header.base as usize, o.elements));
+            if at.checked_add(own.len()).is_none_or(|end| end > total) {
+                return Err(Error::Mismatch {
+                    what: format!("the receive count: {total}, below this process's own run"),
+                });
+            }
+            let (before, rest) = out.split_at_mut(at);
+            let (mine, after) = rest.split_at_mut(own.len());
+            window.read(layout.element_at(0), bytemuck::cast_slice_mut(before))?;
+            mine.copy_from_slice(own);
+            let past = layout.element_at(at + own.len());
+            window.read(past, bytemuck::cast_slice_mut(after))?;
         }
         receiver.reset(parity)?;
         Ok(total)
     }
+}
+
+/// A process's run for itself: its reservation, and the elements.
+struct Own<'a, E> {
+    slot: usize,
+    header: Header,
+    elements: &'a [E],
 }
 
 /// A stable put's chunk header, as it lies in the target's window.
@@ -202,6 +240,7 @@ fn copy_in_source_order<E: Pod>(
     window: &impl LocalWindow,
     layout: &Layout,
     chunks: u64,
+    own: Option<Own<'_, E>>,
     out: &mut [E],
 ) -> Result<()> {
     let bad = |why: String| Error::Mismatch {
@@ -211,12 +250,14 @@ fn copy_in_source_order<E: Pod>(
         .ok()
         .filter(|&c| c <= out.len())
         .ok_or_else(|| bad(format!("{chunks} chunks for {} elements", out.len())))?;
+    let own_slot = own.as_ref().map(|o| o.slot);
     let mut headers = Vec::with_capacity(chunks);
-    for slot in 0..chunks {
+    for slot in (0..chunks).filter(|&s| Some(s) != own_slot) {
         let mut bytes = [0; HEADER_BYTES];
         window.read(layout.header_at(slot), &mut bytes)?;
         headers.push(Header::from_bytes(&bytes));
     }
+    headers.extend(own.as_ref().map(|o| o.header));
     headers.sort_unstable_by_key(|h| h.source);
     let mut at = 0usize;
     for h in &headers {
@@ -225,8 +266,11 @@ fn copy_in_source_order<E: Pod>(
         if !fits || at + count > out.len() {
             return Err(bad(format!("{h:?} for {} elements", out.len())));
         }
-        let bytes = bytemuck::cast_slice_mut(&mut out[at..at + count]);
-        window.read(layout.element_at(base), bytes)?;
+        let into = &mut out[at..at + count];
+        match &own {
+            Some(o) if o.header == *h => into.copy_from_slice(o.elements),
+            _ => window.read(layout.element_at(base), bytemuck::cast_slice_mut(into))?,
+        }
         at += count;
     }
     if at != out.len() {

@@ -46,12 +46,29 @@ impl<E> Emit<'_, E> {
 /// copies; so at most 2^31 elements per call and process, each way.
 const FIRST_MODIFIED: u32 = 1 << 31;
 
-/// The copies to send, grouped by target.
+/// The copies to send, grouped by target, and the buffers that grouping
+/// them needs; a plan keeps one and refills it each call, so a call
+/// allocates nothing once the buffers have grown to its size.
 pub(crate) struct Routed<E> {
     /// Every copy, in target order; within a target, in send order.
     pub(crate) staging: Vec<E>,
     /// One run of `staging` per distinct target, in target order.
     pub(crate) runs: Vec<Run>,
+    routes: Vec<(u32, u32)>,
+    spare: Vec<(u32, u32)>,
+    modified: Vec<E>,
+}
+
+impl<E> Default for Routed<E> {
+    fn default() -> Routed<E> {
+        Routed {
+            staging: Vec::new(),
+            runs: Vec::new(),
+            routes: Vec::new(),
+            spare: Vec::new(),
+            modified: Vec::new(),
+        }
+    }
 }
 
 /// The copies for one target: `staging[start..start + count]`.
@@ -62,80 +79,101 @@ pub(crate) struct Run {
     pub(crate) count: usize,
 }
 
-/// Routes every element of `send` of group rank `rank` among `size` ranks
-/// and groups the copies. A route function that panics gives `UserCode`, a
-/// target past `size` `TargetOutOfRange`, either before anything is sent.
-pub(crate) fn route<E: Pod>(
-    send: &[E],
-    size: u32,
-    rank: u32,
-    mut route: impl FnMut(&E, &mut Emit<'_, E>),
-) -> Result<Routed<E>> {
-    if send.len() > FIRST_MODIFIED as usize {
-        return Err(Error::InvalidArgument(format!(
-            "{} elements to send; one call sends at most 2^31",
-            send.len()
-        )));
+impl<E: Pod> Routed<E> {
+    /// Heap bytes held between calls.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let pair = std::mem::size_of::<(u32, u32)>();
+        let element = std::mem::size_of::<E>();
+        (self.staging.capacity() + self.modified.capacity()) * element
+            + (self.routes.capacity() + self.spare.capacity()) * pair
+            + self.runs.capacity() * std::mem::size_of::<Run>()
     }
-    let mut routes = Vec::with_capacity(send.len());
-    let mut modified = Vec::new();
-    let mut out_of_range = None;
-    user_code("the alltoall route function", || {
-        for (i, element) in send.iter().enumerate() {
-            let mut emit = Emit {
-                size,
-                item: i as u32,
-                routes: &mut routes,
-                modified: &mut modified,
-                out_of_range: &mut out_of_range,
-            };
-            route(element, &mut emit);
+
+    /// Nothing to send.
+    pub(crate) fn clear(&mut self) {
+        self.runs.clear();
+        self.staging.clear();
+        self.routes.clear();
+        self.modified.clear();
+    }
+
+    /// Routes every element of `send` of group rank `rank` among `size`
+    /// ranks and groups the copies, replacing the last call's. A route
+    /// function that panics gives `UserCode`, a target past `size`
+    /// `TargetOutOfRange`, either before anything is sent (no runs then).
+    pub(crate) fn route(
+        &mut self,
+        send: &[E],
+        size: u32,
+        rank: u32,
+        mut route: impl FnMut(&E, &mut Emit<'_, E>),
+    ) -> Result<()> {
+        self.clear();
+        if send.len() > FIRST_MODIFIED as usize {
+            return Err(Error::InvalidArgument(format!(
+                "{} elements to send; one call sends at most 2^31",
+                send.len()
+            )));
         }
-    })?;
-    if let Some(target) = out_of_range {
-        return Err(Error::TargetOutOfRange {
-            target,
-            size,
-            process: rank,
-        });
-    }
-    if modified.len() > FIRST_MODIFIED as usize {
-        return Err(Error::InvalidArgument(format!(
-            "{} modified copies; one call sends at most 2^31",
-            modified.len()
-        )));
-    }
-    sort_by_target(&mut routes);
-    let staging = routes
-        .iter()
-        .map(|&(_, item)| match item.checked_sub(FIRST_MODIFIED) {
-            None => send[item as usize],
-            Some(copy) => modified[copy as usize],
-        })
-        .collect();
-    let mut runs: Vec<Run> = Vec::new();
-    for (i, &(target, _)) in routes.iter().enumerate() {
-        match runs.last_mut() {
-            Some(run) if run.target == target => run.count += 1,
-            _ => runs.push(Run {
+        let mut out_of_range = None;
+        let (routes, modified) = (&mut self.routes, &mut self.modified);
+        user_code("the alltoall route function", || {
+            for (i, element) in send.iter().enumerate() {
+                let mut emit = Emit {
+                    size,
+                    item: i as u32,
+                    routes: &mut *routes,
+                    modified: &mut *modified,
+                    out_of_range: &mut out_of_range,
+                };
+                route(element, &mut emit);
+            }
+        })?;
+        if let Some(target) = out_of_range {
+            return Err(Error::TargetOutOfRange {
                 target,
-                start: i,
-                count: 1,
-            }),
+                size,
+                process: rank,
+            });
         }
+        if self.modified.len() > FIRST_MODIFIED as usize {
+            return Err(Error::InvalidArgument(format!(
+                "{} modified copies; one call sends at most 2^31",
+                self.modified.len()
+            )));
+        }
+        sort_by_target(&mut self.routes, &mut self.spare);
+        let modified = &self.modified;
+        self.staging.extend(self.routes.iter().map(|&(_, item)| {
+            match item.checked_sub(FIRST_MODIFIED) {
+                None => send[item as usize],
+                Some(copy) => modified[copy as usize],
+            }
+        }));
+        for (i, &(target, _)) in self.routes.iter().enumerate() {
+            match self.runs.last_mut() {
+                Some(run) if run.target == target => run.count += 1,
+                _ => self.runs.push(Run {
+                    target,
+                    start: i,
+                    count: 1,
+                }),
+            }
+        }
+        Ok(())
     }
-    Ok(Routed { staging, runs })
 }
 
 /// Sorts by target, keeping send order within a target: LSD radix on the
 /// bytes of the target that vary (one pass up to 256 ranks, none when all
 /// go to one target), with 256 counters: nothing grows with the group.
-fn sort_by_target(routes: &mut Vec<(u32, u32)>) {
+fn sort_by_target(routes: &mut Vec<(u32, u32)>, spare: &mut Vec<(u32, u32)>) {
     let (any, all) = routes
         .iter()
         .fold((0u32, u32::MAX), |(or, and), &(t, _)| (or | t, and & t));
     let varying = any & !all;
-    let mut spare = vec![(0u32, 0u32); routes.len()];
+    spare.clear();
+    spare.resize(routes.len(), (0, 0));
     for shift in [0, 8, 16, 24] {
         if (varying >> shift) & 0xff == 0 {
             continue;
@@ -153,7 +191,7 @@ fn sort_by_target(routes: &mut Vec<(u32, u32)>) {
             spare[at[digit]] = route;
             at[digit] += 1;
         }
-        std::mem::swap(routes, &mut spare);
+        std::mem::swap(routes, spare);
     }
 }
 
@@ -164,18 +202,20 @@ mod tests {
     #[test]
     fn copies_are_grouped_by_target_in_send_order() {
         let send: Vec<u32> = (0..1000).map(|i| (i * 7919) % 1000).collect();
-        let routed = route(&send, 70_000, 0, |e, to| {
-            // Targets spread over three bytes; some dropped, some doubled.
-            match e % 5 {
-                0 => {}
-                1 => {
-                    to.to(e * 67);
-                    to.modified(3, e + 1_000_000);
+        let mut routed = Routed::default();
+        routed
+            .route(&send, 70_000, 0, |e, to| {
+                // Targets spread over three bytes; some dropped, some doubled.
+                match e % 5 {
+                    0 => {}
+                    1 => {
+                        to.to(e * 67);
+                        to.modified(3, e + 1_000_000);
+                    }
+                    _ => to.to(e * 67),
                 }
-                _ => to.to(e * 67),
-            }
-        })
-        .unwrap();
+            })
+            .unwrap();
         let mut expected: Vec<(u32, u32)> = Vec::new();
         for &e in &send {
             match e % 5 {
@@ -202,7 +242,11 @@ mod tests {
     #[test]
     fn bad_targets_and_panics_are_errors_not_crashes() {
         let send = [1u64, 2, 3];
-        let err = route(&send, 3, 1, |e, to| to.to(*e as u32)).err().unwrap();
+        let mut routed = Routed::default();
+        let err = routed
+            .route(&send, 3, 1, |e, to| to.to(*e as u32))
+            .err()
+            .unwrap();
         assert!(matches!(
             err,
             Error::TargetOutOfRange {
@@ -211,8 +255,15 @@ mod tests {
                 process: 1
             }
         ));
-        let err = route(&send, 3, 1, |_, _| panic!("no route")).err().unwrap();
+        let err = routed
+            .route(&send, 3, 1, |_, _| panic!("no route"))
+            .err()
+            .unwrap();
         assert!(matches!(err, Error::UserCode { .. }));
-        assert!(route(&send, 3, 1, |_, _| {}).unwrap().runs.is_empty());
+        routed
+            .route(&send, 3, 1, |e, to| to.to(*e as u32 % 3))
+            .unwrap();
+        routed.route(&send, 3, 1, |_, _| {}).unwrap();
+        assert!(routed.runs.is_empty() && routed.staging.is_empty());
     }
 }

@@ -23,7 +23,8 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         &self,
         call: &Call,
         map: &GroupMap,
-        local: Result<Routed<E>>,
+        local: Result<()>,
+        routed: &Routed<E>,
         recv: &mut [E],
     ) -> Result<usize> {
         let (t, comm) = (self.comm.transport(), self.comm);
@@ -31,7 +32,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             .receiver
             .as_ref()
             .expect("sendrecv reserves in a window");
-        let (routed, reserved) = self.reserve(call, map, local, false).await?;
+        let reserved = self.reserve(call, map, local, routed, false).await?;
         let total = receiver.window.signal(Layout::counter(call.parity))?;
         let total = usize::try_from(total)
             .ok()
