@@ -77,6 +77,11 @@ pub enum Error {
         /// The lowest group rank that lacks room.
         process: u32,
     },
+    /// A neighbourhood alltoall (a plan with listed sources and targets)
+    /// failed because a neighbour's call did: a listed target refused it
+    /// (no room, or a fault among its sources) or a source abandoned it.
+    #[error("an alltoall neighbour failed: {0}")]
+    Neighbourhood(String),
     /// A call went past the rounds (or sub-calls) its tags provide, which
     /// no consistent chain needs; its tags would have been another call's.
     #[error("a collective call reached round {round}; its tags cover {limit}")]

@@ -22,7 +22,10 @@ pub mod shift;
 pub mod split;
 pub mod tree;
 
-pub use alltoall::{AlltoallPlan, Emit, Options as AlltoallOptions, Variant as AlltoallVariant};
+pub use alltoall::{
+    AlltoallPlan, Emit, Options as AlltoallOptions, Peers as AlltoallPeers,
+    Variant as AlltoallVariant,
+};
 pub use bulk::{
     ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream,
 };

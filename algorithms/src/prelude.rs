@@ -2,7 +2,8 @@
 //! `use catena_algorithms::prelude::*;`.
 
 pub use crate::alltoall::{
-    AlltoallPlan, Emit, Options as AlltoallOptions, Variant as AlltoallVariant,
+    AlltoallPlan, Emit, Options as AlltoallOptions, Peers as AlltoallPeers,
+    Variant as AlltoallVariant,
 };
 pub use crate::comm::{with_world, Comm, CreateAlgorithm};
 pub use crate::groupmap::{GroupMap, Strategy};

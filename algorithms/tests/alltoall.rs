@@ -38,6 +38,21 @@ enum Load {
     Mixed,
     /// Every element of every process to rank `size / 2`.
     OneTarget,
+    /// Each element to its source's left or right neighbour or itself.
+    Neighbours,
+}
+
+/// The neighbourhood of `Load::Neighbours`: left, self, right (both ways).
+fn ring(me: u32, size: u32) -> AlltoallPeers {
+    let around = vec![(me + size - 1) % size, me, (me + 1) % size];
+    AlltoallPeers {
+        sources: around.clone(),
+        targets: around,
+    }
+}
+
+fn ring_target(e: &Item, size: u32) -> u32 {
+    (e.source + size - 1 + e.draw % 3) % size
 }
 
 fn count(load: Load, seed: u64, rank: u32) -> usize {
@@ -66,6 +81,7 @@ fn route(load: Load, size: u32, e: &Item, to: &mut Emit<'_, Item>) {
     let d = e.draw;
     match load {
         Load::OneTarget => to.to(size / 2),
+        Load::Neighbours => to.to(ring_target(e, size)),
         Load::Mixed => match d % 8 {
             0 => {}
             1 => {
@@ -99,6 +115,7 @@ fn reference(load: Load, seed: u64, size: u32, me: u32) -> Vec<Item> {
             let mut targets: Vec<(u32, Item)> = Vec::new();
             match load {
                 Load::OneTarget => targets.push((size / 2, e)),
+                Load::Neighbours => targets.push((ring_target(&e, size), e)),
                 Load::Mixed => match d % 8 {
                     0 => {}
                     1 => targets.extend([
@@ -299,6 +316,85 @@ async fn check_faults<T: Transport>(
     }
 }
 
+/// Neighbourhood plans on a ring: delivery as the reference says, both
+/// orders; an edge listed at one end only is `Mismatch` everywhere; a
+/// target outside the list and a target short of room fail the call
+/// there and at its neighbours, and no process hangs.
+async fn check_neighbours<T: Transport>(comm: &Comm<'_, T>, seed: u64) -> Result<(), String> {
+    let (size, me, load) = (comm.size(), comm.rank(), Load::Neighbours);
+    let send = elements(load, seed, me);
+    let expected = reference(load, seed, size, me);
+    for variant in [AlltoallVariant::Put, AlltoallVariant::PutStable] {
+        let options = AlltoallOptions::new(variant);
+        let plan = comm
+            .ialltoall_plan_among::<Item>(expected.len(), options, ring(me, size))
+            .await
+            .map_err(|e| format!("rank {me}: {e}"))?;
+        for round in 0..3 {
+            let mut recv = vec![Item::zeroed(); expected.len()];
+            let got = plan
+                .iexchange(&send, &mut recv, |e, to| route(load, size, e, to))
+                .await
+                .map_err(|e| format!("{variant:?} rank {me} round {round}: {e}"))?;
+            let mut received = recv[..got].to_vec();
+            let mut wanted = expected.clone();
+            if variant == AlltoallVariant::Put {
+                received.sort();
+                wanted.sort();
+            }
+            if received != wanted {
+                return Err(format!(
+                    "{variant:?} rank {me} round {round}: wrong delivery"
+                ));
+            }
+        }
+    }
+    // Rank 0 lists a target that does not list it.
+    let mut lopsided = ring(me, size);
+    if me == 0 && size > 3 {
+        lopsided.targets.push(2);
+    }
+    let made = comm
+        .ialltoall_plan_among::<Item>(8, AlltoallOptions::default(), lopsided)
+        .await;
+    match made {
+        Err(Error::Mismatch { .. }) if size > 3 => {}
+        Ok(_) if size <= 3 => {}
+        other => return Err(format!("rank {me}: a lopsided list gave {:?}", other.err())),
+    }
+    // Rank `size - 1` routes outside its list; rank 0 is one short of room.
+    let plan = comm
+        .ialltoall_plan_among::<Item>(
+            expected.len().saturating_sub((me == 0) as usize),
+            AlltoallOptions::default(),
+            ring(me, size),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut recv = vec![Item::zeroed(); expected.len()];
+    let stray = size - 1;
+    let result = plan
+        .iexchange(&send, &mut recv, |e, to| {
+            if me == stray && size > 3 {
+                to.to((me + 2) % size);
+            } else {
+                route(load, size, e, to);
+            }
+        })
+        .await;
+    match (&result, me) {
+        (Err(Error::InvalidArgument(_)), m) if m == stray && size > 3 => {}
+        (Err(Error::ReceiveOverflow { process: 0, .. }), 0) if !expected.is_empty() => {}
+        (Err(Error::Neighbourhood(_)), _) => {}
+        (Ok(_), _) => {}
+        _ => return Err(format!("rank {me}: a faulty neighbourhood gave {result:?}")),
+    }
+    if result.is_err() && recv.iter().any(|e| *e != Item::zeroed()) {
+        return Err(format!("rank {me}: a failed neighbourhood call delivered"));
+    }
+    Ok(())
+}
+
 async fn every_case<T: Transport>(t: &T, seed: u64) -> Result<(), String> {
     let world = Comm::world(t).with_timeout(Duration::from_secs(100));
     for variant in AlltoallVariant::ALL {
@@ -314,6 +410,7 @@ async fn every_case<T: Transport>(t: &T, seed: u64) -> Result<(), String> {
             check_faults(&world, variant).await?;
         }
     }
+    check_neighbours(&world, seed).await?;
     // On a split's communicator (its map loaded by the first lookup).
     let half = world
         .isplit(Some(world.rank() % 2), u32::MAX - world.rank())

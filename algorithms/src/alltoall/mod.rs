@@ -29,6 +29,7 @@ mod outcome;
 mod put;
 mod route;
 mod sendrecv;
+mod sparse;
 mod window;
 
 use std::cell::{Cell, RefCell};
@@ -41,9 +42,11 @@ use catena_fabric::{block_on, Blocking, Transport};
 
 use crate::chain::CallTags;
 use crate::groupmap::GroupMap;
+use crate::scan::allreduce_in;
 use crate::{Comm, Error, Result};
 pub use route::Emit;
 use route::Routed;
+pub use sparse::Peers;
 use window::{Layout, Receiver};
 
 /// How an alltoall moves the elements; docs/alltoall.md compares them.
@@ -149,6 +152,8 @@ pub struct AlltoallPlan<'c, 't, T: Transport, E> {
     capacity: usize,
     /// The window the one-sided variants need (not `Alltoallv`).
     receiver: Option<Receiver<T::Window>>,
+    /// The ranks this plan sends to and receives from, if it was told.
+    peers: Option<Peers>,
     /// The last call's copies, grouped by target; its buffers are reused.
     routed: RefCell<Routed<E>>,
     /// Calls made so far: their parity picks the window's words.
@@ -210,6 +215,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
             stable: options.stable || matches!(variant, Variant::PutStable | Variant::Alltoallv),
             capacity,
             receiver,
+            peers: None,
             routed: RefCell::default(),
             calls: Cell::new(0),
             broken: Cell::new(false),
@@ -358,6 +364,46 @@ impl<'t, T: Transport> Comm<'t, T> {
         AlltoallPlan::new(self, capacity, options)
     }
 
+    /// A plan that sends only to `peers.targets` and receives only from
+    /// `peers.sources` (a neighbourhood alltoall: no step reaches every
+    /// process, errors reach the neighbourhood; docs/alltoall.md). Put
+    /// variants only. Collective: one allreduce checks that every edge is
+    /// listed at both ends (`Mismatch` on every process otherwise).
+    pub fn ialltoall_plan_among<E: Pod>(
+        &self,
+        capacity: usize,
+        options: Options,
+        peers: Peers,
+    ) -> impl Future<Output = Result<AlltoallPlan<'_, 't, T, E>>> + '_ {
+        let (tags, deadline) = (self.chain().next_call(), self.deadline());
+        async move {
+            let peers = peers.checked(self.size());
+            let balance = peers
+                .as_ref()
+                .map_or((i64::MIN, 0), |p| p.balance(self.rank()));
+            let sum = |a: &(i64, u64), b: &(i64, u64)| (a.0.saturating_add(b.0), a.1 ^ b.1);
+            let t = self.transport();
+            let total = allreduce_in(t, self.chain(), tags, balance, sum, deadline).await?;
+            let peers = peers?;
+            if total != (0, 0) {
+                return Err(Error::Mismatch {
+                    what: "alltoall neighbours: some process lists an edge its other end does \
+                           not (or a list was refused)"
+                        .into(),
+                });
+            }
+            let mut plan = AlltoallPlan::new(self, capacity, options)?;
+            if !matches!(plan.variant, Variant::Put | Variant::PutStable) {
+                return Err(Error::InvalidArgument(format!(
+                    "a neighbourhood plan runs the put variants, not {}",
+                    plan.variant.name()
+                )));
+            }
+            plan.peers = Some(peers);
+            Ok(plan)
+        }
+    }
+
     /// One alltoall_specific (MPI_Alltoall_specific): a plan of capacity
     /// `recv.len()` used once; see [`AlltoallPlan::iexchange`].
     pub fn ialltoall_specific<'a, E: Pod>(
@@ -377,8 +423,21 @@ impl<'t, T: Transport> Comm<'t, T> {
     }
 }
 
-/// The blocking form.
-impl<T: Transport + Blocking> Comm<'_, T> {
+/// The blocking forms.
+impl<'t, T: Transport + Blocking> Comm<'t, T> {
+    /// See [`Comm::ialltoall_plan_among`].
+    pub fn alltoall_plan_among<E: Pod>(
+        &self,
+        capacity: usize,
+        options: Options,
+        peers: Peers,
+    ) -> Result<AlltoallPlan<'_, 't, T, E>> {
+        block_on(
+            self.transport(),
+            self.ialltoall_plan_among(capacity, options, peers),
+        )
+    }
+
     /// See [`Comm::ialltoall_specific`].
     pub fn alltoall_specific<E: Pod>(
         &self,

@@ -8,10 +8,11 @@
 //! (source, target), which the target sorts by source before copying out.
 
 use bytemuck::Pod;
-use catena_fabric::{LocalWindow, Rank, Signal, Transport};
+use catena_fabric::{wait_until, LocalWindow, Rank, Signal, Time, Transport};
 
 use super::outcome::Outcome;
 use super::route::{Routed, Run};
+use super::sparse::{signal, ABANDONED};
 use super::window::{Layout, Peer, HEADER_BYTES};
 use super::{AlltoallPlan, Call};
 use crate::groupmap::GroupMap;
@@ -48,7 +49,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             .as_ref()
             .expect("one-sided variants hold a window");
         let context = self.comm.context();
-        let (me, parity, deadline) = (t.rank(), call.parity, call.deadline);
+        let (parity, deadline) = (call.parity, call.deadline);
         let runs = &routed.runs;
         let worlds = runs
             .iter()
@@ -58,26 +59,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             receiver
                 .learn(t, context, call.exchange, worlds.iter().copied(), deadline)
                 .await?;
-            let reserving = runs.iter().zip(&worlds).map(|(&run, &world)| async move {
-                let peer = receiver.peer(world, me);
-                let count = run.count as u64;
-                let counter = Layout::counter(parity);
-                let base = t.fetch_add(world, &peer.key, counter, count, deadline);
-                let (base, slot) = if slots {
-                    let chunk = t.fetch_add(world, &peer.key, Layout::chunks(parity), 1, deadline);
-                    join(async { Ok(base.await?) }, async { Ok(chunk.await?) }).await?
-                } else {
-                    (base.await?, 0)
-                };
-                Ok(Reservation {
-                    run,
-                    world,
-                    peer,
-                    base,
-                    slot,
-                })
-            });
-            let reserved = join_all(reserving).await?;
+            let reserved = self.reserve_runs(call, runs, &worlds, slots).await?;
             let mut outcome = Outcome::of_local(self.comm.rank(), &local);
             for r in &reserved {
                 // Fits: elements base.. below the target's capacity (so at
@@ -110,6 +92,43 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         Err(failed)
     }
 
+    /// One `fetch_add` on each target's counter (and one on its chunk
+    /// slots where `slots`), all in flight at once.
+    pub(super) async fn reserve_runs(
+        &self,
+        call: &Call,
+        runs: &[Run],
+        worlds: &[Rank],
+        slots: bool,
+    ) -> Result<Vec<Reservation>> {
+        let t = self.comm.transport();
+        let receiver = self
+            .receiver
+            .as_ref()
+            .expect("one-sided variants hold a window");
+        let (me, parity, deadline) = (t.rank(), call.parity, call.deadline);
+        let reserving = runs.iter().zip(worlds).map(|(&run, &world)| async move {
+            let peer = receiver.peer(world, me);
+            let count = run.count as u64;
+            let counter = Layout::counter(parity);
+            let base = t.fetch_add(world, &peer.key, counter, count, deadline);
+            let (base, slot) = if slots {
+                let chunk = t.fetch_add(world, &peer.key, Layout::chunks(parity), 1, deadline);
+                join(async { Ok(base.await?) }, async { Ok(chunk.await?) }).await?
+            } else {
+                (base.await?, 0)
+            };
+            Ok(Reservation {
+                run,
+                world,
+                peer,
+                base,
+                slot,
+            })
+        });
+        join_all(reserving).await
+    }
+
     /// [`super::Variant::Put`] and [`super::Variant::PutStable`].
     pub(super) async fn put(
         &self,
@@ -125,7 +144,16 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             .as_ref()
             .expect("one-sided variants hold a window");
         let (parity, size) = (call.parity, std::mem::size_of::<E>());
-        let reserved = self.reserve(call, map, local, routed, self.stable).await?;
+        let (reserved, verdict) = match &self.peers {
+            Some(peers) => self.reserve_among(call, map, local, routed, peers).await?,
+            None => (
+                self.reserve(call, map, local, routed, self.stable).await?,
+                Ok(()),
+            ),
+        };
+        if let Err(failed) = verdict {
+            return self.abandon(call, &reserved, failed).await;
+        }
         let (landed, me) = (Layout::landed(parity), t.rank());
         // Its own run a process copies straight from staging to `recv`.
         let mut own = None;
@@ -166,8 +194,12 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         let window = &receiver.window;
         let total = window.signal(Layout::counter(parity))?;
         let from_peers = total.saturating_sub(own.as_ref().map_or(0, |o| o.header.count));
-        t.wait_signal(window, landed, from_peers, call.deadline)
-            .await?;
+        if wait_landed(t, window, landed, from_peers, call.deadline).await? {
+            receiver.reset(parity)?;
+            return Err(Error::Neighbourhood(
+                "a listed source abandoned the call".into(),
+            ));
+        }
         let total = usize::try_from(total)
             .ok()
             .filter(|&n| n <= self.capacity)
@@ -197,6 +229,51 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         receiver.reset(parity)?;
         Ok(total)
     }
+}
+
+impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
+    /// Leaves a neighbourhood call that failed here after reserving: each
+    /// target counts this process's elements as landed (and learns it was
+    /// abandoned), and this process waits for its own sources the same way,
+    /// so no late put reaches the window in a later call.
+    async fn abandon(&self, call: &Call, reserved: &[Reservation], failed: Error) -> Result<usize> {
+        let t = self.comm.transport();
+        let receiver = self
+            .receiver
+            .as_ref()
+            .expect("one-sided variants hold a window");
+        let (landed, me) = (Layout::landed(call.parity), t.rank());
+        let mut own = 0;
+        for r in reserved {
+            let count = r.run.count as u64;
+            if r.world == me {
+                own = count;
+            } else {
+                signal(t, &r.peer, r.world, landed, count | ABANDONED)?;
+            }
+        }
+        let window = &receiver.window;
+        let total = window.signal(Layout::counter(call.parity))?;
+        wait_landed(t, window, landed, total.saturating_sub(own), call.deadline).await?;
+        receiver.reset(call.parity)?;
+        Err(failed)
+    }
+}
+
+/// Waits until `count` elements counted in the landed word have landed or
+/// been abandoned; yields whether any source abandoned the call.
+async fn wait_landed<T: Transport>(
+    t: &T,
+    window: &T::Window,
+    landed: usize,
+    count: u64,
+    deadline: Time,
+) -> Result<bool> {
+    Ok(wait_until(t, deadline, "elements to land", || {
+        let value = window.signal(landed)?;
+        Ok((value % ABANDONED >= count).then_some(value >= ABANDONED))
+    })
+    .await?)
 }
 
 /// A process's run for itself: its reservation, and the elements.

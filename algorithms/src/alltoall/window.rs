@@ -19,7 +19,12 @@ use crate::{Error, Result};
 const COUNTER: [usize; 2] = [0, 8];
 const LANDED: [usize; 2] = [16, 24];
 const CHUNKS: [usize; 2] = [32, 40];
-const HEADERS_AT: usize = 64;
+/// Sparse plans: sources' reports (and their faults) and targets' verdicts.
+const REPORTS: [usize; 2] = [48, 56];
+const VERDICTS: [usize; 2] = [64, 72];
+/// What signal-only puts write: its contents are never read.
+const SCRATCH: usize = 80;
+const HEADERS_AT: usize = 128;
 
 /// Bytes of a stable put's chunk header: source rank, first element, count.
 pub(crate) const HEADER_BYTES: usize = 24;
@@ -71,6 +76,18 @@ impl Layout {
 
     pub(crate) fn chunks(parity: usize) -> usize {
         CHUNKS[parity]
+    }
+
+    pub(crate) fn reports(parity: usize) -> usize {
+        REPORTS[parity]
+    }
+
+    pub(crate) fn verdicts(parity: usize) -> usize {
+        VERDICTS[parity]
+    }
+
+    pub(crate) fn scratch() -> usize {
+        SCRATCH
     }
 
     pub(crate) fn header_at(&self, slot: usize) -> usize {
@@ -202,7 +219,8 @@ impl<W: LocalWindow> Receiver<W> {
 
     /// Clears the words of a finished call's parity for the call after next.
     pub(crate) fn reset(&self, parity: usize) -> Result<()> {
-        for word in [COUNTER[parity], LANDED[parity], CHUNKS[parity]] {
+        let words = [COUNTER, LANDED, CHUNKS, REPORTS, VERDICTS].map(|w| w[parity]);
+        for word in words {
             self.window.set_signal(word, 0)?;
         }
         Ok(())
@@ -216,8 +234,8 @@ mod tests {
     #[test]
     fn layouts_that_overflow_are_refused() {
         let layout = Layout::new(1000, 64, 16).unwrap();
-        assert_eq!(layout.len(), 64 + 16 * 24 + 64_000);
-        assert_eq!(layout.element_at(0), 64 + 16 * 24);
+        assert_eq!(layout.len(), 128 + 16 * 24 + 64_000);
+        assert_eq!(layout.element_at(0), 128 + 16 * 24);
         assert!(Layout::new(usize::MAX / 2, 64, 16).is_err());
         assert!(Layout::new(1 << 40, 1, 4).is_err());
     }
