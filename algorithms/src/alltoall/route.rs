@@ -89,10 +89,10 @@ impl<E: Pod> Routed<E> {
             + self.runs.capacity() * std::mem::size_of::<Run>()
     }
 
-    /// Nothing to send.
+    /// Nothing to send (staging keeps its contents: only runs say what
+    /// in it is to be sent).
     pub(crate) fn clear(&mut self) {
         self.runs.clear();
-        self.staging.clear();
         self.routes.clear();
         self.modified.clear();
     }
@@ -142,14 +142,50 @@ impl<E: Pod> Routed<E> {
                 self.modified.len()
             )));
         }
-        sort_by_target(&mut self.routes, &mut self.spare);
-        let modified = &self.modified;
-        self.staging.extend(self.routes.iter().map(|&(_, item)| {
-            match item.checked_sub(FIRST_MODIFIED) {
-                None => send[item as usize],
-                Some(copy) => modified[copy as usize],
+        let (any, all) = self
+            .routes
+            .iter()
+            .fold((0u32, u32::MAX), |(or, and), &(t, _)| (or | t, and & t));
+        let varying = any & !all;
+        let element = |item: u32| match item.checked_sub(FIRST_MODIFIED) {
+            None => send[item as usize],
+            Some(copy) => self.modified[copy as usize],
+        };
+        if varying <= 0xff {
+            // Targets differ in their lowest byte at most (up to 256 ranks,
+            // or a neighbourhood): one counting pass places every copy
+            // straight into staging, with no sorted list in between.
+            let mut at = [0usize; 256];
+            for &(t, _) in &self.routes {
+                at[(t & 0xff) as usize] += 1;
             }
-        }));
+            let mut sum = 0;
+            for (digit, slot) in at.iter_mut().enumerate() {
+                if *slot > 0 {
+                    let target = (all & !0xff) | digit as u32;
+                    self.runs.push(Run {
+                        target,
+                        start: sum,
+                        count: *slot,
+                    });
+                }
+                (*slot, sum) = (sum, sum + *slot);
+            }
+            // Every slot is written below: grow, never refill, the buffer
+            // (it stays from call to call).
+            self.staging.truncate(self.routes.len());
+            self.staging.resize(self.routes.len(), E::zeroed());
+            for &(t, item) in &self.routes {
+                let digit = (t & 0xff) as usize;
+                self.staging[at[digit]] = element(item);
+                at[digit] += 1;
+            }
+            return Ok(());
+        }
+        sort_by_target(&mut self.routes, &mut self.spare, varying);
+        self.staging.clear();
+        self.staging
+            .extend(self.routes.iter().map(|&(_, item)| element(item)));
         for (i, &(target, _)) in self.routes.iter().enumerate() {
             match self.runs.last_mut() {
                 Some(run) if run.target == target => run.count += 1,
@@ -165,13 +201,9 @@ impl<E: Pod> Routed<E> {
 }
 
 /// Sorts by target, keeping send order within a target: LSD radix on the
-/// bytes of the target that vary (one pass up to 256 ranks, none when all
-/// go to one target), with 256 counters: nothing grows with the group.
-fn sort_by_target(routes: &mut Vec<(u32, u32)>, spare: &mut Vec<(u32, u32)>) {
-    let (any, all) = routes
-        .iter()
-        .fold((0u32, u32::MAX), |(or, and), &(t, _)| (or | t, and & t));
-    let varying = any & !all;
+/// bytes of the target that vary (`varying`: the bits that differ), with
+/// 256 counters: nothing grows with the group.
+fn sort_by_target(routes: &mut Vec<(u32, u32)>, spare: &mut Vec<(u32, u32)>, varying: u32) {
     spare.clear();
     spare.resize(routes.len(), (0, 0));
     for shift in [0, 8, 16, 24] {
@@ -202,41 +234,43 @@ mod tests {
     #[test]
     fn copies_are_grouped_by_target_in_send_order() {
         let send: Vec<u32> = (0..1000).map(|i| (i * 7919) % 1000).collect();
-        let mut routed = Routed::default();
-        routed
-            .route(&send, 70_000, 0, |e, to| {
-                // Targets spread over three bytes; some dropped, some doubled.
-                match e % 5 {
+        // Targets over three bytes (radix passes), and within one byte
+        // above a common base (the counting pass).
+        let spread: [(fn(u32) -> u32, u32); 2] = [(|e| e * 67, 3), (|e| 1024 + e % 200, 1030)];
+        for (target, copy_to) in spread {
+            let mut routed = Routed::default();
+            routed
+                .route(&send, 70_000, 0, |e, to| match e % 5 {
                     0 => {}
                     1 => {
-                        to.to(e * 67);
-                        to.modified(3, e + 1_000_000);
+                        to.to(target(*e));
+                        to.modified(copy_to, e + 1_000_000);
                     }
-                    _ => to.to(e * 67),
+                    _ => to.to(target(*e)),
+                })
+                .unwrap();
+            let mut expected: Vec<(u32, u32)> = Vec::new();
+            for &e in &send {
+                match e % 5 {
+                    0 => {}
+                    1 => expected.extend([(target(e), e), (copy_to, e + 1_000_000)]),
+                    _ => expected.push((target(e), e)),
                 }
-            })
-            .unwrap();
-        let mut expected: Vec<(u32, u32)> = Vec::new();
-        for &e in &send {
-            match e % 5 {
-                0 => {}
-                1 => expected.extend([(e * 67, e), (3, e + 1_000_000)]),
-                _ => expected.push((e * 67, e)),
             }
+            expected.sort_by_key(|&(t, _)| t); // stable: send order within a target
+            let got: Vec<u32> = routed.staging.clone();
+            assert_eq!(got, expected.iter().map(|&(_, e)| e).collect::<Vec<_>>());
+            let mut next = 0;
+            for run in &routed.runs {
+                assert_eq!(run.start, next);
+                assert!(expected[run.start..run.start + run.count]
+                    .iter()
+                    .all(|&(t, _)| t == run.target));
+                next += run.count;
+            }
+            assert_eq!(next, expected.len());
+            assert!(routed.runs.windows(2).all(|w| w[0].target < w[1].target));
         }
-        expected.sort_by_key(|&(t, _)| t); // stable: send order within a target
-        let got: Vec<u32> = routed.staging.clone();
-        assert_eq!(got, expected.iter().map(|&(_, e)| e).collect::<Vec<_>>());
-        let mut next = 0;
-        for run in &routed.runs {
-            assert_eq!(run.start, next);
-            assert!(expected[run.start..run.start + run.count]
-                .iter()
-                .all(|&(t, _)| t == run.target));
-            next += run.count;
-        }
-        assert_eq!(next, expected.len());
-        assert!(routed.runs.windows(2).all(|w| w[0].target < w[1].target));
     }
 
     #[test]

@@ -152,6 +152,29 @@ pub fn moved(n: usize, rank: u32, size: u32) -> Vec<Particle> {
         .collect()
 }
 
+/// The processes a particle of `rank` can reach in one step of C (half a
+/// sub-cube): the owners of the sub-cubes next to its own (26 around
+/// each), itself included. Symmetric, so it lists sources and targets.
+pub fn neighbourhood(rank: u32, size: u32) -> Vec<u32> {
+    let first = (u64::from(rank) * SUBCUBES).div_ceil(u64::from(size));
+    let end = (u64::from(rank + 1) * SUBCUBES).div_ceil(u64::from(size));
+    let mut around = vec![rank];
+    for code in first..end {
+        let c = corner(code as u32).map(|v| (v * f64::from(CELLS)).round() as i64);
+        for d in 0..27 {
+            let step = [d % 3, d / 3 % 3, d / 9].map(|s| s as i64 - 1);
+            let cell = [0, 1, 2].map(|i| c[i] + step[i]);
+            if cell.iter().all(|&v| (0..i64::from(CELLS)).contains(&v)) {
+                let centre = cell.map(|v| (v as f64 + 0.5) / f64::from(CELLS));
+                around.push(owner(z_order(centre), size));
+            }
+        }
+        around.sort_unstable();
+        around.dedup();
+    }
+    around
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +199,10 @@ mod tests {
         assert!((100..3_000).contains(&away), "{away} of 10000 move");
         assert!(ps.iter().all(|p| p.tproc < size));
         assert_eq!(std::mem::size_of::<Particle>(), 64);
+        let near = neighbourhood(5, size);
+        assert!(ps.iter().all(|p| near.binary_search(&p.tproc).is_ok()));
+        for &other in &near {
+            assert!(neighbourhood(other, size).contains(&5), "symmetric");
+        }
     }
 }

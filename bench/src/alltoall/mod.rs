@@ -64,6 +64,9 @@ const TIMEOUT: Duration = Duration::from_secs(300);
 /// Alltoallv sends P counts from every rank: P^2 messages in the simulator.
 const SIM_ALLTOALLV_MAX: u32 = 1024;
 const MPICH: &str = "MPICH";
+/// `Put` on a neighbourhood plan (data set C: the owners of adjacent
+/// sub-cubes).
+const NEIGHBOURS: &str = "put-neighbours";
 
 /// One figure: a data set, a variant, the slowest rank's median, the mean
 /// bytes a process sends to others, the largest temporary heap of a call,
@@ -187,39 +190,69 @@ fn measure<T: Transport + Blocking, E: Pod>(
     let mut figures = Vec::new();
     for variant in variants(args)? {
         let plan = world.alltoall_plan::<E>(capacity(send.len()), AlltoallOptions::new(variant))?;
-        let mut recv = vec![E::zeroed(); plan.capacity()];
-        let (mut times, mut peak) = (Vec::new(), 0usize);
-        for repetition in 0..=args.repetitions {
-            world.barrier()?;
-            let before = heap::held();
-            heap::reset_peak();
-            let start = Instant::now();
-            let got = plan.exchange(send, &mut recv, |e, to| to.to(target(e)))?;
-            let elapsed = start.elapsed().as_secs_f64() * 1e3;
-            let temporary = heap::peak().saturating_sub(before);
-            if let Some(e) = recv[..got].iter().find(|e| target(e) != me) {
-                return Err(
-                    format!("{variant:?}: rank {me} got an element for {}", target(e)).into(),
-                );
-            }
-            let slowest = world.allreduce(elapsed, |a, b| a.max(*b))?;
-            // The warm-up call also learns the peers' windows.
-            if repetition > 0 {
-                times.push(slowest);
-                peak = peak.max(temporary);
-            }
-        }
+        let (ms, peak) = time_plan(world, &plan, args, send, target)?;
         let most = |x: usize| world.allreduce(x as u64, |a, b| *a.max(b));
         figures.push(Figure {
             set: set.name().into(),
             variant: variant.name().into(),
-            ms: quantile(&mut times, 0.5),
+            ms,
+            moved,
+            heap: most(peak)? as usize,
+            held: most(plan.held_bytes())? as usize,
+        });
+    }
+    if set == Set::C {
+        let peers = data::neighbourhood(me, world.size());
+        let peers = AlltoallPeers {
+            sources: peers.clone(),
+            targets: peers,
+        };
+        let plan =
+            world.alltoall_plan_among::<E>(capacity(send.len()), Default::default(), peers)?;
+        let (ms, peak) = time_plan(world, &plan, args, send, target)?;
+        let most = |x: usize| world.allreduce(x as u64, |a, b| *a.max(b));
+        figures.push(Figure {
+            set: set.name().into(),
+            variant: NEIGHBOURS.into(),
+            ms,
             moved,
             heap: most(peak)? as usize,
             held: most(plan.held_bytes())? as usize,
         });
     }
     Ok(figures)
+}
+
+/// The figure of a plan run `repetitions + 1` times (the first not timed).
+fn time_plan<T: Transport + Blocking, E: Pod>(
+    world: &Comm<'_, T>,
+    plan: &AlltoallPlan<'_, '_, T, E>,
+    args: &Args,
+    send: &[E],
+    target: impl Fn(&E) -> u32 + Copy,
+) -> Result<(f64, usize)> {
+    let me = world.rank();
+    let mut recv = vec![E::zeroed(); plan.capacity()];
+    let (mut times, mut peak) = (Vec::new(), 0usize);
+    for repetition in 0..=args.repetitions {
+        world.barrier()?;
+        let before = heap::held();
+        heap::reset_peak();
+        let start = Instant::now();
+        let got = plan.exchange(send, &mut recv, |e, to| to.to(target(e)))?;
+        let elapsed = start.elapsed().as_secs_f64() * 1e3;
+        let temporary = heap::peak().saturating_sub(before);
+        if let Some(e) = recv[..got].iter().find(|e| target(e) != me) {
+            return Err(format!("rank {me} got an element for {}", target(e)).into());
+        }
+        let slowest = world.allreduce(elapsed, |a, b| a.max(*b))?;
+        // The warm-up call also learns the peers' windows.
+        if repetition > 0 {
+            times.push(slowest);
+            peak = peak.max(temporary);
+        }
+    }
+    Ok((quantile(&mut times, 0.5), peak))
 }
 
 fn write_csv(path: &Path, figures: &[Figure]) -> Result<()> {
@@ -440,19 +473,25 @@ fn simulate(args: &Args) -> crate::Outcome {
         args.sim_elements,
         LogGp::BGP
     );
+    let runs: Vec<(AlltoallVariant, bool)> = variants(args)?
+        .into_iter()
+        .map(|v| (v, false))
+        .chain([(AlltoallVariant::Put, true)])
+        .collect();
     for &n in &args.sim {
-        for variant in variants(args)? {
+        for &(variant, among) in &runs {
             if variant == AlltoallVariant::Alltoallv && n > SIM_ALLTOALLV_MAX {
                 continue;
             }
             let started = Instant::now();
-            let (first, one) = sim_calls(n, args.sim_elements, variant, 1)?;
-            let (second, two) = sim_calls(n, args.sim_elements, variant, 2)?;
+            let (first, one) = sim_calls(n, args.sim_elements, variant, among, 1)?;
+            let (second, two) = sim_calls(n, args.sim_elements, variant, among, 2)?;
             let per_rank = |x: u64| x as f64 / f64::from(n);
             let (moved, targets) = moved_per_rank(n, args.sim_elements);
+            let name = if among { NEIGHBOURS } else { variant.name() };
             let row = vec![
                 n.to_string(),
-                variant.name().into(),
+                name.into(),
                 format!("{moved:.1}"),
                 format!("{targets:.2}"),
                 format!("{:.1}", first.as_secs_f64() * 1e6),
@@ -489,21 +528,35 @@ fn moved_per_rank(n: u32, elements: usize) -> (f64, f64) {
     (away as f64 / f64::from(n), targets as f64 / f64::from(n))
 }
 
-/// `calls` alltoalls of data set C on `n` virtual ranks: the last call's
-/// virtual time (slowest rank) and the run's report.
+/// `calls` alltoalls of data set C on `n` virtual ranks (`among`: on a
+/// neighbourhood plan): the last call's virtual time (slowest rank) and the
+/// run's report.
 fn sim_calls(
     n: u32,
     elements: usize,
     variant: AlltoallVariant,
+    among: bool,
     calls: usize,
 ) -> Result<(Duration, catena_sim::Report)> {
     let sim = Sim::new(n, LogGp::BGP);
     let (results, report) = sim.run(async |t: &SimRank<'_>| {
         let world = Comm::world(t).with_timeout(TIMEOUT);
         let send = data::moved(elements, t.rank(), n);
-        let plan = world
-            .alltoall_plan::<Particle>(capacity(elements), AlltoallOptions::new(variant))
-            .ok()?;
+        let (room, options) = (capacity(elements), AlltoallOptions::new(variant));
+        let plan = match among {
+            false => world.alltoall_plan::<Particle>(room, options).ok()?,
+            true => {
+                let near = data::neighbourhood(t.rank(), n);
+                let peers = AlltoallPeers {
+                    sources: near.clone(),
+                    targets: near,
+                };
+                world
+                    .ialltoall_plan_among(room, options, peers)
+                    .await
+                    .ok()?
+            }
+        };
         let mut recv = vec![Particle::zeroed(); plan.capacity()];
         let mut last = Duration::ZERO;
         for _ in 0..calls {
