@@ -236,7 +236,8 @@ mod tests {
         let send: Vec<u32> = (0..1000).map(|i| (i * 7919) % 1000).collect();
         // Targets over three bytes (radix passes), and within one byte
         // above a common base (the counting pass).
-        let spread: [(fn(u32) -> u32, u32); 2] = [(|e| e * 67, 3), (|e| 1024 + e % 200, 1030)];
+        type Target = fn(u32) -> u32;
+        let spread: [(Target, u32); 2] = [(|e| e * 67, 3), (|e| 1024 + e % 200, 1030)];
         for (target, copy_to) in spread {
             let mut routed = Routed::default();
             routed
