@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use catena_algorithms::prelude::*;
-use catena_fabric::launch::{launch, LaunchSpec};
 use catena_fabric::{Blocking, Rank};
 use catena_sim::{LogGp, Sim, SimRank};
 
@@ -119,24 +118,7 @@ pub fn compare(args: &Args) -> crate::Outcome {
     if !args.sim.is_empty() {
         return simulate(args);
     }
-    let mut spec = LaunchSpec::new(args.job.ranks, std::env::current_exe()?);
-    spec.args = std::env::args_os().skip(1).collect();
-    spec.pin = args.job.pin;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let oversubscribed = args.job.ranks as usize > cores;
-    eprintln!(
-        "catena-bench create-group: {} processes on {cores} cores{} ...",
-        args.job.ranks,
-        if oversubscribed {
-            " (oversubscribed)"
-        } else {
-            ""
-        }
-    );
-    let report = launch(&spec)?;
-    if let Some((rank, status)) = report.first_failure {
-        return Err(format!("rank {rank} failed ({status})").into());
-    }
+    let oversubscribed = args.job.launch("create-group", "")?;
     let figures = read_csv(&args.csv)?;
     #[cfg(feature = "mpi")]
     let figures = match args.no_mpi {

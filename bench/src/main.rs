@@ -138,6 +138,34 @@ pub struct JobArgs {
     pub pin: bool,
 }
 
+impl JobArgs {
+    /// Outside a job: runs this very command as a job of `ranks` and waits
+    /// for it, saying so on stderr (`what` names the benchmark, `detail`
+    /// what it runs); fails with the first rank that failed. Yields whether
+    /// the job had more processes than cores.
+    pub fn launch(&self, what: &str, detail: &str) -> Result<bool, Box<dyn std::error::Error>> {
+        let mut spec = LaunchSpec::new(self.ranks, std::env::current_exe()?);
+        spec.args = std::env::args_os().skip(1).collect();
+        spec.pin = self.pin;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let oversubscribed = self.ranks as usize > cores;
+        let flag = if oversubscribed {
+            " (oversubscribed)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "catena-bench {what}: {} processes on {cores} cores{flag}{detail} ...",
+            self.ranks
+        );
+        let report = catena_fabric::launch::launch(&spec)?;
+        if let Some((rank, status)) = report.first_failure {
+            return Err(format!("rank {rank} failed ({status})").into());
+        }
+        Ok(oversubscribed)
+    }
+}
+
 /// Outside a job (not started by the launcher or `mpiexec`), relaunches this very command as a job of `ranks` and
 /// returns its outcome; inside one, returns `None` so the rank does the work.
 fn as_job(ranks: u32, pin: bool) -> Option<Outcome> {

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{allreduce, barrier, split, Algorithm, Chain, Color, Group, Key, Split};
-use catena_fabric::launch::{launch, LaunchSpec};
 use catena_fabric::{block_on, Blocking, Provider, Rma, Transport};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
@@ -152,23 +151,8 @@ struct Figure {
 /// side by side.
 pub fn compare(args: &Args) -> crate::Outcome {
     selected(args)?;
-    let mut spec = LaunchSpec::new(args.job.ranks, std::env::current_exe()?);
-    spec.args = std::env::args_os().skip(1).collect();
-    spec.pin = args.job.pin;
+    args.job.launch("split", "")?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    eprintln!(
-        "catena-bench split: {} processes on {cores} cores{} ...",
-        args.job.ranks,
-        if args.job.ranks as usize > cores {
-            " (oversubscribed)"
-        } else {
-            ""
-        }
-    );
-    let report = launch(&spec)?;
-    if let Some((rank, status)) = report.first_failure {
-        return Err(format!("rank {rank} failed ({status})").into());
-    }
     let figures = read_csv(&args.csv)?;
     #[cfg(feature = "mpi")]
     let figures = match args.no_mpi {

@@ -240,6 +240,25 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         window + self.routed.borrow().held_bytes()
     }
 
+    /// The receive window, which every variant but `Alltoallv` has.
+    fn window(&self) -> &Receiver<T::Window> {
+        self.receiver
+            .as_ref()
+            .expect("the one-sided variants and Sendrecv hold a window")
+    }
+
+    /// A receive count read from the window's counter: what peers reserved,
+    /// which the agreement bounded by the capacity (a peer that wrote the
+    /// word itself is caught here).
+    fn received_count(&self, total: u64) -> Result<usize> {
+        usize::try_from(total)
+            .ok()
+            .filter(|&n| n <= self.capacity)
+            .ok_or_else(|| Error::Mismatch {
+                what: format!("the receive count: {total} elements reserved past the capacity"),
+            })
+    }
+
     /// Peers whose window keys this plan holds: at most the distinct
     /// targets it has sent to.
     pub fn known_peers(&self) -> usize {

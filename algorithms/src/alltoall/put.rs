@@ -8,7 +8,7 @@
 //! (source, target), which the target sorts by source before copying out.
 
 use bytemuck::Pod;
-use catena_fabric::{wait_until, LocalWindow, Rank, Signal, Time, Transport};
+use catena_fabric::{LocalWindow, Rank, Signal, Transport};
 
 use super::outcome::Outcome;
 use super::route::{Routed, Run};
@@ -44,10 +44,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         slots: bool,
     ) -> Result<Vec<Reservation>> {
         let t = self.comm.transport();
-        let receiver = self
-            .receiver
-            .as_ref()
-            .expect("one-sided variants hold a window");
+        let receiver = self.window();
         let context = self.comm.context();
         let (parity, deadline) = (call.parity, call.deadline);
         let runs = &routed.runs;
@@ -102,10 +99,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         slots: bool,
     ) -> Result<Vec<Reservation>> {
         let t = self.comm.transport();
-        let receiver = self
-            .receiver
-            .as_ref()
-            .expect("one-sided variants hold a window");
+        let receiver = self.window();
         let (me, parity, deadline) = (t.rank(), call.parity, call.deadline);
         let reserving = runs.iter().zip(worlds).map(|(&run, &world)| async move {
             let peer = receiver.peer(world, me);
@@ -139,10 +133,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         recv: &mut [E],
     ) -> Result<usize> {
         let t = self.comm.transport();
-        let receiver = self
-            .receiver
-            .as_ref()
-            .expect("one-sided variants hold a window");
+        let receiver = self.window();
         let (parity, size) = (call.parity, std::mem::size_of::<E>());
         let (reserved, verdict) = match &self.peers {
             Some(peers) => self.reserve_among(call, map, local, routed, peers).await?,
@@ -194,18 +185,17 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         let window = &receiver.window;
         let total = window.signal(Layout::counter(parity))?;
         let from_peers = total.saturating_sub(own.as_ref().map_or(0, |o| o.header.count));
-        if wait_landed(t, window, landed, from_peers, call.deadline).await? {
+        let what = "elements to land";
+        if receiver
+            .wait(t, landed, what, call.deadline, landed_all(from_peers))
+            .await?
+        {
             receiver.reset(parity)?;
             return Err(Error::Neighbourhood(
                 "a listed source abandoned the call".into(),
             ));
         }
-        let total = usize::try_from(total)
-            .ok()
-            .filter(|&n| n <= self.capacity)
-            .ok_or_else(|| Error::Mismatch {
-                what: format!("the receive count: {total} elements reserved past the capacity"),
-            })?;
+        let total = self.received_count(total)?;
         let out = &mut recv[..total];
         let layout = &receiver.layout;
         if self.stable {
@@ -238,10 +228,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// so no late put reaches the window in a later call.
     async fn abandon(&self, call: &Call, reserved: &[Reservation], failed: Error) -> Result<usize> {
         let t = self.comm.transport();
-        let receiver = self
-            .receiver
-            .as_ref()
-            .expect("one-sided variants hold a window");
+        let receiver = self.window();
         let (landed, me) = (Layout::landed(call.parity), t.rank());
         let mut own = 0;
         for r in reserved {
@@ -254,26 +241,19 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         }
         let window = &receiver.window;
         let total = window.signal(Layout::counter(call.parity))?;
-        wait_landed(t, window, landed, total.saturating_sub(own), call.deadline).await?;
+        let (what, count) = ("elements to land", total.saturating_sub(own));
+        receiver
+            .wait(t, landed, what, call.deadline, landed_all(count))
+            .await?;
         receiver.reset(call.parity)?;
         Err(failed)
     }
 }
 
-/// Waits until `count` elements counted in the landed word have landed or
-/// been abandoned; yields whether any source abandoned the call.
-async fn wait_landed<T: Transport>(
-    t: &T,
-    window: &T::Window,
-    landed: usize,
-    count: u64,
-    deadline: Time,
-) -> Result<bool> {
-    Ok(wait_until(t, deadline, "elements to land", || {
-        let value = window.signal(landed)?;
-        Ok((value % ABANDONED >= count).then_some(value >= ABANDONED))
-    })
-    .await?)
+/// Whether `count` elements counted in a landed word have landed or been
+/// abandoned, and then whether any source abandoned the call.
+fn landed_all(count: u64) -> impl Fn(u64) -> Option<bool> {
+    move |value| (value % ABANDONED >= count).then_some(value >= ABANDONED)
 }
 
 /// A process's run for itself: its reservation, and the elements.

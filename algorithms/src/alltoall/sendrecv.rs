@@ -28,18 +28,10 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         recv: &mut [E],
     ) -> Result<usize> {
         let (t, comm) = (self.comm.transport(), self.comm);
-        let receiver = self
-            .receiver
-            .as_ref()
-            .expect("sendrecv reserves in a window");
+        let receiver = self.window();
         let reserved = self.reserve(call, map, local, routed, false).await?;
         let total = receiver.window.signal(Layout::counter(call.parity))?;
-        let total = usize::try_from(total)
-            .ok()
-            .filter(|&n| n <= self.capacity)
-            .ok_or_else(|| Error::Mismatch {
-                what: format!("the receive count: {total} elements reserved past the capacity"),
-            })?;
+        let total = self.received_count(total)?;
         let (context, tag, deadline) = (comm.context(), call.exchange.round(2)?, call.deadline);
         let size = std::mem::size_of::<E>().max(1);
         let per_piece = (PIECE_BYTES / size).max(1);

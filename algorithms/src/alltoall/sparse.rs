@@ -7,7 +7,7 @@
 //! source of one of its targets failed; processes further away go on.
 
 use bytemuck::Pod;
-use catena_fabric::{LocalWindow, Rank, Signal, Time, Transport};
+use catena_fabric::{LocalWindow, Rank, Signal, Transport};
 
 use super::put::Reservation;
 use super::route::Routed;
@@ -97,7 +97,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         peers: &Peers,
     ) -> Result<(Vec<Reservation>, Result<()>)> {
         let t = self.comm.transport();
-        let receiver = self.receiver.as_ref().expect("put variants hold a window");
+        let receiver = self.window();
         let (context, parity, deadline) = (self.comm.context(), call.parity, call.deadline);
         if let Some(run) = routed
             .runs
@@ -148,8 +148,15 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             });
             reports.collect::<Result<()>>()?;
             let all_sources = sources.len() as u64;
-            let reported =
-                wait_field(t, window, Layout::reports(parity), all_sources, deadline).await?;
+            let reported = receiver
+                .wait(
+                    t,
+                    Layout::reports(parity),
+                    "neighbours' reports",
+                    deadline,
+                    counted(all_sources),
+                )
+                .await?;
             let counter = window.signal(Layout::counter(parity))?;
             let refuse_fault = field(reported, 1) > 0;
             let refuse_room = field(reported, 2) > 0 || counter > self.capacity as u64;
@@ -165,8 +172,15 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             });
             verdicts.collect::<Result<()>>()?;
             let all_targets = targets.len() as u64;
-            let judged =
-                wait_field(t, window, Layout::verdicts(parity), all_targets, deadline).await?;
+            let judged = receiver
+                .wait(
+                    t,
+                    Layout::verdicts(parity),
+                    "neighbours' verdicts",
+                    deadline,
+                    counted(all_targets),
+                )
+                .await?;
             Ok((reserved, counter, refuse_fault, refuse_room, judged))
         };
         let serving = receiver.serve(t, context, call.exchange, deadline);
@@ -211,21 +225,9 @@ pub(super) fn signal<T: Transport>(
     Ok(())
 }
 
-/// Waits until the count field of a packed word reaches `count`.
-async fn wait_field<T: Transport>(
-    t: &T,
-    window: &T::Window,
-    word: usize,
-    count: u64,
-    deadline: Time,
-) -> Result<u64> {
-    Ok(
-        catena_fabric::wait_until(t, deadline, "neighbours' reports", || {
-            let value = window.signal(word)?;
-            Ok((field(value, 0) >= count).then_some(value))
-        })
-        .await?,
-    )
+/// Whether the count field of a packed word has reached `count`.
+fn counted(count: u64) -> impl Fn(u64) -> Option<u64> {
+    move |value| (field(value, 0) >= count).then_some(value)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use catena_fabric::{ContextId, LocalWindow, Rank, RemoteKey, Rma, Time, Transport};
+use catena_fabric::{wait_until, ContextId, LocalWindow, Rank, RemoteKey, Rma, Time, Transport};
 use rustc_hash::FxHashMap;
 
 use crate::chain::CallTags;
@@ -215,6 +215,19 @@ impl<W: LocalWindow> Receiver<W> {
             let asked = t.recv(None, context, request, deadline).await?;
             t.send(asked.source, context, reply, &me, deadline).await?;
         }
+    }
+
+    /// Waits until the signal word `word` of this window satisfies `ready`.
+    pub(crate) async fn wait<T: Transport<Window = W>, R>(
+        &self,
+        t: &T,
+        word: usize,
+        what: &'static str,
+        deadline: Time,
+        ready: impl Fn(u64) -> Option<R>,
+    ) -> Result<R> {
+        let value = wait_until(t, deadline, what, || Ok(ready(self.window.signal(word)?)));
+        Ok(value.await?)
     }
 
     /// Clears the words of a finished call's parity for the call after next.

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use bytemuck::{Pod, Zeroable};
 use catena_algorithms::prelude::*;
-use catena_fabric::launch::{launch, LaunchSpec};
 use catena_fabric::Blocking;
 use catena_fabric::{with_provider, WithProvider};
 use catena_sim::{LogGp, Sim, SimRank};
@@ -109,26 +108,8 @@ pub fn compare(args: &Args) -> crate::Outcome {
     if !args.sim.is_empty() {
         return simulate(args);
     }
-    let mut spec = LaunchSpec::new(args.job.ranks, std::env::current_exe()?);
-    spec.args = std::env::args_os().skip(1).collect();
-    spec.pin = args.job.pin;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let oversubscribed = args.job.ranks as usize > cores;
-    eprintln!(
-        "catena-bench alltoall: {} processes on {cores} cores{}, {} elements each, on {} ...",
-        args.job.ranks,
-        if oversubscribed {
-            " (oversubscribed)"
-        } else {
-            ""
-        },
-        args.elements,
-        args.provider,
-    );
-    let report = launch(&spec)?;
-    if let Some((rank, status)) = report.first_failure {
-        return Err(format!("rank {rank} failed ({status})").into());
-    }
+    let detail = format!(", {} elements each, on {}", args.elements, args.provider);
+    let oversubscribed = args.job.launch("alltoall", &detail)?;
     let figures = read_csv(&args.csv)?;
     #[cfg(feature = "mpi")]
     let figures = match args.no_mpi {
