@@ -395,6 +395,67 @@ async fn check_neighbours<T: Transport>(comm: &Comm<'_, T>, seed: u64) -> Result
     Ok(())
 }
 
+/// In place on a Put plan: `data` ends as the reference multiset, with room
+/// for one round and with room for a fifth (several rounds), twice per plan
+/// and around an ordinary call on the same plan (the window words' parity
+/// must stay in step); a bad target fails every process alike.
+async fn check_in_place<T: Transport>(comm: &Comm<'_, T>, seed: u64) -> Result<(), String> {
+    let (size, me) = (comm.size(), comm.rank());
+    let put = AlltoallOptions::new(AlltoallVariant::Put);
+    for load in [Load::Mixed, Load::OneTarget] {
+        let mut wanted = reference(load, seed, size, me);
+        wanted.sort();
+        let mine = count(load, seed, me);
+        for room in [wanted.len().max(mine) + 1, (wanted.len() + mine) / 5 + 8] {
+            let plan = comm
+                .alltoall_plan::<Item>(room, put)
+                .map_err(|e| e.to_string())?;
+            for step in 0..3 {
+                let mut data = elements(load, seed, me);
+                if step == 1 {
+                    // An ordinary call between two in-place ones.
+                    let mut recv = vec![Item::zeroed(); room];
+                    let got = plan
+                        .iexchange(&[], &mut recv, |e, to| route(load, size, e, to))
+                        .await;
+                    if got.as_ref().ok() != Some(&0) {
+                        return Err(format!("rank {me}: an empty call gave {got:?}"));
+                    }
+                }
+                plan.iexchange_in_place(&mut data, |e, to| route(load, size, e, to))
+                    .await
+                    .map_err(|e| format!("{load:?} room {room} rank {me}: {e}"))?;
+                data.sort();
+                if data != wanted {
+                    return Err(format!(
+                        "{load:?} room {room} rank {me} step {step}: {} elements, {} expected",
+                        data.len(),
+                        wanted.len()
+                    ));
+                }
+            }
+        }
+    }
+    if size > 1 {
+        let plan = comm
+            .alltoall_plan::<Item>(64, put)
+            .map_err(|e| e.to_string())?;
+        let mut data = vec![Item::zeroed(); 5];
+        let bad = plan
+            .iexchange_in_place(&mut data, |_, to| to.to(if me == 0 { size } else { 0 }))
+            .await;
+        match bad {
+            Err(Error::TargetOutOfRange { process: 0, .. }) => {}
+            other => {
+                return Err(format!(
+                    "rank {me}: in place with a bad target gave {other:?}"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn every_case<T: Transport>(t: &T, seed: u64) -> Result<(), String> {
     let world = Comm::world(t).with_timeout(Duration::from_secs(100));
     for variant in AlltoallVariant::ALL {
@@ -411,6 +472,7 @@ async fn every_case<T: Transport>(t: &T, seed: u64) -> Result<(), String> {
         }
     }
     check_neighbours(&world, seed).await?;
+    check_in_place(&world, seed).await?;
     // On a split's communicator (its map loaded by the first lookup).
     let half = world
         .isplit(Some(world.rank() % 2), u32::MAX - world.rank())

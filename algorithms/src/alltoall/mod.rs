@@ -25,6 +25,7 @@
 //! ```
 
 mod alltoallv;
+mod in_place;
 mod outcome;
 mod put;
 mod route;
@@ -240,6 +241,15 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         window + self.routed.borrow().held_bytes()
     }
 
+    /// The plan for one call: its routing buffers, held for the whole call
+    /// (a concurrent call on the same plan fails here instead of sharing
+    /// its window words).
+    fn lock(&self) -> Result<std::cell::RefMut<'_, Routed<E>>> {
+        self.routed.try_borrow_mut().map_err(|_| {
+            Error::InvalidArgument("an alltoall plan serves one call at a time".into())
+        })
+    }
+
     /// The receive window, which every variant but `Alltoallv` has.
     fn window(&self) -> &Receiver<T::Window> {
         self.receiver
@@ -293,9 +303,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         }
     }
 
-    // The borrow of `routed` is the plan's lock for the whole call: a
-    // concurrent call on the same plan fails at `try_borrow_mut` instead of
-    // sharing its window words.
+    // The borrow of `routed` is the plan's lock for the whole call (`lock`).
     #[allow(clippy::await_holding_refcell_ref)]
     async fn run(
         &self,
@@ -310,9 +318,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
                 what: "an alltoall plan whose earlier call failed half-way".into(),
             });
         }
-        let mut routed = self.routed.try_borrow_mut().map_err(|_| {
-            Error::InvalidArgument("an alltoall plan serves one call at a time".into())
-        })?;
+        let mut routed = self.lock()?;
         let local = if recv.len() < self.capacity {
             routed.clear();
             Err(Error::InvalidArgument(format!(
@@ -340,7 +346,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
 
 /// Whether a call failed in the agreement step (every process alike,
 /// nothing moved), so the plan stays usable.
-fn is_agreed(result: &Result<usize>) -> bool {
+fn is_agreed<R>(result: &Result<R>) -> bool {
     matches!(
         result,
         Err(Error::UserCode { .. }
@@ -348,6 +354,46 @@ fn is_agreed(result: &Result<usize>) -> bool {
             | Error::InvalidArgument(_)
             | Error::ReceiveOverflow { .. })
     )
+}
+
+impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
+    /// Alltoall_specific in place: sends the elements of `data` where
+    /// `route` says and leaves in `data` those received (unstable order),
+    /// with bounded extra memory: blocks of at most the plan's capacity
+    /// leave per round, each target takes at most its capacity per round
+    /// and the rest waits for the next, until every process is done (at
+    /// most 256 rounds). Needs a `Put` plan without neighbour lists. `data`
+    /// grows only where more arrives than leaves. Errors are those of
+    /// [`AlltoallPlan::iexchange`] except `ReceiveOverflow` (what does not
+    /// fit waits); on an error, elements already moved stay moved and
+    /// `data`'s contents are unspecified.
+    pub fn iexchange_in_place<'a>(
+        &'a self,
+        data: &'a mut Vec<E>,
+        route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        let calls = self.comm.chain().reserve(2 * in_place::ROUNDS);
+        let first = self.calls.get();
+        self.calls.set(first + 2);
+        let deadline = self.comm.deadline();
+        let map = self.comm.igroup_map();
+        async move {
+            if self.broken.get() {
+                return Err(Error::Mismatch {
+                    what: "an alltoall plan whose earlier call failed half-way".into(),
+                });
+            }
+            let map = map.await?;
+            let guard = BreakOnDrop(&self.broken);
+            let result = self
+                .in_place(calls, first, deadline, map, data, route)
+                .await;
+            if result.is_ok() || is_agreed(&result) {
+                std::mem::forget(guard);
+            }
+            result
+        }
+    }
 }
 
 /// Marks a plan broken unless forgotten.
@@ -361,6 +407,15 @@ impl Drop for BreakOnDrop<'_> {
 
 /// The blocking form.
 impl<T: Transport + Blocking, E: Pod> AlltoallPlan<'_, '_, T, E> {
+    /// See [`AlltoallPlan::iexchange_in_place`].
+    pub fn exchange_in_place(
+        &self,
+        data: &mut Vec<E>,
+        route: impl FnMut(&E, &mut Emit<'_, E>),
+    ) -> Result<()> {
+        block_on(self.comm.transport(), self.iexchange_in_place(data, route))
+    }
+
     /// See [`AlltoallPlan::iexchange`].
     pub fn exchange(
         &self,

@@ -97,6 +97,16 @@ impl<E: Pod> Routed<E> {
         self.modified.clear();
     }
 
+    /// Drops from each run, in order, the first `sent` copies of it (what
+    /// its target took this round), and the runs emptied so.
+    pub(crate) fn keep_unsent(&mut self, sent: impl IntoIterator<Item = usize>) {
+        for (run, sent) in self.runs.iter_mut().zip(sent) {
+            run.start += sent;
+            run.count -= sent;
+        }
+        self.runs.retain(|run| run.count > 0);
+    }
+
     /// Routes every element of `send` of group rank `rank` among `size`
     /// ranks and groups the copies, replacing the last call's. A route
     /// function that panics gives `UserCode`, a target past `size`

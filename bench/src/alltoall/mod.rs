@@ -7,6 +7,7 @@
 
 mod data;
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,8 @@ const MPICH: &str = "MPICH";
 /// `Put` on a neighbourhood plan (data set C: the owners of adjacent
 /// sub-cubes).
 const NEIGHBOURS: &str = "put-neighbours";
+/// `Put` in place, with a window of a tenth of the elements.
+const IN_PLACE: &str = "put-in-place";
 
 /// One figure: a data set, a variant, the slowest rank's median, the mean
 /// bytes a process sends to others, the largest temporary heap of a call,
@@ -169,42 +172,64 @@ fn measure<T: Transport + Blocking, E: Pod>(
     let moved = world.allreduce(away as f64, |a, b| a + b)? / f64::from(world.size());
     let moved = moved * std::mem::size_of::<E>() as f64;
     let mut figures = Vec::new();
-    for variant in variants(args)? {
-        let plan = world.alltoall_plan::<E>(capacity(send.len()), AlltoallOptions::new(variant))?;
-        let (ms, peak) = time_plan(world, &plan, args, send, target)?;
+    let mut figure = |variant: &str, (ms, peak): (f64, usize), held: usize| -> Result<()> {
         let most = |x: usize| world.allreduce(x as u64, |a, b| *a.max(b));
         figures.push(Figure {
             set: set.name().into(),
-            variant: variant.name().into(),
+            variant: variant.into(),
             ms,
             moved,
             heap: most(peak)? as usize,
-            held: most(plan.held_bytes())? as usize,
+            held: most(held)? as usize,
         });
+        Ok(())
+    };
+    let room = capacity(send.len());
+    for variant in variants(args)? {
+        let plan = world.alltoall_plan::<E>(room, AlltoallOptions::new(variant))?;
+        figure(
+            variant.name(),
+            time_plan(world, &plan, args, send, target)?,
+            plan.held_bytes(),
+        )?;
     }
     if set == Set::C {
-        let peers = data::neighbourhood(me, world.size());
+        let near = data::neighbourhood(me, world.size());
         let peers = AlltoallPeers {
-            sources: peers.clone(),
-            targets: peers,
+            sources: near.clone(),
+            targets: near,
         };
-        let plan =
-            world.alltoall_plan_among::<E>(capacity(send.len()), Default::default(), peers)?;
-        let (ms, peak) = time_plan(world, &plan, args, send, target)?;
-        let most = |x: usize| world.allreduce(x as u64, |a, b| *a.max(b));
-        figures.push(Figure {
-            set: set.name().into(),
-            variant: NEIGHBOURS.into(),
-            ms,
-            moved,
-            heap: most(peak)? as usize,
-            held: most(plan.held_bytes())? as usize,
-        });
+        let plan = world.alltoall_plan_among::<E>(room, Default::default(), peers)?;
+        figure(
+            NEIGHBOURS,
+            time_plan(world, &plan, args, send, target)?,
+            plan.held_bytes(),
+        )?;
     }
+    // In place, on a plan whose window holds a tenth of the elements (so
+    // a call takes several rounds and bounded extra memory).
+    let plan = world.alltoall_plan::<E>(send.len() / 10 + 1, Default::default())?;
+    let data = RefCell::new(Vec::new());
+    let timed = time_calls(
+        world,
+        args,
+        || *data.borrow_mut() = send.to_vec(),
+        || Ok(plan.exchange_in_place(&mut data.borrow_mut(), |e, to| to.to(target(e)))?),
+        || all_mine(&data.borrow(), me, target),
+    )?;
+    figure(IN_PLACE, timed, plan.held_bytes())?;
     Ok(figures)
 }
 
-/// The figure of a plan run `repetitions + 1` times (the first not timed).
+/// Fails unless every element is aimed at `me`.
+fn all_mine<E>(got: &[E], me: u32, target: impl Fn(&E) -> u32) -> Result<()> {
+    match got.iter().find(|e| target(e) != me) {
+        Some(e) => Err(format!("rank {me} got an element for {}", target(e)).into()),
+        None => Ok(()),
+    }
+}
+
+/// The figure of a plan's ordinary calls.
 fn time_plan<T: Transport + Blocking, E: Pod>(
     world: &Comm<'_, T>,
     plan: &AlltoallPlan<'_, '_, T, E>,
@@ -213,21 +238,44 @@ fn time_plan<T: Transport + Blocking, E: Pod>(
     target: impl Fn(&E) -> u32 + Copy,
 ) -> Result<(f64, usize)> {
     let me = world.rank();
-    let mut recv = vec![E::zeroed(); plan.capacity()];
+    let recv = RefCell::new(vec![E::zeroed(); plan.capacity()]);
+    let got = std::cell::Cell::new(0);
+    time_calls(
+        world,
+        args,
+        || {},
+        || {
+            let mut recv = recv.borrow_mut();
+            got.set(plan.exchange(send, &mut recv, |e, to| to.to(target(e)))?);
+            Ok(())
+        },
+        || all_mine(&recv.borrow()[..got.get()], me, target),
+    )
+}
+
+/// `call` run `repetitions + 1` times, `prepare` before and `check` after
+/// each, untimed: the slowest process's median (the first call, which also
+/// learns the peers' windows, not counted) and the most heap one call
+/// allocated.
+fn time_calls<T: Transport + Blocking>(
+    world: &Comm<'_, T>,
+    args: &Args,
+    mut prepare: impl FnMut(),
+    mut call: impl FnMut() -> Result<()>,
+    mut check: impl FnMut() -> Result<()>,
+) -> Result<(f64, usize)> {
     let (mut times, mut peak) = (Vec::new(), 0usize);
     for repetition in 0..=args.repetitions {
+        prepare();
         world.barrier()?;
         let before = heap::held();
         heap::reset_peak();
         let start = Instant::now();
-        let got = plan.exchange(send, &mut recv, |e, to| to.to(target(e)))?;
+        call()?;
         let elapsed = start.elapsed().as_secs_f64() * 1e3;
         let temporary = heap::peak().saturating_sub(before);
-        if let Some(e) = recv[..got].iter().find(|e| target(e) != me) {
-            return Err(format!("rank {me} got an element for {}", target(e)).into());
-        }
+        check()?;
         let slowest = world.allreduce(elapsed, |a, b| a.max(*b))?;
-        // The warm-up call also learns the peers' windows.
         if repetition > 0 {
             times.push(slowest);
             peak = peak.max(temporary);
