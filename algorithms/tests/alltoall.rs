@@ -6,8 +6,9 @@
 //! capacity exactly enough and one short (`ReceiveOverflow` on every
 //! process, the receive buffer untouched, the plan usable after); a target
 //! out of range and a panicking route function (the same error on every
-//! process, before the deadline); a split's communicator; and plans reused
-//! across calls.
+//! process, before the deadline); a split's communicator; plans reused
+//! across calls; neighbourhood plans; and the in-place form in one round
+//! and in many.
 
 mod common;
 
