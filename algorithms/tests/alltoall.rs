@@ -150,7 +150,7 @@ fn is_stable(variant: AlltoallVariant, stable: bool) -> bool {
     stable
         || matches!(
             variant,
-            AlltoallVariant::Alltoallv | AlltoallVariant::PutStable
+            AlltoallVariant::Alltoallv | AlltoallVariant::PutStable | AlltoallVariant::Sort
         )
 }
 
@@ -305,8 +305,11 @@ async fn check_faults<T: Transport>(
         }
     }
     // Capacities no window can hold are refused where the plan is made
-    // (only the put variants receive into the window).
-    let in_window = matches!(variant, AlltoallVariant::Put | AlltoallVariant::PutStable);
+    // (the variants that receive into the window).
+    let in_window = matches!(
+        variant,
+        AlltoallVariant::Put | AlltoallVariant::PutStable | AlltoallVariant::Sort
+    );
     match comm.alltoall_plan::<Item>(usize::MAX / 8, options) {
         Err(Error::InvalidArgument(_)) if in_window => Ok(()),
         Ok(_) if !in_window => Ok(()),

@@ -87,6 +87,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                 exchange: calls.next()?,
                 agree: calls.next()?,
                 parity: ((first + u64::from(round)) % 2) as usize,
+                sort: None,
                 deadline,
             };
             // The next block leaves once the last one has.

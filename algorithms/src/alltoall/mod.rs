@@ -30,6 +30,7 @@ mod outcome;
 mod put;
 mod route;
 mod sendrecv;
+mod sort;
 mod sparse;
 mod window;
 
@@ -68,15 +69,20 @@ pub enum Variant {
     /// `Put` with a chunk header per (source, target), sorted at the target:
     /// stable.
     PutStable,
+    /// The seed's: a parallel sort of the copies by (target, source,
+    /// position) on the chain (Bitonic over blocks), then `PutStable` of
+    /// the sorted blocks; stable, O(log^2 P) block exchanges.
+    Sort,
 }
 
 impl Variant {
     /// Every variant but `Auto`, for benchmarks and tests.
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 5] = [
         Variant::Alltoallv,
         Variant::Sendrecv,
         Variant::Put,
         Variant::PutStable,
+        Variant::Sort,
     ];
 
     /// The variant's name, as [`Variant::from_str`] reads it.
@@ -87,6 +93,7 @@ impl Variant {
             Variant::Sendrecv => "sendrecv",
             Variant::Put => "put",
             Variant::PutStable => "put-stable",
+            Variant::Sort => "sort",
         }
     }
 
@@ -172,16 +179,19 @@ struct Call {
     agree: CallTags,
     /// The parity of the plan's call number: which window words it uses.
     parity: usize,
+    /// The sort variant's own tags.
+    sort: Option<sort::SortTags>,
     deadline: catena_fabric::Time,
 }
 
 impl Call {
-    fn take<T: Transport>(comm: &Comm<'_, T>, number: u64) -> Call {
+    fn take<T: Transport>(comm: &Comm<'_, T>, number: u64, variant: Variant) -> Call {
         let chain = comm.chain();
         Call {
             exchange: chain.next_call(),
             agree: chain.next_call(),
             parity: (number % 2) as usize,
+            sort: (variant == Variant::Sort).then(|| sort::SortTags::take(chain)),
             deadline: comm.deadline(),
         }
     }
@@ -213,7 +223,11 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         Ok(AlltoallPlan {
             comm,
             variant,
-            stable: options.stable || matches!(variant, Variant::PutStable | Variant::Alltoallv),
+            stable: options.stable
+                || matches!(
+                    variant,
+                    Variant::PutStable | Variant::Alltoallv | Variant::Sort
+                ),
             capacity,
             receiver,
             peers: None,
@@ -292,7 +306,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         recv: &'a mut [E],
         route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
     ) -> impl Future<Output = Result<usize>> + 'a {
-        let call = Call::take(self.comm, self.calls.get());
+        let call = Call::take(self.comm, self.calls.get(), self.variant);
         self.calls.set(self.calls.get() + 1);
         // A split's communicator loads its map on its first lookup (a
         // collective step): ask for it now, in call order.
@@ -330,11 +344,13 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
             routed.route(send, self.comm.size(), self.comm.rank(), route)
         };
         let guard = BreakOnDrop(&self.broken);
-        let routed = &*routed;
-        let received = match self.variant {
-            Variant::Alltoallv => self.alltoallv(&call, map, local, routed, recv).await,
-            Variant::Sendrecv => self.sendrecv(&call, map, local, routed, recv).await,
-            _ => self.put(&call, map, local, routed, recv).await,
+        let received = match (self.variant, call.sort) {
+            (Variant::Alltoallv, _) => self.alltoallv(&call, map, local, &routed, recv).await,
+            (Variant::Sendrecv, _) => self.sendrecv(&call, map, local, &routed, recv).await,
+            (Variant::Sort, Some(tags)) => {
+                self.sort(&call, tags, map, local, &mut routed, recv).await
+            }
+            _ => self.put(&call, map, local, &routed, recv).await,
         };
         // Errors of the agreement step leave the plan sound.
         if received.is_ok() || is_agreed(&received) {
@@ -489,7 +505,8 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<usize>> + 'a {
         let plan = AlltoallPlan::new(self, recv.len(), options);
         // The call's tags are taken now, as the plan's own call would.
-        let (call, map) = (Call::take(self, 0), self.igroup_map());
+        let variant = plan.as_ref().map_or(Variant::Auto, |p| p.variant);
+        let (call, map) = (Call::take(self, 0, variant), self.igroup_map());
         async move {
             let (plan, map) = (plan?, map.await?);
             plan.run(call, map, send, recv, route).await

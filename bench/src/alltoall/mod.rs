@@ -36,11 +36,11 @@ pub struct Args {
     /// Data sets, of A, B and C.
     #[arg(long, value_delimiter = ',', default_value = "A,B,C")]
     sets: Vec<String>,
-    /// Variants, of alltoallv, sendrecv, put and put-stable.
+    /// Variants, of alltoallv, sendrecv, put, put-stable and sort.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "alltoallv,sendrecv,put,put-stable"
+        default_value = "alltoallv,sendrecv,put,put-stable,sort"
     )]
     variants: Vec<String>,
     /// The provider the job runs on (shm; ofi and ucx with their features).
@@ -63,6 +63,8 @@ pub struct Args {
 const TIMEOUT: Duration = Duration::from_secs(300);
 /// Alltoallv sends P counts from every rank: P^2 messages in the simulator.
 const SIM_ALLTOALLV_MAX: u32 = 1024;
+/// Sort exchanges whole blocks log^2 P times: hours of wall time beyond.
+const SIM_SORT_MAX: u32 = 4096;
 const MPICH: &str = "MPICH";
 /// `Put` on a neighbourhood plan (data set C: the owners of adjacent
 /// sub-cubes).
@@ -509,7 +511,12 @@ fn simulate(args: &Args) -> crate::Outcome {
         .collect();
     for &n in &args.sim {
         for &(variant, among) in &runs {
-            if variant == AlltoallVariant::Alltoallv && n > SIM_ALLTOALLV_MAX {
+            let too_many = match variant {
+                AlltoallVariant::Alltoallv => n > SIM_ALLTOALLV_MAX,
+                AlltoallVariant::Sort => n > SIM_SORT_MAX,
+                _ => false,
+            };
+            if too_many {
                 continue;
             }
             let started = Instant::now();
