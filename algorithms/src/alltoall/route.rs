@@ -197,16 +197,22 @@ impl<E: Pod> Routed<E> {
         self.staging
             .extend(self.routes.iter().map(|&(_, item)| element(item)));
         for (i, &(target, _)) in self.routes.iter().enumerate() {
-            match self.runs.last_mut() {
-                Some(run) if run.target == target => run.count += 1,
-                _ => self.runs.push(Run {
-                    target,
-                    start: i,
-                    count: 1,
-                }),
-            }
+            add_to_runs(&mut self.runs, target, i);
         }
         Ok(())
+    }
+}
+
+/// Counts staging slot `at`, which holds a copy for `target`, in the last
+/// run if it is `target`'s, else in a new one.
+pub(crate) fn add_to_runs(runs: &mut Vec<Run>, target: u32, at: usize) {
+    match runs.last_mut() {
+        Some(run) if run.target == target => run.count += 1,
+        _ => runs.push(Run {
+            target,
+            start: at,
+            count: 1,
+        }),
     }
 }
 

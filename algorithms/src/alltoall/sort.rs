@@ -10,12 +10,13 @@
 use bytemuck::Pod;
 use catena_fabric::Transport;
 
-use super::route::{Routed, Run};
+use super::route::{add_to_runs, Routed};
 use super::{AlltoallPlan, Call};
 use crate::chain::{CallTags, Chain};
 use crate::deadline::check_deadline;
 use crate::groupmap::GroupMap;
 use crate::scan::allreduce_in;
+use crate::split::bitonic::{schedule, Exchange};
 use crate::tree::chain_disagrees;
 use crate::Result;
 
@@ -123,22 +124,15 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         {
             let target = u32::from_be_bytes(r[..4].try_into().expect("4 bytes"));
             routed.staging.push(bytemuck::pod_read_unaligned(&r[KEY..]));
-            match routed.runs.last_mut() {
-                Some(run) if run.target == target => run.count += 1,
-                _ => routed.runs.push(Run {
-                    target,
-                    start: i,
-                    count: 1,
-                }),
-            }
+            add_to_runs(&mut routed.runs, target, i);
         }
         self.put(call, map, local, routed, recv).await
     }
 }
 
-/// The split's Bitonic schedule (see `split/bitonic.rs`) over blocks: every
-/// compare-exchange exchanges whole blocks with the partner 2^d ranks away
-/// and keeps the lower or upper half of their merge.
+/// The split's Bitonic schedule over blocks: every compare-exchange
+/// exchanges whole blocks with the partner 2^d ranks away and keeps the
+/// lower or upper half of their merge.
 async fn network<T: Transport>(
     t: &T,
     chain: &Chain,
@@ -147,81 +141,32 @@ async fn network<T: Transport>(
     record: usize,
     deadline: catena_fabric::Time,
 ) -> Result<Vec<u8>> {
-    #[derive(Clone, Copy)]
-    enum Frame {
-        Sort { lo: u32, n: u32, ascending: bool },
-        Merge { lo: u32, n: u32, ascending: bool },
-    }
     let nb = chain.reserved_neighbours(t, deadline).await?;
     let tag = tags.round(0)?;
-    let p = chain.rank();
-    let mut stack = vec![Frame::Sort {
-        lo: 0,
-        n: chain.size(),
-        ascending: true,
-    }];
-    while let Some(frame) = stack.pop() {
-        match frame {
-            Frame::Sort { lo, n, ascending } if n > 1 => {
-                let m = n / 2;
-                stack.push(Frame::Merge { lo, n, ascending });
-                stack.push(match p < lo + m {
-                    true => Frame::Sort {
-                        lo,
-                        n: m,
-                        ascending: !ascending,
-                    },
-                    false => Frame::Sort {
-                        lo: lo + m,
-                        n: n - m,
-                        ascending,
-                    },
-                });
-            }
-            Frame::Merge { lo, n, ascending } if n > 1 => {
-                let m = 1 << (31 - (n - 1).leading_zeros());
-                let d = u32::trailing_zeros(m);
-                let partner = if p < lo + n - m {
-                    Some((nb.right(d), true))
-                } else if p >= lo + m {
-                    Some((nb.left(d), false))
-                } else {
-                    None
-                };
-                if let Some((address, lower)) = partner {
-                    check_deadline(t, deadline, "a sort round")?;
-                    let address = address.ok_or_else(|| chain_disagrees(chain, d))?;
-                    chain
-                        .send_bytes(t, address, tag, &records, deadline)
-                        .await?;
-                    let theirs = chain.recv_bytes(t, address, tag, deadline).await?;
-                    if theirs.len() != records.len() {
-                        return Err(crate::Error::Mismatch {
-                            what: format!(
-                                "sort blocks: {} bytes from a partner, {} here",
-                                theirs.len(),
-                                records.len()
-                            ),
-                        });
-                    }
-                    // Ascending: the lower process keeps the smaller half.
-                    records = merge_split(&records, &theirs, record, lower == ascending);
-                }
-                stack.push(match p < lo + m {
-                    true => Frame::Merge {
-                        lo,
-                        n: m,
-                        ascending,
-                    },
-                    false => Frame::Merge {
-                        lo: lo + m,
-                        n: n - m,
-                        ascending,
-                    },
-                });
-            }
-            _ => {}
+    for Exchange {
+        d,
+        lower,
+        ascending,
+    } in schedule(chain.rank(), chain.size())
+    {
+        check_deadline(t, deadline, "a sort round")?;
+        let address = if lower { nb.right(d) } else { nb.left(d) };
+        let address = address.ok_or_else(|| chain_disagrees(chain, d))?;
+        chain
+            .send_bytes(t, address, tag, &records, deadline)
+            .await?;
+        let theirs = chain.recv_bytes(t, address, tag, deadline).await?;
+        if theirs.len() != records.len() {
+            return Err(crate::Error::Mismatch {
+                what: format!(
+                    "sort blocks: {} bytes from a partner, {} here",
+                    theirs.len(),
+                    records.len()
+                ),
+            });
         }
+        // Ascending: the lower process keeps the smaller half.
+        records = merge_split(&records, &theirs, record, lower == ascending);
     }
     Ok(records)
 }

@@ -10,7 +10,7 @@
 mod agreement;
 mod allgather_group;
 mod bins;
-mod bitonic;
+pub(crate) mod bitonic;
 mod cheng;
 mod fault;
 mod gather_scatter;
