@@ -304,6 +304,13 @@ async fn check_faults<T: Transport>(
             ))
         }
     }
+    // Zero-sized elements carry nothing to count by: refused.
+    if !matches!(
+        comm.alltoall_plan::<()>(4, options),
+        Err(Error::InvalidArgument(_))
+    ) {
+        return Err(format!("{variant:?} rank {me}: a plan of () was made"));
+    }
     // Capacities no window can hold are refused where the plan is made
     // (the variants that receive into the window).
     let in_window = matches!(

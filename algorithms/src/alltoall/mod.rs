@@ -206,6 +206,12 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
     ) -> Result<AlltoallPlan<'c, 't, T, E>> {
         let variant = options.variant.resolve(options.stable);
         let size = std::mem::size_of::<E>();
+        if size == 0 {
+            // Receivers count bytes and elements by the element's size.
+            return Err(Error::InvalidArgument(
+                "an alltoall of zero-sized elements: they carry nothing to count".into(),
+            ));
+        }
         let receiver = match variant {
             Variant::Alltoallv => None,
             // Sendrecv reserves in the window but receives by message.

@@ -146,6 +146,13 @@ impl<E: Pod> Routed<E> {
                 process: rank,
             });
         }
+        // Copies are numbered in 32 bits where they travel (the sort's keys).
+        if self.routes.len() > u32::MAX as usize {
+            return Err(Error::InvalidArgument(format!(
+                "{} copies to send; one call sends at most 2^32 - 1",
+                self.routes.len()
+            )));
+        }
         if self.modified.len() > FIRST_MODIFIED as usize {
             return Err(Error::InvalidArgument(format!(
                 "{} modified copies; one call sends at most 2^31",
