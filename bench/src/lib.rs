@@ -22,6 +22,9 @@ pub struct LaunchArgs {
     /// Pin rank r to core r mod cores.
     #[arg(long)]
     pub pin: bool,
+    /// The hosts to span (none: this machine only).
+    #[command(flatten)]
+    pub hosts: HostArgs,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -34,7 +37,54 @@ pub fn run(args: LaunchArgs, who: &str) -> Outcome {
     let mut spec = LaunchSpec::new(args.ranks, program);
     spec.args = rest.to_vec();
     spec.pin = args.pin;
+    args.hosts.apply(&mut spec)?;
     run_job(&spec, who)
+}
+
+/// What `--provider` accepts: `auto` (shm on one host, a network provider
+/// across hosts; see `catena_fabric::default_provider`) or a provider of
+/// this build.
+pub fn provider_names() -> Vec<&'static str> {
+    std::iter::once(catena_fabric::AUTO)
+        .chain(catena_fabric::PROVIDERS.iter().copied())
+        .collect()
+}
+
+/// `--hosts A,B,... [--remote-exec CMD] [--bootstrap-address IP]`: a job
+/// that spans hosts, started through a proxy on each.
+#[derive(clap::Args, Debug, Default)]
+pub struct HostArgs {
+    /// Run on these hosts, rank r on host r mod hosts (as `mpiexec -hosts`).
+    #[arg(long, value_delimiter = ',')]
+    pub hosts: Vec<String>,
+    /// The command that runs a command on a host: it is given the host name,
+    /// then the command's words, shell-quoted (ssh's convention).
+    #[arg(long, default_value = "ssh", requires = "hosts")]
+    pub remote_exec: String,
+    /// The address the launcher listens on, which every host must reach
+    /// (default: what this machine's host name resolves to).
+    #[arg(long, requires = "hosts")]
+    pub bootstrap_address: Option<std::net::IpAddr>,
+}
+
+impl HostArgs {
+    /// Makes `spec` span the hosts asked for, if any.
+    pub fn apply(&self, spec: &mut LaunchSpec) -> Result<(), Box<dyn std::error::Error>> {
+        if self.hosts.is_empty() {
+            return Ok(());
+        }
+        spec.hosts = self.hosts.clone();
+        spec.remote_exec = self
+            .remote_exec
+            .split_whitespace()
+            .map(Into::into)
+            .collect();
+        if spec.remote_exec.is_empty() {
+            return Err("--remote-exec is empty".into());
+        }
+        spec.bootstrap_address = self.bootstrap_address;
+        Ok(())
+    }
 }
 
 /// Launches `spec` and returns the launcher's exit code: 0, or the first

@@ -78,6 +78,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before parsing: a proxy is started without the benchmark's arguments.
+    if let Some(code) = catena_fabric::launch::serve_as_proxy() {
+        return ExitCode::from(code as u8);
+    }
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Run(args) => catena_bench::run(args, "catena-bench run"),
@@ -109,20 +113,15 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::Mcmc(args) if !args.sim.is_empty() => mcmc::main(&args),
-        Command::Mcmc(args) => {
-            as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| mcmc::main(&args))
-        }
+        Command::Mcmc(args) => as_job(&args.job).unwrap_or_else(|| mcmc::main(&args)),
         Command::Sim(args) => sim::main(&args),
         Command::Groupmap(args) => groupmap::main(&args),
-        Command::Tree(tree::TreeCommand::Run(args)) => as_job(args.job.ranks, args.job.pin)
-            .unwrap_or_else(|| tree::main(&tree::TreeCommand::Run(args))),
+        Command::Tree(tree::TreeCommand::Run(args)) => {
+            as_job(&args.job).unwrap_or_else(|| tree::main(&tree::TreeCommand::Run(args)))
+        }
         Command::Tree(command) => tree::main(&command),
-        Command::Groups(args) => {
-            as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| groups::main(&args))
-        }
-        Command::Ring(args) => {
-            as_job(args.job.ranks, args.job.pin).unwrap_or_else(|| ring::main(&args))
-        }
+        Command::Groups(args) => as_job(&args.job).unwrap_or_else(|| groups::main(&args)),
+        Command::Ring(args) => as_job(&args.job).unwrap_or_else(|| ring::main(&args)),
     };
     exit_code(outcome, "catena-bench")
 }
@@ -136,6 +135,9 @@ pub struct JobArgs {
     /// Pin rank r to core r mod cores.
     #[arg(long)]
     pub pin: bool,
+    /// The hosts to span (none: this machine only).
+    #[command(flatten)]
+    pub hosts: catena_bench::HostArgs,
 }
 
 impl JobArgs {
@@ -147,6 +149,7 @@ impl JobArgs {
         let mut spec = LaunchSpec::new(self.ranks, std::env::current_exe()?);
         spec.args = std::env::args_os().skip(1).collect();
         spec.pin = self.pin;
+        self.hosts.apply(&mut spec)?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let oversubscribed = self.ranks as usize > cores;
         let flag = if oversubscribed {
@@ -154,8 +157,12 @@ impl JobArgs {
         } else {
             ""
         };
+        let across = match self.hosts.hosts.len() {
+            0 => String::new(),
+            n => format!(" across {n} hosts"),
+        };
         eprintln!(
-            "catena-bench {what}: {} processes on {cores} cores{flag}{detail} ...",
+            "catena-bench {what}: {} processes{across} on {cores} cores{flag}{detail} ...",
             self.ranks
         );
         let report = catena_fabric::launch::launch(&spec)?;
@@ -166,9 +173,10 @@ impl JobArgs {
     }
 }
 
-/// Outside a job (not started by the launcher or `mpiexec`), relaunches this very command as a job of `ranks` and
-/// returns its outcome; inside one, returns `None` so the rank does the work.
-fn as_job(ranks: u32, pin: bool) -> Option<Outcome> {
+/// Outside a job (not started by the launcher or `mpiexec`), relaunches this
+/// very command as the job `job` describes and returns its outcome; inside
+/// one, returns `None` so the rank does the work.
+fn as_job(job: &JobArgs) -> Option<Outcome> {
     if catena_fabric::bootstrap::started_by_mpiexec() {
         return None;
     }
@@ -176,9 +184,10 @@ fn as_job(ranks: u32, pin: bool) -> Option<Outcome> {
         Ok(Some(_)) => None,
         Err(e) => Some(Err(e.into())),
         Ok(None) => Some((|| {
-            let mut spec = LaunchSpec::new(ranks, std::env::current_exe()?);
+            let mut spec = LaunchSpec::new(job.ranks, std::env::current_exe()?);
             spec.args = std::env::args_os().skip(1).collect();
-            spec.pin = pin;
+            spec.pin = job.pin;
+            job.hosts.apply(&mut spec)?;
             run_job(&spec, "catena-bench")
         })()),
     }

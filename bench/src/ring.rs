@@ -23,9 +23,10 @@ pub struct Args {
     /// Where to write the per-rank results as CSV.
     #[arg(long, default_value = "results/ring.csv")]
     csv: PathBuf,
-    /// `shm`, `ofi` or `ucx` (the latter two need their cargo features).
-    #[arg(long, default_value = "shm",
-          value_parser = clap::builder::PossibleValuesParser::new(catena_fabric::PROVIDERS))]
+    /// `auto` (shm on one host, ucx or ofi across hosts), `shm`, `ofi` or
+    /// `ucx` (the latter two need their cargo features).
+    #[arg(long, default_value = "auto",
+          value_parser = clap::builder::PossibleValuesParser::new(catena_bench::provider_names()))]
     provider: String,
     /// Deadline of each round and of finalize, in seconds: how long a rank
     /// waits for a stopped neighbour before it gives up with `Timeout`.

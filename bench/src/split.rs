@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{allreduce, barrier, split, Algorithm, Chain, Color, Group, Key, Split};
-use catena_fabric::{block_on, Blocking, Provider, Rma, Transport};
+use catena_fabric::{block_on, Blocking, Provider, Transport, WithProvider};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
@@ -33,6 +33,11 @@ pub struct Args {
     /// Where to write the results as CSV.
     #[arg(long, default_value = "results/split.csv")]
     csv: PathBuf,
+    /// `auto` (shm on one host, ucx or ofi across hosts), `shm`, `ofi` or
+    /// `ucx` (the latter two need their cargo features).
+    #[arg(long, default_value = "auto",
+          value_parser = clap::builder::PossibleValuesParser::new(catena_bench::provider_names()))]
+    provider: String,
 }
 
 const CTX: u64 = 0xBE_0003;
@@ -165,7 +170,21 @@ pub fn compare(args: &Args) -> crate::Outcome {
 
 /// In a rank: measures every selected algorithm on every workload.
 pub fn main(args: &Args) -> crate::Outcome {
-    let t = catena_fabric::init()?;
+    catena_fabric::with_provider(&args.provider, InRank(args))?
+}
+
+/// [`in_rank`] on the provider the user named.
+struct InRank<'a>(&'a Args);
+
+impl WithProvider for InRank<'_> {
+    type Output = crate::Outcome;
+    fn run<P: Provider>(self) -> crate::Outcome {
+        in_rank::<P>(self.0)
+    }
+}
+
+fn in_rank<P: Provider>(args: &Args) -> crate::Outcome {
+    let t = P::from_env()?;
     let figures = measure(&t, args)?;
     if t.rank() == 0 {
         write_csv(&args.csv, &figures)?;

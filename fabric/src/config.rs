@@ -14,6 +14,15 @@ pub const ENV_RANK: &str = "CATENA_RANK";
 pub const ENV_SIZE: &str = "CATENA_SIZE";
 /// Ranks the launcher started on this machine (decides spinning vs sleeping).
 pub const ENV_LOCAL_SIZE: &str = "CATENA_LOCAL_SIZE";
+/// The launcher's bootstrap address (`IP:port`), given to the ranks of a
+/// job that spans hosts instead of a job segment.
+pub const ENV_LAUNCHER: &str = "CATENA_LAUNCHER";
+/// Set in the process the launcher starts on each host of a job that spans
+/// hosts: the launcher's address, which makes the process serve as the
+/// host's proxy (see `launch::serve_as_proxy`).
+pub const ENV_PROXY: &str = "CATENA_PROXY";
+/// The index of a proxy's host in the launcher's host list.
+pub const ENV_PROXY_HOST: &str = "CATENA_PROXY_HOST";
 /// Job id of a job started by `mpiexec` (rank 0 makes one up if unset).
 pub const ENV_MPI_JOB: &str = "CATENA_MPI_JOB";
 /// Core this rank pins itself to (`--pin`).

@@ -15,8 +15,11 @@ use crate::{Directory, Error, FlatDirectory, Rank, Result, Time};
 /// How often a wait looks whether a peer's process still exists.
 const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
-/// Directory entry header: pid, a hash of the host name, the key secret.
+/// Directory entry header: pid, a hash of the host name, the key secret,
+/// then the host name's length (a byte) and the name itself.
 const HEADER: usize = 12 + KeySecret::BYTES;
+/// The longest host name an entry carries (Linux allows 64 bytes).
+const MAX_HOST_NAME: usize = 255;
 
 /// This rank's membership in a job, shared by every provider: who it is, its
 /// peers' addresses, the transport clock, failure checks and finalize.
@@ -27,6 +30,9 @@ pub struct Job {
     /// Cores the ranks of this machine share (counted before pinning).
     cores: usize,
     host: u64,
+    host_name: String,
+    /// How many hosts the job's ranks run on (known after the exchange).
+    hosts: u32,
     /// Seals the keys of this rank's windows (see [`KeySecret`]).
     secret: KeySecret,
     epoch: Instant,
@@ -48,12 +54,15 @@ impl Job {
 
     /// A job described by `bootstrap`, whose local ranks share `cores` cores.
     pub fn new(bootstrap: Box<dyn Bootstrap>, cores: usize) -> Job {
+        let name = host_name();
         Job {
             rank: bootstrap.rank(),
             size: bootstrap.size(),
             id: bootstrap.job_id().to_string(),
             cores,
-            host: host_hash(),
+            host: host_hash(&name),
+            host_name: name,
+            hosts: 1,
             secret: KeySecret::draw(),
             epoch: Instant::now(),
             bootstrap,
@@ -70,15 +79,75 @@ impl Job {
         let mut entry = std::process::id().to_le_bytes().to_vec();
         entry.extend_from_slice(&self.host.to_le_bytes());
         entry.extend_from_slice(&self.secret.to_bytes());
+        let name = &self.host_name.as_bytes()[..self.host_name.len().min(MAX_HOST_NAME)];
+        entry.push(name.len() as u8);
+        entry.extend_from_slice(name);
         entry.extend_from_slice(address);
         let all = self.bootstrap.allgather(&entry, BOOTSTRAP_TIMEOUT)?;
-        if let Some(rank) = all.iter().position(|a| a.len() < HEADER) {
+        if let Some(rank) = all
+            .iter()
+            .position(|a| a.len() <= HEADER || a.len() < address_at(a))
+        {
             return Err(Error::Bootstrap(format!(
                 "rank {rank} published a truncated address"
             )));
         }
+        let mut hosts: Vec<u64> = all.iter().map(|a| entry_host(a)).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        self.hosts = hosts.len() as u32;
         self.directory = FlatDirectory::new(all);
         Ok(())
+    }
+
+    /// How many hosts the job's ranks run on (1 before the exchange).
+    pub fn host_count(&self) -> u32 {
+        self.hosts
+    }
+
+    /// An id of this rank's host, the same for every rank on it (a hash of
+    /// the host name).
+    pub fn host_id(&self) -> u64 {
+        self.host
+    }
+
+    /// The job's hosts by name, each with its number of ranks, in the order
+    /// of their first rank. O(ranks): for messages, not for hot paths.
+    pub fn host_names(&self) -> Vec<(String, u32)> {
+        let mut hosts: Vec<(String, u32)> = Vec::new();
+        for rank in 0..self.directory.size() {
+            let Ok(entry) = self.directory.address(rank) else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(&entry[HEADER + 1..address_at(entry)]);
+            match hosts.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, count)) => *count += 1,
+                None => hosts.push((name.into_owned(), 1)),
+            }
+        }
+        hosts
+    }
+
+    /// `Unavailable` naming the hosts when the job spans more than one:
+    /// for a provider (`provider`) whose ranks reach only their own host.
+    pub fn require_one_host(&self, provider: &str) -> Result<()> {
+        if self.hosts <= 1 {
+            return Ok(());
+        }
+        let names: Vec<String> = self
+            .host_names()
+            .iter()
+            .map(|(name, ranks)| format!("{name} ({ranks} ranks)"))
+            .collect();
+        Err(Error::Unavailable {
+            requested: provider.into(),
+            why: format!(
+                "the job spans {} hosts: {}; it reaches only ranks on its own host",
+                self.hosts,
+                names.join(", ")
+            ),
+            available: crate::provider::NETWORK_PROVIDERS.join(", "),
+        })
     }
 
     /// This process's rank.
@@ -126,7 +195,8 @@ impl Job {
 
     /// The provider address `rank` published.
     pub fn address(&self, rank: Rank) -> Result<&[u8]> {
-        Ok(&self.directory.address(rank)?[HEADER..])
+        let entry = self.directory.address(rank)?;
+        Ok(&entry[address_at(entry)..])
     }
 
     /// The secret that seals this rank's keys.
@@ -180,8 +250,7 @@ impl Job {
         self.last_peer_check.set(now);
         let pid = self.pid(rank)?;
         let entry = self.directory.address(rank)?;
-        let host = u64::from_le_bytes(entry[4..12].try_into().expect("8 bytes"));
-        if host != self.host || process_alive(pid as i32) {
+        if entry_host(entry) != self.host || process_alive(pid as i32) {
             Ok(())
         } else {
             Err(Error::PeerGone { rank })
@@ -242,10 +311,25 @@ pub fn new_job_id() -> String {
     format!("j{:016x}", crate::os::random_u64())
 }
 
-fn host_hash() -> u64 {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+/// Where the provider address starts in a directory entry (checked to be
+/// within the entry at the exchange).
+fn address_at(entry: &[u8]) -> usize {
+    HEADER + 1 + entry.get(HEADER).copied().unwrap_or(0) as usize
+}
+
+fn entry_host(entry: &[u8]) -> u64 {
+    u64::from_le_bytes(entry[4..12].try_into().expect("8 bytes"))
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn host_hash(name: &str) -> u64 {
     // FNV-1a: stable across processes, unlike std's randomly seeded hasher.
-    name.trim().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }

@@ -40,7 +40,10 @@ pub use directory::{Directory, FlatDirectory};
 pub use error::{Error, Result};
 pub use executor::block_on;
 pub use key::RemoteKey;
-pub use provider::{finalize_barrier, with_provider, Provider, WithProvider, PROVIDERS};
+pub use provider::{
+    default_provider, finalize_barrier, spans_hosts, with_provider, Provider, WithProvider, AUTO,
+    NETWORK_PROVIDERS, PROVIDERS,
+};
 pub use time::Time;
 pub use transport::{
     wait_until, Blocking, ContextId, ControlWindows, EagerMessaging, LocalWindow, Message, Rank,

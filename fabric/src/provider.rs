@@ -44,6 +44,14 @@ pub const PROVIDERS: &[&str] = &[
     "ucx",
 ];
 
+/// The providers of this build that reach ranks on other hosts.
+pub const NETWORK_PROVIDERS: &[&str] = &[
+    #[cfg(feature = "ofi")]
+    "ofi",
+    #[cfg(feature = "ucx")]
+    "ucx",
+];
+
 /// Code to run on a provider chosen by name at run time. A generic function
 /// cannot be passed as a value, so it comes as a type with a generic method.
 pub trait WithProvider {
@@ -53,9 +61,48 @@ pub trait WithProvider {
     fn run<P: Provider>(self) -> Self::Output;
 }
 
-/// Runs `task` on the provider called `name` (one of [`PROVIDERS`]). Any
-/// other name is `Error::Unavailable`, listing the providers of this build.
+/// The name that asks for [`default_provider`].
+pub const AUTO: &str = "auto";
+
+/// The provider a job of this process should run on: `shm` when all its
+/// ranks share this host, else the first network provider of this build
+/// (`ucx`, which uses shared memory inside a host and the network across,
+/// else `ofi`). Decided from what the launcher or `mpiexec` put in the
+/// environment, so every rank decides alike before any bootstrap.
+pub fn default_provider() -> &'static str {
+    match (spans_hosts(), NETWORK_PROVIDERS.last()) {
+        (true, Some(network)) => network,
+        _ => "shm",
+    }
+}
+
+/// Whether the launcher or `mpiexec` placed this job's ranks on several
+/// hosts: fewer ranks on this host than in the job (the same answer on
+/// every rank, whatever its host).
+pub fn spans_hosts() -> bool {
+    let number = |name: &str| std::env::var(name).ok()?.trim().parse::<u64>().ok();
+    let pairs = [
+        (crate::config::ENV_LOCAL_SIZE, crate::config::ENV_SIZE),
+        // MPICH's Hydra.
+        ("MPI_LOCALNRANKS", "PMI_SIZE"),
+        // Open MPI.
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"),
+    ];
+    pairs
+        .iter()
+        .find_map(|(local, all)| Some(number(local)? < number(all)?))
+        .unwrap_or(false)
+}
+
+/// Runs `task` on the provider called `name` (one of [`PROVIDERS`], or
+/// [`AUTO`] for [`default_provider`]). Any other name is
+/// `Error::Unavailable`, listing the providers of this build.
 pub fn with_provider<W: WithProvider>(name: &str, task: W) -> Result<W::Output> {
+    let name = if name == AUTO {
+        default_provider()
+    } else {
+        name
+    };
     match name {
         "shm" => Ok(task.run::<crate::shm::ShmTransport>()),
         #[cfg(feature = "ofi")]

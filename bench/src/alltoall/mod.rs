@@ -43,8 +43,9 @@ pub struct Args {
         default_value = "alltoallv,sendrecv,put,put-stable,sort"
     )]
     variants: Vec<String>,
-    /// The provider the job runs on (shm; ofi and ucx with their features).
-    #[arg(long, default_value = "shm")]
+    /// The provider the job runs on (`auto`: shm on one host, ucx or ofi
+    /// across hosts; ofi and ucx need their features).
+    #[arg(long, default_value = "auto")]
     provider: String,
     /// Skip MPICH (builds with the `mpi` feature).
     #[arg(long)]

@@ -1,5 +1,6 @@
-//! `catena-run -n N [--pin] -- PROGRAM ARGS...`: catena's local launcher as
-//! a binary of its own (`catena-bench run` is the same command).
+//! `catena-run -n N [--pin] [--hosts A,B] -- PROGRAM ARGS...`: catena's
+//! launcher as a binary of its own (`catena-bench run` is the same command);
+//! started with `CATENA_PROXY` set, it serves as a host's proxy.
 
 use std::process::ExitCode;
 
@@ -10,7 +11,7 @@ use clap::Parser;
 #[command(
     name = "catena-run",
     version,
-    about = "Start N ranks of a program on this machine as one catena job"
+    about = "Start N ranks of a program as one catena job, on this machine or across hosts"
 )]
 struct Cli {
     #[command(flatten)]
@@ -18,5 +19,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = catena_fabric::launch::serve_as_proxy() {
+        return ExitCode::from(code as u8);
+    }
     exit_code(run(Cli::parse().launch, "catena-run"), "catena-run")
 }

@@ -25,9 +25,10 @@ const CTX: u64 = 0x7F_0000;
 pub struct RunArgs {
     #[command(flatten)]
     pub job: crate::JobArgs,
-    /// `shm`, `ofi` or `ucx` (the latter two need their cargo features).
-    #[arg(long, default_value = "shm",
-          value_parser = clap::builder::PossibleValuesParser::new(catena_fabric::PROVIDERS))]
+    /// `auto` (shm on one host, ucx or ofi across hosts), `shm`, `ofi` or
+    /// `ucx` (the latter two need their cargo features).
+    #[arg(long, default_value = "auto",
+          value_parser = clap::builder::PossibleValuesParser::new(catena_bench::provider_names()))]
     provider: String,
     /// Largest message; sizes go 64 KiB, 1 MiB, 16 MiB, ... up to it.
     #[arg(long, default_value_t = 16 << 20)]

@@ -154,9 +154,10 @@ pub struct LocalBootstrap {
 
 impl LocalBootstrap {
     /// Joins the job the launcher described in `env` through its segment.
-    pub fn from_launch_env(env: &LaunchEnv) -> Result<LocalBootstrap> {
+    /// `job_fd` is where it inherited the segment.
+    pub fn from_launch_env(env: &LaunchEnv, job_fd: RawFd) -> Result<LocalBootstrap> {
         Ok(LocalBootstrap {
-            segment: JobSegment::inherit(env.job_fd, env.size)?,
+            segment: JobSegment::inherit(job_fd, env.size)?,
             job: env.job.clone(),
             rank: env.rank,
             size: env.size,

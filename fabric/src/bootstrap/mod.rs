@@ -6,15 +6,19 @@
 mod local;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod tcp;
+pub mod wire;
 
 use std::time::Duration;
 
 pub use local::{JobSegment, LocalBootstrap};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiBootstrap;
+pub use tcp::TcpBootstrap;
 
 use crate::config::{
-    optional, required, ENV_JOB, ENV_JOB_FD, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
+    optional, required, ENV_JOB, ENV_JOB_FD, ENV_LAUNCHER, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK,
+    ENV_SIZE,
 };
 use crate::{Error, Rank, Result};
 
@@ -72,10 +76,28 @@ pub fn from_env() -> Result<Box<dyn Bootstrap>> {
             if let Some(core) = env.pin_core {
                 core_affinity::set_for_current(core_affinity::CoreId { id: core });
             }
-            Ok(Box::new(LocalBootstrap::from_launch_env(&env)?))
+            match env.meeting {
+                Meeting::Segment(fd) => Ok(Box::new(LocalBootstrap::from_launch_env(&env, fd)?)),
+                Meeting::Launcher(at) => Ok(Box::new(TcpBootstrap::connect(
+                    at,
+                    &env.job,
+                    env.rank,
+                    env.size,
+                    env.local_size,
+                )?)),
+            }
         }
         None => Ok(Box::new(LocalBootstrap::singleton()?)),
     }
+}
+
+/// Where the ranks of a launched job meet for the bootstrap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Meeting {
+    /// In the job segment inherited at this descriptor (one host).
+    Segment(std::os::fd::RawFd),
+    /// At the launcher's socket (a job that spans hosts).
+    Launcher(std::net::SocketAddr),
 }
 
 /// What the launcher put in the environment of one rank.
@@ -83,8 +105,8 @@ pub fn from_env() -> Result<Box<dyn Bootstrap>> {
 pub struct LaunchEnv {
     /// The job id.
     pub job: String,
-    /// The descriptor by which this process inherited the job segment.
-    pub job_fd: std::os::fd::RawFd,
+    /// Where the ranks meet: the job segment, or the launcher's socket.
+    pub meeting: Meeting,
     /// This process's rank.
     pub rank: Rank,
     /// The number of ranks in the job.
@@ -108,12 +130,15 @@ impl LaunchEnv {
                 "{ENV_RANK}={rank} is not below {ENV_SIZE}={size}"
             )));
         }
-        let job_fd = required(ENV_JOB_FD)?;
+        let meeting = match optional::<std::net::SocketAddr>(ENV_LAUNCHER)? {
+            Some(at) => Meeting::Launcher(at),
+            None => Meeting::Segment(required(ENV_JOB_FD)?),
+        };
         let local_size = optional(ENV_LOCAL_SIZE)?.unwrap_or(size);
         let pin_core = optional(ENV_PIN_CORE)?;
         Ok(Some(LaunchEnv {
             job,
-            job_fd,
+            meeting,
             rank,
             size,
             local_size,

@@ -98,6 +98,9 @@ impl OfiTransport {
         )?;
         let name = engine.domain.name()?;
         job.exchange_addresses(&directory_entry(&name, &control.key()))?;
+        if provider == "shm" {
+            job.require_one_host("ofi with libfabric's shm")?;
+        }
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;

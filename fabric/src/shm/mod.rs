@@ -62,6 +62,8 @@ impl ShmTransport {
         crate::os::raise_open_file_limit();
         let control = ShmWindow::create(job.rank(), 0, CONTROL_WINDOW_BYTES, &job.key_secret())?;
         job.exchange_addresses(control.key().as_bytes())?;
+        // Every rank sees the same directory, so all of them refuse alike.
+        job.require_one_host(Self::NAME)?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;

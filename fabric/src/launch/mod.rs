@@ -1,19 +1,26 @@
-//! The local launcher: starts N ranks of a program on this machine, gives
-//! them rank/size/job id and a bootstrap segment, pins them when asked,
-//! forwards their output with a rank prefix, and if one fails stops the
-//! others. Whatever happens, what libfabric left in /dev/shm for ranks that
-//! died is removed at the end, and so are such leftovers of any dead catena
-//! process (catena's own shared memory has no name).
+//! The launcher: starts N ranks of a program on this machine, gives them
+//! rank/size/job id and a bootstrap segment, pins them when asked, forwards
+//! their output with a rank prefix, and if one fails stops the others.
+//! Whatever happens, what libfabric left in /dev/shm for ranks that died is
+//! removed at the end, and so are such leftovers of any dead catena process
+//! (catena's own shared memory has no name). Given hosts, it starts the
+//! ranks through a proxy on each host instead ([`hosts`], [`proxy`]).
+
+mod child;
+mod hosts;
+mod proxy;
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use child::{die_with_launcher, forward, Sink};
+pub use proxy::serve_as_proxy;
 
 use crate::bootstrap::JobSegment;
 use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
@@ -42,6 +49,19 @@ pub struct LaunchSpec {
     pub grace: Duration,
     /// Collect the ranks' output into the report instead of printing it.
     pub capture_output: bool,
+    /// The hosts to run on, rank r on host r mod hosts (as MPICH's
+    /// `mpiexec -hosts` places them); empty runs every rank on this machine.
+    pub hosts: Vec<String>,
+    /// How to run a command on a host: this program followed by the host
+    /// name and the command's words, shell-quoted (`ssh` by default).
+    pub remote_exec: Vec<OsString>,
+    /// The command that serves as a host's proxy (see [`serve_as_proxy`]):
+    /// by default this very executable, without arguments.
+    pub proxy_command: Vec<OsString>,
+    /// The address the launcher listens on for its proxies and ranks, which
+    /// every host must reach: by default, what this machine's host name
+    /// resolves to.
+    pub bootstrap_address: Option<IpAddr>,
 }
 
 impl LaunchSpec {
@@ -56,6 +76,10 @@ impl LaunchSpec {
             env: Vec::new(),
             grace: Duration::from_secs(3),
             capture_output: false,
+            hosts: Vec::new(),
+            remote_exec: vec!["ssh".into()],
+            proxy_command: Vec::new(),
+            bootstrap_address: None,
         }
     }
 }
@@ -98,6 +122,9 @@ impl LaunchReport {
 pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
     if spec.ranks == 0 {
         return Err(Error::Bootstrap("a job needs at least one rank".into()));
+    }
+    if !spec.hosts.is_empty() {
+        return hosts::launch_across_hosts(spec);
     }
     let (limit, why) = local_rank_limit();
     if spec.ranks > limit {
@@ -149,8 +176,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             // it is killed with the others if a thread cannot be made.
             pids.push(child.id());
             children.push(Some(child));
-            forwarders.push(forward(rank, stdout, out)?);
-            forwarders.push(forward(rank, stderr, err)?);
+            forwarders.push(forward(Some(rank), stdout, out)?);
+            forwarders.push(forward(Some(rank), stderr, err)?);
             Ok(())
         });
         if let Err(e) = started {
@@ -239,38 +266,6 @@ fn share_job_segment(cmd: &mut Command, fd: RawFd) {
     }
 }
 
-/// Makes the rank `cmd` starts die by SIGKILL when the launcher dies, even
-/// by SIGKILL, which leaves the launcher no chance to stop it. The kernel
-/// sends the signal when the *thread* that forked the rank exits: `launch`
-/// forks every rank from its caller's thread and returns only after it
-/// reaped them all, so that thread outlives the ranks in every case. A
-/// rank's own children are not covered (the setting is not inherited by
-/// `fork`): a wrapper script should `exec` the program.
-fn die_with_launcher(cmd: &mut Command) {
-    let launcher = std::process::id() as libc::pid_t;
-    // SAFETY: the hook runs in the forked child and makes only
-    // async-signal-safe calls (prctl, getppid, raise), allocating nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The launcher may have died before the setting took effect.
-            if libc::getppid() != launcher {
-                libc::raise(libc::SIGKILL);
-            }
-            Ok(())
-        });
-    }
-}
-
-enum Sink {
-    Stdout,
-    Stderr,
-    Buffer(Arc<Mutex<Vec<u8>>>),
-}
-
-/// Copies a rank's output line by line, prefixed with `[rank]`.
 /// The most ranks this machine can run under the launcher, and the kernel
 /// limit that sets it: each rank is a process with two output-forwarding
 /// threads in the launcher (three tasks), and each thread maps about four
@@ -308,32 +303,4 @@ fn local_rank_limit() -> (u32, &'static str) {
     .filter_map(|(limit, why)| Some((u32::try_from(limit?).unwrap_or(u32::MAX), why)))
     .min()
     .unwrap_or((u32::MAX, "no limit found"))
-}
-
-fn forward(
-    rank: Rank,
-    stream: impl Read + Send + 'static,
-    sink: Sink,
-) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut line = Vec::new();
-        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
-            if !line.ends_with(b"\n") {
-                line.push(b'\n');
-            }
-            let mut prefixed = format!("[{rank}] ").into_bytes();
-            prefixed.append(&mut line);
-            let _ = match &sink {
-                Sink::Stdout => std::io::stdout().lock().write_all(&prefixed),
-                Sink::Stderr => std::io::stderr().lock().write_all(&prefixed),
-                Sink::Buffer(buf) => {
-                    buf.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .extend_from_slice(&prefixed);
-                    Ok(())
-                }
-            };
-        }
-    })
 }

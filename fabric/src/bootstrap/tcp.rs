@@ -1,0 +1,213 @@
+//! The bootstrap of a rank whose job spans hosts: one TCP connection to the
+//! launcher carries the address allgather, barriers and failure news. A
+//! thread reads the launcher's frames, so that news arrives while the rank
+//! computes; every wait is bounded.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::wire::Frame;
+use super::{BarrierTicket, Bootstrap};
+use crate::{Error, Rank, Result};
+
+/// How long a rank keeps trying to reach the launcher at start-up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bootstrap of a rank started by a proxy of the launcher on some host.
+pub struct TcpBootstrap {
+    job: String,
+    rank: Rank,
+    size: u32,
+    local_size: u32,
+    to_launcher: Mutex<TcpStream>,
+    news: Arc<News>,
+    barriers_started: AtomicU64,
+}
+
+/// What the launcher told this rank, filled in by the reader thread.
+#[derive(Default)]
+struct News {
+    gathered: Mutex<Option<Vec<Vec<u8>>>>,
+    arrived: Condvar,
+    released: AtomicU64,
+    /// Failed rank + 1; `u32::MAX` once the launcher is gone.
+    failed: AtomicU32,
+}
+
+/// `News::failed` once the connection to the launcher broke.
+const LAUNCHER_GONE: u32 = u32::MAX;
+
+impl TcpBootstrap {
+    /// Connects to the launcher at `launcher` as `rank` of job `job`.
+    pub fn connect(
+        launcher: SocketAddr,
+        job: &str,
+        rank: Rank,
+        size: u32,
+        local_size: u32,
+    ) -> Result<TcpBootstrap> {
+        let started = Instant::now();
+        let stream = loop {
+            match TcpStream::connect_timeout(&launcher, CONNECT_TIMEOUT) {
+                Ok(stream) => break stream,
+                Err(e) if started.elapsed() >= CONNECT_TIMEOUT => {
+                    return Err(Error::io(
+                        format!("connecting to the launcher at {launcher}"),
+                        e,
+                    ))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let mut writer = stream
+            .try_clone()
+            .map_err(|e| Error::io("cloning the launcher connection", e))?;
+        Frame::HelloRank {
+            job: job.to_string(),
+            rank,
+        }
+        .write(&mut writer)?;
+        let news = Arc::new(News::default());
+        let reader_news = news.clone();
+        std::thread::Builder::new()
+            .name("catena-bootstrap".into())
+            .spawn(move || read_news(stream, &reader_news))
+            .map_err(|e| Error::io("starting the bootstrap's reader thread", e))?;
+        Ok(TcpBootstrap {
+            job: job.to_string(),
+            rank,
+            size,
+            local_size,
+            to_launcher: Mutex::new(writer),
+            news,
+            barriers_started: AtomicU64::new(0),
+        })
+    }
+
+    fn send(&self, frame: &Frame) -> Result<()> {
+        let mut stream = self.to_launcher.lock().unwrap_or_else(|e| e.into_inner());
+        frame.write(&mut *stream)
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match self.news.failed.load(Ordering::Acquire) {
+            0 => Ok(()),
+            LAUNCHER_GONE => Err(Error::Bootstrap(
+                "the connection to the launcher broke (the launcher or this host's proxy is gone)"
+                    .into(),
+            )),
+            r => Err(Error::PeerGone { rank: r - 1 }),
+        }
+    }
+}
+
+/// The reader thread: applies the launcher's frames until the connection
+/// ends (the rank exits first in an orderly job).
+fn read_news(mut stream: TcpStream, news: &News) {
+    loop {
+        match Frame::read(&mut stream) {
+            Ok(Some(Frame::Gathered(all))) => {
+                *news.gathered.lock().unwrap_or_else(|e| e.into_inner()) = Some(all);
+                news.arrived.notify_all();
+            }
+            Ok(Some(Frame::Released(n))) => {
+                news.released.fetch_max(n, Ordering::AcqRel);
+            }
+            Ok(Some(Frame::Failed(rank))) => {
+                let _ = news.failed.compare_exchange(
+                    0,
+                    rank.saturating_add(1).min(LAUNCHER_GONE - 1),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                news.arrived.notify_all();
+            }
+            // Frames meant for proxies are no news to a rank.
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                let _ = news.failed.compare_exchange(
+                    0,
+                    LAUNCHER_GONE,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                news.arrived.notify_all();
+                return;
+            }
+        }
+    }
+}
+
+impl Bootstrap for TcpBootstrap {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn job_id(&self) -> &str {
+        &self.job
+    }
+
+    fn local_size(&self) -> u32 {
+        self.local_size
+    }
+
+    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
+        self.send(&Frame::Gather(mine.to_vec()))?;
+        let deadline = Instant::now() + timeout;
+        let mut gathered = self.news.gathered.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(all) = gathered.take() {
+                if all.len() != self.size as usize {
+                    return Err(Error::Bootstrap(format!(
+                        "the launcher gathered {} addresses for a job of {}",
+                        all.len(),
+                        self.size
+                    )));
+                }
+                return Ok(all);
+            }
+            self.check_failed()?;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    what: "the bootstrap allgather",
+                });
+            }
+            gathered = self
+                .news
+                .arrived
+                .wait_timeout(gathered, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn start_barrier(&self) -> Result<BarrierTicket> {
+        self.send(&Frame::Arrive)?;
+        Ok(BarrierTicket(
+            self.barriers_started.fetch_add(1, Ordering::AcqRel) + 1,
+        ))
+    }
+
+    fn barrier_done(&self, ticket: BarrierTicket) -> Result<bool> {
+        if self.news.released.load(Ordering::Acquire) >= ticket.0 {
+            return Ok(true);
+        }
+        self.check_failed()?;
+        Ok(false)
+    }
+
+    fn failed_rank(&self) -> Option<Rank> {
+        match self.news.failed.load(Ordering::Acquire) {
+            0 | LAUNCHER_GONE => None,
+            r => Some(r - 1),
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The frames a job that spans hosts exchanges over TCP: between the
+//! launcher, its proxy on each host, and the ranks. A frame is a 4-byte
+//! length, a tag byte and the fields; whatever does not parse is a typed
+//! `Bootstrap` error, so a stranger on the port cannot crash the launcher.
+
+use std::io::{Read, Write};
+
+use crate::{Error, Rank, Result};
+
+/// Longest frame accepted: room for the gathered addresses of a large job,
+/// and a bound on what a garbage length can make a reader allocate.
+const MAX_FRAME: usize = 256 << 20;
+
+/// One message of the launcher's protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A rank introduces itself to the launcher (first frame of a rank).
+    HelloRank {
+        /// The job id, which doubles as the job's password.
+        job: String,
+        /// The rank.
+        rank: Rank,
+    },
+    /// A proxy introduces itself to the launcher (first frame of a proxy).
+    HelloProxy {
+        /// The job id.
+        job: String,
+        /// Its host's index in the launcher's host list.
+        host: u32,
+    },
+    /// Launcher to proxy: the ranks to start on its host, and how.
+    Start(ProxyOrder),
+    /// Rank to launcher: its part of the one allgather.
+    Gather(Vec<u8>),
+    /// Launcher to rank: every rank's part, in rank order.
+    Gathered(Vec<Vec<u8>>),
+    /// Rank to launcher: arrived at its next barrier.
+    Arrive,
+    /// Launcher to rank: barriers up to this one are complete.
+    Released(u64),
+    /// Launcher to rank: the job lost this rank.
+    Failed(Rank),
+    /// Proxy to launcher: a rank of its host exited with this wait status.
+    Exited {
+        /// The rank.
+        rank: Rank,
+        /// Its raw wait status (as `ExitStatusExt::from_raw` takes it).
+        status: i32,
+    },
+    /// Proxy to launcher: all its ranks are gone; this many named objects
+    /// of dead processes were removed from its host's /dev/shm.
+    ProxyDone {
+        /// Leftovers removed.
+        leftovers: u32,
+    },
+    /// Launcher to proxy: kill the ranks that still run.
+    Kill,
+}
+
+/// What a proxy starts: its host's ranks of the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyOrder {
+    /// The executable every rank runs.
+    pub program: Vec<u8>,
+    /// Its arguments.
+    pub args: Vec<Vec<u8>>,
+    /// Extra environment, as `(name, value)`.
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The job's rank count.
+    pub size: u32,
+    /// The ranks of this host.
+    pub ranks: Vec<Rank>,
+    /// Whether to pin each rank to a core.
+    pub pin: bool,
+}
+
+const HELLO_RANK: u8 = 1;
+const HELLO_PROXY: u8 = 2;
+const START: u8 = 3;
+const GATHER: u8 = 4;
+const GATHERED: u8 = 5;
+const ARRIVE: u8 = 6;
+const RELEASED: u8 = 7;
+const FAILED: u8 = 8;
+const EXITED: u8 = 9;
+const PROXY_DONE: u8 = 10;
+const KILL: u8 = 11;
+
+impl Frame {
+    /// Writes the frame to `to`.
+    pub fn write(&self, to: &mut impl Write) -> Result<()> {
+        let mut out = Encoder(vec![0; 4]);
+        match self {
+            Frame::HelloRank { job, rank } => {
+                out.u8(HELLO_RANK);
+                out.bytes(job.as_bytes());
+                out.u32(*rank);
+            }
+            Frame::HelloProxy { job, host } => {
+                out.u8(HELLO_PROXY);
+                out.bytes(job.as_bytes());
+                out.u32(*host);
+            }
+            Frame::Start(order) => {
+                out.u8(START);
+                out.bytes(&order.program);
+                out.list(&order.args, |out, a| out.bytes(a));
+                out.list(&order.env, |out, (k, v)| {
+                    out.bytes(k);
+                    out.bytes(v);
+                });
+                out.u32(order.size);
+                out.list(&order.ranks, |out, r| out.u32(*r));
+                out.u8(order.pin.into());
+            }
+            Frame::Gather(mine) => {
+                out.u8(GATHER);
+                out.bytes(mine);
+            }
+            Frame::Gathered(all) => {
+                out.u8(GATHERED);
+                out.list(all, |out, a| out.bytes(a));
+            }
+            Frame::Arrive => out.u8(ARRIVE),
+            Frame::Released(n) => {
+                out.u8(RELEASED);
+                out.0.extend_from_slice(&n.to_le_bytes());
+            }
+            Frame::Failed(rank) => {
+                out.u8(FAILED);
+                out.u32(*rank);
+            }
+            Frame::Exited { rank, status } => {
+                out.u8(EXITED);
+                out.u32(*rank);
+                out.u32(*status as u32);
+            }
+            Frame::ProxyDone { leftovers } => {
+                out.u8(PROXY_DONE);
+                out.u32(*leftovers);
+            }
+            Frame::Kill => out.u8(KILL),
+        }
+        let len = out.0.len() - 4;
+        if len > MAX_FRAME {
+            return Err(Error::Bootstrap(format!(
+                "a launcher frame of {len} bytes is over the {MAX_FRAME}-byte limit"
+            )));
+        }
+        out.0[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        to.write_all(&out.0)
+            .map_err(|e| Error::io("writing to the launcher connection", e))
+    }
+
+    /// Reads one frame from `from`; `Ok(None)` at a clean end of stream.
+    pub fn read(from: &mut impl Read) -> Result<Option<Frame>> {
+        let mut len = [0u8; 4];
+        match from.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(Error::io("reading from the launcher connection", e)),
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        if len == 0 || len > MAX_FRAME {
+            return Err(malformed(format!("a frame length of {len} bytes")));
+        }
+        let mut body = vec![0u8; len];
+        from.read_exact(&mut body)
+            .map_err(|e| Error::io("reading from the launcher connection", e))?;
+        Frame::decode(&body)
+    }
+
+    fn decode(body: &[u8]) -> Result<Option<Frame>> {
+        let mut d = Decoder(body);
+        let frame = match d.u8()? {
+            HELLO_RANK => Frame::HelloRank {
+                job: d.string()?,
+                rank: d.u32()?,
+            },
+            HELLO_PROXY => Frame::HelloProxy {
+                job: d.string()?,
+                host: d.u32()?,
+            },
+            START => Frame::Start(ProxyOrder {
+                program: d.bytes()?,
+                args: d.list(Decoder::bytes)?,
+                env: d.list(|d| Ok((d.bytes()?, d.bytes()?)))?,
+                size: d.u32()?,
+                ranks: d.list(Decoder::u32)?,
+                pin: d.u8()? != 0,
+            }),
+            GATHER => Frame::Gather(d.bytes()?),
+            GATHERED => Frame::Gathered(d.list(Decoder::bytes)?),
+            ARRIVE => Frame::Arrive,
+            RELEASED => {
+                Frame::Released(u64::from_le_bytes(d.take(8)?.try_into().expect("8 bytes")))
+            }
+            FAILED => Frame::Failed(d.u32()?),
+            EXITED => Frame::Exited {
+                rank: d.u32()?,
+                status: d.u32()? as i32,
+            },
+            PROXY_DONE => Frame::ProxyDone {
+                leftovers: d.u32()?,
+            },
+            KILL => Frame::Kill,
+            tag => return Err(malformed(format!("unknown frame tag {tag}"))),
+        };
+        if !d.0.is_empty() {
+            return Err(malformed(format!("{} trailing bytes", d.0.len())));
+        }
+        Ok(Some(frame))
+    }
+}
+
+fn malformed(what: String) -> Error {
+    Error::Bootstrap(format!("malformed launcher frame: {what}"))
+}
+
+struct Encoder(Vec<u8>);
+
+impl Encoder {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn bytes(&mut self, v: &[u8]) {
+        self.u32(v.len() as u32);
+        self.0.extend_from_slice(v);
+    }
+
+    fn list<T>(&mut self, items: &[T], mut each: impl FnMut(&mut Self, &T)) {
+        self.u32(items.len() as u32);
+        for item in items {
+            each(self, item);
+        }
+    }
+}
+
+struct Decoder<'a>(&'a [u8]);
+
+impl Decoder<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        if n > self.0.len() {
+            return Err(malformed(format!(
+                "a field of {n} bytes where {} are left",
+                self.0.len()
+            )));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>> {
+        let len = self.u32()? as usize;
+        Ok(self.take(len)?.to_vec())
+    }
+
+    fn string(&mut self) -> Result<String> {
+        String::from_utf8(self.bytes()?).map_err(|_| malformed("a string that is not UTF-8".into()))
+    }
+
+    /// A counted list; the count cannot make it allocate more than the
+    /// frame holds (every item takes at least one byte).
+    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T>) -> Result<Vec<T>> {
+        let count = self.u32()? as usize;
+        if count > self.0.len() {
+            return Err(malformed(format!(
+                "a list of {count} items in {} bytes",
+                self.0.len()
+            )));
+        }
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(item(self)?);
+        }
+        Ok(items)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames() -> Vec<Frame> {
+        vec![
+            Frame::HelloRank {
+                job: "j0123".into(),
+                rank: 7,
+            },
+            Frame::HelloProxy {
+                job: "j0123".into(),
+                host: 2,
+            },
+            Frame::Start(ProxyOrder {
+                program: b"/bin/prog".to_vec(),
+                args: vec![b"-n".to_vec(), Vec::new()],
+                env: vec![(b"A".to_vec(), b"1".to_vec())],
+                size: 6,
+                ranks: vec![1, 4],
+                pin: true,
+            }),
+            Frame::Gather(vec![1, 2, 3]),
+            Frame::Gathered(vec![vec![], vec![9; 100]]),
+            Frame::Arrive,
+            Frame::Released(u64::MAX),
+            Frame::Failed(3),
+            Frame::Exited {
+                rank: 1,
+                status: -1,
+            },
+            Frame::ProxyDone { leftovers: 2 },
+            Frame::Kill,
+        ]
+    }
+
+    #[test]
+    fn every_frame_reads_back_as_written() {
+        let mut stream = Vec::new();
+        for frame in frames() {
+            frame.write(&mut stream).unwrap();
+        }
+        let mut from = &stream[..];
+        for frame in frames() {
+            assert_eq!(Frame::read(&mut from).unwrap(), Some(frame));
+        }
+        assert_eq!(Frame::read(&mut from).unwrap(), None);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_crash_or_a_huge_allocation() {
+        // Every truncation and every single-byte corruption of every frame.
+        for frame in frames() {
+            let mut bytes = Vec::new();
+            frame.write(&mut bytes).unwrap();
+            for cut in 1..bytes.len() {
+                assert!(Frame::read(&mut &bytes[..cut]).is_err() || cut < 4);
+            }
+            for at in 4..bytes.len() {
+                for value in [0u8, 0x7f, 0xff] {
+                    let mut bad = bytes.clone();
+                    bad[at] = value;
+                    let _ = Frame::read(&mut &bad[..]);
+                }
+            }
+        }
+        let huge = [0xffu8, 0xff, 0xff, 0x7f, GATHER];
+        assert!(Frame::read(&mut &huge[..]).is_err());
+        let mut counted = vec![0u8; 4];
+        counted.extend_from_slice(&[GATHERED, 0xff, 0xff, 0xff, 0xff]);
+        let len = (counted.len() - 4) as u32;
+        counted[..4].copy_from_slice(&len.to_le_bytes());
+        let err = Frame::read(&mut &counted[..]).unwrap_err().to_string();
+        assert!(err.contains("malformed launcher frame"), "{err}");
+    }
+}

@@ -1,0 +1,530 @@
+//! The launcher for a job that spans hosts: listens on a TCP socket, starts
+//! a proxy on each host through the remote-exec command (`ssh`, or any
+//! command taking the host and the command's words), and serves the ranks'
+//! bootstrap (the address allgather, barriers, failure news) from there.
+//! A rank or a whole host that dies stops the job as on one machine.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::child::{die_with_launcher, forward, Sink};
+use super::{LaunchReport, LaunchSpec, FORWARD_FLUSH, LOST_CHILD_STATUS};
+use crate::bootstrap::wire::{Frame, ProxyOrder};
+use crate::config::{ENV_JOB, ENV_PROXY, ENV_PROXY_HOST};
+use crate::{Error, Rank, Result};
+
+/// How long a host's proxy may take to connect, and a connection to say
+/// who it is.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// A write to a rank or proxy that takes longer drops the connection.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who is at the other end of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    Rank(Rank),
+    Proxy(u32),
+}
+
+enum Event {
+    Connected(Peer, TcpStream),
+    Frame(Peer, Frame),
+    Closed(Peer),
+}
+
+/// What the launcher knows of one host.
+struct Host {
+    name: String,
+    ranks: Vec<Rank>,
+    /// The remote-exec process that runs the proxy.
+    exec: Option<Child>,
+    exec_status: Option<ExitStatus>,
+    proxy: Option<TcpStream>,
+    /// Its proxy reported that all its ranks are gone.
+    done: bool,
+    /// Its proxy is gone without saying so (or never came).
+    lost: bool,
+}
+
+/// Runs `spec` on `spec.hosts` and waits for it to end.
+pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
+    let size = spec.ranks;
+    let job = crate::job::new_job_id();
+    let ip = match spec.bootstrap_address {
+        Some(ip) => ip,
+        None => own_address()?,
+    };
+    let listener = TcpListener::bind((ip, 0))
+        .map_err(|e| Error::io(format!("listening for the job's hosts on {ip}"), e))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| Error::io("the launcher's socket address", e))?;
+    let (events, inbox) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    accept_in_background(
+        listener,
+        job.clone(),
+        size,
+        spec.hosts.len() as u32,
+        events,
+        stop.clone(),
+    )?;
+
+    let captured = spec
+        .capture_output
+        .then(|| Arc::new(Mutex::new(Vec::new())));
+    let mut hosts: Vec<Host> = spec
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(h, name)| Host {
+            name: name.clone(),
+            ranks: (h as u32..size).step_by(spec.hosts.len()).collect(),
+            exec: None,
+            exec_status: None,
+            proxy: None,
+            done: false,
+            lost: false,
+        })
+        .collect();
+    let mut forwarders = Vec::new();
+    for (h, host) in hosts.iter_mut().enumerate() {
+        let mut cmd = remote_command(spec, &host.name, h as u32, &job, address)?;
+        die_with_launcher(&mut cmd);
+        match cmd.spawn() {
+            Ok(mut child) => {
+                let (out, err) = match &captured {
+                    Some(buf) => (Sink::Buffer(buf.clone()), Sink::Buffer(buf.clone())),
+                    None => (Sink::Stdout, Sink::Stderr),
+                };
+                forwarders.push(forward(None, child.stdout.take().expect("piped"), out));
+                forwarders.push(forward(None, child.stderr.take().expect("piped"), err));
+                host.exec = Some(child);
+            }
+            Err(e) => {
+                stop.store(true, Ordering::Release);
+                for child in hosts.iter_mut().filter_map(|h| h.exec.as_mut()) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(Error::io(
+                    format!(
+                        "starting {} for host {}",
+                        spec.remote_exec[0].to_string_lossy(),
+                        spec.hosts[h]
+                    ),
+                    e,
+                ));
+            }
+        }
+    }
+
+    let mut job_state = JobState::new(size, spec.grace);
+    let outcome = job_state.run(spec, &mut hosts, &inbox);
+    stop.store(true, Ordering::Release);
+    // The remote-exec commands end with their proxies; one that lingers
+    // (a stuck connection) is killed after the flush period.
+    let linger_until = Instant::now() + FORWARD_FLUSH;
+    for host in hosts.iter_mut() {
+        if let Some(child) = host.exec.as_mut() {
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < linger_until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+    let flush_until = Instant::now() + FORWARD_FLUSH;
+    while forwarders
+        .iter()
+        .any(|f| f.as_ref().is_ok_and(|f| !f.is_finished()))
+        && Instant::now() < flush_until
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    outcome?;
+    let output = captured
+        .map(|buf| {
+            String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+        })
+        .unwrap_or_default();
+    Ok(job_state.report(job, output))
+}
+
+/// The address this machine's host name resolves to (what remote hosts
+/// reach it by), IPv4 first.
+fn own_address() -> Result<IpAddr> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name = name.trim();
+    let found: Vec<IpAddr> = (name, 0)
+        .to_socket_addrs()
+        .map(|a| a.map(|a| a.ip()).collect())
+        .unwrap_or_default();
+    found
+        .iter()
+        .find(|ip| ip.is_ipv4())
+        .or(found.first())
+        .copied()
+        .ok_or_else(|| {
+            Error::Bootstrap(format!(
+                "this machine's host name {name:?} resolves to no address; \
+                 give the launcher one to listen on (--bootstrap-address)"
+            ))
+        })
+}
+
+/// `remote_exec HOST env CATENA_PROXY=... PROXY-COMMAND...`, every word of
+/// the remote command shell-quoted (ssh hands the remote shell one line).
+fn remote_command(
+    spec: &LaunchSpec,
+    host: &str,
+    index: u32,
+    job: &str,
+    launcher: SocketAddr,
+) -> Result<Command> {
+    let (exec, exec_args) = spec
+        .remote_exec
+        .split_first()
+        .ok_or_else(|| Error::Bootstrap("no remote-exec command to reach the hosts".into()))?;
+    let proxy = if spec.proxy_command.is_empty() {
+        vec![std::env::current_exe()
+            .map_err(|e| Error::io("this program's path, to start it as a proxy", e))?
+            .into_os_string()]
+    } else {
+        spec.proxy_command.clone()
+    };
+    let mut words: Vec<OsString> = vec![
+        "env".into(),
+        format!("{ENV_PROXY}={launcher}").into(),
+        format!("{ENV_PROXY_HOST}={index}").into(),
+        format!("{ENV_JOB}={job}").into(),
+    ];
+    words.extend(proxy);
+    let mut cmd = Command::new(exec);
+    cmd.args(exec_args)
+        .arg(host)
+        .args(words.iter().map(|w| shell_quote(w.as_bytes())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Ok(cmd)
+}
+
+/// `word` as one word of a POSIX shell command line.
+fn shell_quote(word: &[u8]) -> OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let safe = |b: &u8| b.is_ascii_alphanumeric() || b"-_./=:,@%+".contains(b);
+    if !word.is_empty() && word.iter().all(safe) {
+        return OsString::from_vec(word.to_vec());
+    }
+    let mut quoted = vec![b'\''];
+    for &b in word {
+        if b == b'\'' {
+            quoted.extend_from_slice(b"'\\''");
+        } else {
+            quoted.push(b);
+        }
+    }
+    quoted.push(b'\'');
+    OsString::from_vec(quoted)
+}
+
+/// Accepts connections until `stop`: each gets a thread that reads its
+/// hello (dropping strangers: wrong job id, unknown rank or host) and then
+/// turns its frames into events.
+fn accept_in_background(
+    listener: TcpListener,
+    job: String,
+    size: u32,
+    hosts: u32,
+    events: Sender<Event>,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("the launcher's socket", e))?;
+    std::thread::Builder::new()
+        .name("catena-accept".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let (job, events) = (job.clone(), events.clone());
+                std::thread::spawn(move || serve_connection(stream, &job, size, hosts, &events));
+            }
+        })
+        .map_err(|e| Error::io("starting the launcher's accept thread", e))?;
+    Ok(())
+}
+
+fn serve_connection(
+    mut stream: TcpStream,
+    job: &str,
+    size: u32,
+    hosts: u32,
+    events: &Sender<Event>,
+) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(START_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let peer = match Frame::read(&mut stream) {
+        Ok(Some(Frame::HelloRank { job: j, rank })) if j == job && rank < size => Peer::Rank(rank),
+        Ok(Some(Frame::HelloProxy { job: j, host })) if j == job && host < hosts => {
+            Peer::Proxy(host)
+        }
+        _ => return,
+    };
+    let _ = stream.set_read_timeout(None);
+    let Ok(writer) = stream.try_clone() else {
+        return;
+    };
+    if events.send(Event::Connected(peer, writer)).is_err() {
+        return;
+    }
+    while let Ok(Some(frame)) = Frame::read(&mut stream) {
+        if events.send(Event::Frame(peer, frame)).is_err() {
+            return;
+        }
+    }
+    let _ = events.send(Event::Closed(peer));
+}
+
+/// The launcher's view of the ranks: their connections, the allgather,
+/// barriers and exits.
+struct JobState {
+    size: u32,
+    ranks: Vec<Option<TcpStream>>,
+    gathered: Vec<Option<Vec<u8>>>,
+    gathered_count: u32,
+    /// Barriers each rank arrived at, and how many ranks arrived at each.
+    arrivals: Vec<u64>,
+    arrived: BTreeMap<u64, u32>,
+    released: u64,
+    statuses: Vec<Option<ExitStatus>>,
+    first_failure: Option<(Rank, ExitStatus)>,
+    kill_at: Option<Instant>,
+    /// How long ranks get to exit after the first failure.
+    grace: Duration,
+    leftovers: usize,
+}
+
+impl JobState {
+    fn new(size: u32, grace: Duration) -> JobState {
+        JobState {
+            size,
+            ranks: (0..size).map(|_| None).collect(),
+            gathered: vec![None; size as usize],
+            gathered_count: 0,
+            arrivals: vec![0; size as usize],
+            arrived: BTreeMap::new(),
+            released: 0,
+            statuses: vec![None; size as usize],
+            first_failure: None,
+            kill_at: None,
+            grace,
+            leftovers: 0,
+        }
+    }
+
+    /// Serves the job until every host is done or lost.
+    fn run(
+        &mut self,
+        spec: &LaunchSpec,
+        hosts: &mut [Host],
+        inbox: &Receiver<Event>,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let mut killed = false;
+        while hosts.iter().any(|h| !h.done && !h.lost) {
+            if let Ok(event) = inbox.recv_timeout(Duration::from_millis(2)) {
+                self.handle(event, spec, hosts);
+            }
+            for host in hosts.iter_mut() {
+                if host.exec_status.is_none() {
+                    if let Some(Ok(Some(status))) = host.exec.as_mut().map(Child::try_wait) {
+                        host.exec_status = Some(status);
+                    }
+                }
+                // Its proxy never came: the host cannot be reached.
+                let never_came = host.proxy.is_none()
+                    && !host.done
+                    && (host.exec_status.is_some() || started.elapsed() > START_TIMEOUT);
+                if never_came && !host.lost {
+                    host.lost = true;
+                    if let Some(child) = host.exec.as_mut() {
+                        let _ = child.kill();
+                    }
+                    let ranks = host.ranks.clone();
+                    self.lose_ranks(&ranks);
+                }
+            }
+            if !killed && self.kill_at.is_some_and(|at| Instant::now() >= at) {
+                killed = true;
+                for proxy in hosts.iter_mut().filter_map(|h| h.proxy.as_mut()) {
+                    let _ = Frame::Kill.write(proxy);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, event: Event, spec: &LaunchSpec, hosts: &mut [Host]) {
+        match event {
+            Event::Connected(Peer::Proxy(h), mut stream) => {
+                let host = &mut hosts[h as usize];
+                let order = ProxyOrder {
+                    program: spec.program.as_os_str().as_bytes().to_vec(),
+                    args: spec.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+                    env: spec
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                        .collect(),
+                    size: self.size,
+                    ranks: host.ranks.clone(),
+                    pin: spec.pin,
+                };
+                if host.proxy.is_none()
+                    && !host.lost
+                    && Frame::Start(order).write(&mut stream).is_ok()
+                {
+                    if self.kill_at.is_some() {
+                        let _ = Frame::Kill.write(&mut stream);
+                    }
+                    host.proxy = Some(stream);
+                }
+            }
+            Event::Connected(Peer::Rank(r), mut stream) => {
+                if let Some((failed, _)) = self.first_failure {
+                    let _ = Frame::Failed(failed).write(&mut stream);
+                }
+                self.ranks[r as usize] = Some(stream);
+            }
+            Event::Frame(Peer::Rank(r), Frame::Gather(mine)) => {
+                if self.gathered[r as usize].replace(mine).is_none() {
+                    self.gathered_count += 1;
+                }
+                if self.gathered_count == self.size {
+                    let all: Vec<Vec<u8>> = self
+                        .gathered
+                        .iter_mut()
+                        .map(|g| g.take().unwrap_or_default())
+                        .collect();
+                    self.to_ranks(&Frame::Gathered(all));
+                }
+            }
+            Event::Frame(Peer::Rank(r), Frame::Arrive) => {
+                let barrier = &mut self.arrivals[r as usize];
+                *barrier += 1;
+                *self.arrived.entry(*barrier).or_default() += 1;
+                let before = self.released;
+                while self.arrived.get(&(self.released + 1)) == Some(&self.size) {
+                    self.arrived.remove(&(self.released + 1));
+                    self.released += 1;
+                }
+                if self.released > before {
+                    self.to_ranks(&Frame::Released(self.released));
+                }
+            }
+            Event::Frame(Peer::Proxy(h), Frame::Exited { rank, status }) => {
+                if hosts[h as usize].ranks.contains(&rank) {
+                    self.exited(rank, ExitStatus::from_raw(status));
+                }
+            }
+            Event::Frame(Peer::Proxy(h), Frame::ProxyDone { leftovers }) => {
+                let host = &mut hosts[h as usize];
+                host.done = true;
+                self.leftovers += leftovers as usize;
+                let ranks = host.ranks.clone();
+                self.lose_ranks(&ranks);
+            }
+            Event::Closed(Peer::Proxy(h)) => {
+                let host = &mut hosts[h as usize];
+                if !host.done && !host.lost {
+                    host.lost = true;
+                    let ranks = host.ranks.clone();
+                    self.lose_ranks(&ranks);
+                }
+            }
+            Event::Closed(Peer::Rank(r)) => self.ranks[r as usize] = None,
+            // Anything else from a peer is out of protocol: ignored.
+            Event::Frame(..) => {}
+        }
+    }
+
+    /// Records `rank`'s exit; the first failure stops the job.
+    fn exited(&mut self, rank: Rank, status: ExitStatus) {
+        if self.statuses[rank as usize].is_some() {
+            return;
+        }
+        self.statuses[rank as usize] = Some(status);
+        if !status.success() && self.first_failure.is_none() {
+            self.first_failure = Some((rank, status));
+            self.to_ranks(&Frame::Failed(rank));
+            self.kill_at = Some(Instant::now() + self.grace);
+        }
+    }
+
+    /// The ranks of a host that is done or lost without reporting them.
+    fn lose_ranks(&mut self, ranks: &[Rank]) {
+        for &rank in ranks {
+            self.exited(rank, ExitStatus::from_raw(LOST_CHILD_STATUS));
+        }
+    }
+
+    fn to_ranks(&mut self, frame: &Frame) {
+        let mut bytes = Vec::new();
+        if frame.write(&mut bytes).is_err() {
+            return;
+        }
+        for slot in self.ranks.iter_mut() {
+            if let Some(stream) = slot {
+                if stream.write_all(&bytes).is_err() {
+                    *slot = None;
+                }
+            }
+        }
+    }
+
+    fn report(self, job_id: String, output: String) -> LaunchReport {
+        LaunchReport {
+            job_id,
+            statuses: self
+                .statuses
+                .into_iter()
+                .map(|s| s.unwrap_or(ExitStatus::from_raw(LOST_CHILD_STATUS)))
+                .collect(),
+            first_failure: self.first_failure,
+            leftover_segments: self.leftovers,
+            output,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_the_remote_shell() {
+        let q = |w: &str| shell_quote(w.as_bytes()).into_string().unwrap();
+        assert_eq!(q("plain/path-1.x"), "plain/path-1.x");
+        assert_eq!(q(""), "''");
+        assert_eq!(q("a b"), "'a b'");
+        assert_eq!(q("it's"), "'it'\\''s'");
+        assert_eq!(q("tcp;ofi_rxm"), "'tcp;ofi_rxm'");
+        assert_eq!(q("$HOME`x`"), "'$HOME`x`'");
+    }
+}
