@@ -219,3 +219,7 @@ common::provider_cases! {
 common::provider_cases! {
     ucx_shm_collectives_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], collectives;
 }
+
+// The same on every network provider across 2 and 3 fake hosts, under
+// catena's launcher and under mpiexec.
+catena_fabric::across_hosts_tests!(collectives_across_hosts: collectives);

@@ -595,3 +595,7 @@ common::provider_cases! {
 common::provider_cases! {
     ucx_shm_split_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], every_algorithm_matches_the_reference;
 }
+
+// The same on every network provider across 2 and 3 fake hosts, under
+// catena's launcher and under mpiexec.
+catena_fabric::across_hosts_tests!(split_across_hosts: every_algorithm_matches_the_reference);

@@ -393,9 +393,24 @@ const SHM_SCALE: Scale = Scale {
     rings: &[(64, 2), (1000, 2), (16 << 10, 4)],
 };
 
-fn shm_every_plan<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
+/// Across hosts every chunk of a small ring costs a loopback TCP round
+/// trip: fewer, larger chunks keep the cases to seconds.
+const NETWORK_SCALE: Scale = Scale {
+    big_bytes: 20_000,
+    big_elements: 2_500,
+    rings: &[(1000, 2), (16 << 10, 4)],
+};
+
+fn every_plan_blocking<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
     let inputs = Inputs::new(SEED, t.size(), SHM_SCALE.big_elements.max(1000));
     catena_fabric::block_on(t, every_plan(t, &SHM_SCALE, &inputs)).map_err(common::to_fabric)
+}
+
+fn every_plan_over_network<T: Transport + catena_fabric::Blocking>(
+    t: &T,
+) -> catena_fabric::Result<()> {
+    let inputs = Inputs::new(SEED, t.size(), NETWORK_SCALE.big_elements.max(1000));
+    catena_fabric::block_on(t, every_plan(t, &NETWORK_SCALE, &inputs)).map_err(common::to_fabric)
 }
 
 macro_rules! shm_cases {
@@ -407,7 +422,7 @@ macro_rules! shm_cases {
                 $ranks,
                 catena_fabric::testing::Starter::Launcher,
                 &[],
-                shm_every_plan,
+                every_plan_blocking,
             );
         }
     )*};
@@ -680,3 +695,7 @@ fn sim_a_panicking_operation_is_user_code() {
         }
     }
 }
+
+// The same on every network provider across 2 and 3 fake hosts, under
+// catena's launcher and under mpiexec.
+catena_fabric::across_hosts_tests!(tree_pipeline_across_hosts: every_plan_over_network);

@@ -29,6 +29,49 @@ pub enum Starter {
     Launcher,
     /// MPICH's `mpiexec -n` (the `mpi` feature bootstraps from MPI).
     Mpiexec,
+    /// catena's launcher across this many fake hosts (see [`FAKEHOST`]),
+    /// rank r on host r mod hosts.
+    LauncherOnHosts(u32),
+    /// `mpiexec -hosts` across this many fake hosts, placed alike.
+    MpiexecOnHosts(u32),
+}
+
+/// The script that stands in for ssh in the multi-host tests: it runs a
+/// command as if on another host (its own host name and /dev/shm, the same
+/// loopback network), and reports what the command left in that /dev/shm.
+pub const FAKEHOST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ci/fakehost");
+
+/// The environment that keeps a multi-host job's traffic on the loopback
+/// network: libfabric's tcp and UCX (catena's and MPICH's) use `lo` only.
+pub const LOOPBACK_ONLY: &[(&str, &str)] = &[("FI_TCP_IFACE", "lo"), ("UCX_NET_DEVICES", "lo")];
+
+/// Whether fake hosts can be made here (`unshare` of the UTS and mount
+/// namespaces, which needs root); the reason when not.
+pub fn fake_hosts_permitted() -> std::result::Result<(), String> {
+    let ok = Command::new("unshare")
+        .args(["--uts", "--mount", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match ok {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!(
+            "`unshare --uts --mount` is not permitted here ({status})"
+        )),
+        Err(e) => Err(format!("no unshare: {e}")),
+    }
+}
+
+fn fake_host_names(hosts: u32) -> Vec<String> {
+    (0..hosts).map(|h| format!("host{h}")).collect()
+}
+
+/// What the fake hosts said they found left in their /dev/shm.
+fn fake_host_leftovers(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|line| line.contains("left in /dev/shm"))
+        .collect()
 }
 
 /// In a rank of `case`: starts provider `P`, runs `body`, finalizes, and
@@ -84,18 +127,44 @@ pub fn launch_case_on<P: Provider>(
     env: &[(&str, &str)],
     body: impl FnOnce(&P) -> Result<()>,
 ) -> Option<LaunchReport> {
+    launch_case_across::<P>(case, ranks, 0, env, body)
+}
+
+/// [`launch_case_on`] across `hosts` fake hosts (0: this machine only).
+/// A copy of this binary started as a host's proxy serves as one and exits.
+pub fn launch_case_across<P: Provider>(
+    case: &str,
+    ranks: u32,
+    hosts: u32,
+    env: &[(&str, &str)],
+    body: impl FnOnce(&P) -> Result<()>,
+) -> Option<LaunchReport> {
+    if let Some(code) = crate::launch::serve_as_proxy() {
+        std::process::exit(code);
+    }
     if run_as_rank(case, body) {
         return None;
     }
-    let mut spec = LaunchSpec::new(
-        ranks,
-        std::env::current_exe().expect("the test binary's path"),
-    );
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut spec = LaunchSpec::new(ranks, &exe);
     spec.args = rank_args(case).map(Into::into).to_vec();
     spec.env.push((ENV_CASE.into(), case.into()));
     spec.env
         .extend(env.iter().map(|(k, v)| ((*k).into(), (*v).into())));
     spec.capture_output = true;
+    if hosts > 0 {
+        spec.hosts = fake_host_names(hosts);
+        spec.remote_exec = vec![FAKEHOST.into()];
+        spec.proxy_command = std::iter::once(exe.into_os_string())
+            .chain(rank_args(case).map(Into::into))
+            .collect();
+        spec.bootstrap_address = Some(std::net::Ipv4Addr::LOCALHOST.into());
+        spec.env.extend(
+            LOOPBACK_ONLY
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into())),
+        );
+    }
     Some(launch(&spec).unwrap_or_else(|e| panic!("launching {case}: {e}")))
 }
 
@@ -117,9 +186,19 @@ pub fn run_case_on<P: Provider>(
     env: &[(&str, &str)],
     body: impl FnOnce(&P) -> Result<()>,
 ) {
+    let hosts = match starter {
+        Starter::LauncherOnHosts(h) | Starter::MpiexecOnHosts(h) => h,
+        Starter::Launcher | Starter::Mpiexec => 0,
+    };
+    if hosts > 0 && !in_a_rank() && std::env::var_os(crate::config::ENV_PROXY).is_none() {
+        if let Err(why) = fake_hosts_permitted() {
+            eprintln!("{case}: skipped: {why}");
+            return;
+        }
+    }
     match starter {
-        Starter::Launcher => {
-            if let Some(report) = launch_case_on(case, ranks, env, body) {
+        Starter::Launcher | Starter::LauncherOnHosts(_) => {
+            if let Some(report) = launch_case_across(case, ranks, hosts, env, body) {
                 assert!(
                     report.success(),
                     "{case} failed: {:?}\n{}",
@@ -131,11 +210,13 @@ pub fn run_case_on<P: Provider>(
                     "{case}: the job left named objects in /dev/shm\n{}",
                     report.output
                 );
+                let left = fake_host_leftovers(&report.output);
+                assert!(left.is_empty(), "{case}: {left:?}\n{}", report.output);
             }
         }
-        Starter::Mpiexec => {
+        Starter::Mpiexec | Starter::MpiexecOnHosts(_) => {
             if !run_as_rank(case, body) {
-                run_under_mpiexec(case, ranks, env);
+                run_under_mpiexec(case, ranks, hosts, env);
             }
         }
     }
@@ -146,11 +227,19 @@ pub fn run_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Resu
     run_case_on(case, ranks, Starter::Launcher, &[], body)
 }
 
-/// Runs this test binary's `case` under `mpiexec -n ranks` and asserts that
-/// it succeeded within `MPIEXEC_TIMEOUT`.
-fn run_under_mpiexec(case: &str, ranks: u32, env: &[(&str, &str)]) {
+/// Runs this test binary's `case` under `mpiexec -n ranks` (across `hosts`
+/// fake hosts, if any) and asserts that it succeeded within
+/// `MPIEXEC_TIMEOUT` and that no fake host found leftovers in its /dev/shm.
+fn run_under_mpiexec(case: &str, ranks: u32, hosts: u32, env: &[(&str, &str)]) {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let mut child = Command::new("mpiexec")
+    let mut mpiexec = Command::new("mpiexec");
+    if hosts > 0 {
+        mpiexec
+            .args(["-launcher", "ssh", "-launcher-exec", FAKEHOST, "-hosts"])
+            .arg(fake_host_names(hosts).join(","))
+            .envs(LOOPBACK_ONLY.iter().copied());
+    }
+    let mut child = mpiexec
         .arg("-n")
         .arg(ranks.to_string())
         .arg(&exe)
@@ -184,6 +273,8 @@ fn run_under_mpiexec(case: &str, ranks: u32, env: &[(&str, &str)]) {
         Some(s) => panic!("{case} under mpiexec failed: {s}\n{output}"),
         None => panic!("{case} under mpiexec ran past {MPIEXEC_TIMEOUT:?}\n{output}"),
     }
+    let left = fake_host_leftovers(&output);
+    assert!(left.is_empty(), "{case} under mpiexec: {left:?}\n{output}");
 }
 
 fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
@@ -259,21 +350,40 @@ pub fn conformance_case<P: Provider + crate::ControlWindows>(
 /// started by the launcher: the last rank SIGKILLs itself, and every other
 /// rank must notice, fail its waits with `PeerGone` and exit cleanly.
 pub fn killed_peer_case<P: Provider>(case: &str, ranks: u32, env: &[(&str, &str)]) {
+    killed_peer_across::<P>(case, ranks, 0, env, Duration::from_secs(20))
+}
+
+/// [`killed_peer_case`] across `hosts` fake hosts (0: this machine), where
+/// the job must be over within `limit`.
+pub fn killed_peer_across<P: Provider>(
+    case: &str,
+    ranks: u32,
+    hosts: u32,
+    env: &[(&str, &str)],
+    limit: Duration,
+) {
     use std::os::unix::process::ExitStatusExt;
+    if hosts > 0 && !in_a_rank() && std::env::var_os(crate::config::ENV_PROXY).is_none() {
+        if let Err(why) = fake_hosts_permitted() {
+            eprintln!("{case}: skipped: {why}");
+            return;
+        }
+    }
     let victim = ranks - 1;
     let started = Instant::now();
     let die = || unsafe {
         libc::kill(libc::getpid(), libc::SIGKILL);
     };
-    let Some(report) = launch_case_on::<P>(case, ranks, env, |t| {
+    let Some(report) = launch_case_across::<P>(case, ranks, hosts, env, |t| {
         crate::block_on(t, crate::conformance::peer_killed(t, victim, die))
     }) else {
         return;
     };
     assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "the launcher took {:?}",
-        started.elapsed()
+        started.elapsed() < limit,
+        "the launcher took {:?}\n{}",
+        started.elapsed(),
+        report.output
     );
     assert_eq!(
         report.first_failure.map(|(r, s)| (r, s.signal())),
@@ -291,6 +401,63 @@ pub fn killed_peer_case<P: Provider>(case: &str, ranks: u32, env: &[(&str, &str)
         }
     }
     assert_ne!(report.exit_code(), 0);
+}
+
+/// The whole conformance suite as a rank's body (for [`run_case_on`]).
+pub fn conformance_suite<P: Provider + crate::ControlWindows>(t: &P) -> Result<()> {
+    crate::block_on(t, crate::conformance::run(t, Check::Suite))
+}
+
+/// libfabric's tcp provider, for the multi-host tests.
+pub const OFI_TCP: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")];
+/// UCX over tcp, for catena's context only (MPICH's own, under `mpiexec`,
+/// keeps its defaults: MPICH 4.0's finalize over tcp alone hangs).
+pub const UCX_TCP: &[(&str, &str)] = &[("CATENA_UCX_TLS", "tcp,self")];
+
+/// `body::<P>` on every network provider, across 2 fake hosts × 2 ranks
+/// and 3 fake hosts × 2 ranks, under catena's launcher and under
+/// `mpiexec` (features `ofi`, `ucx`, `mpi` of the calling crate), as
+/// `#[test]`s in module `$module`:
+///
+/// ```ignore
+/// catena_fabric::across_hosts_tests!(split_across_hosts: every_algorithm_matches_the_reference);
+/// ```
+///
+/// Skipped, with the reason printed, where fake hosts cannot be made.
+#[macro_export]
+macro_rules! across_hosts_tests {
+    ($module:ident: $body:ident) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::across_hosts_tests!(@case "ofi", $body, ofi_2x2, $crate::ofi::OfiTransport, OFI_TCP, 4, LauncherOnHosts(2));
+            $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2, $crate::ofi::OfiTransport, OFI_TCP, 6, LauncherOnHosts(3));
+            $crate::across_hosts_tests!(@case "ucx", $body, ucx_2x2, $crate::ucx::UcxTransport, UCX_TCP, 4, LauncherOnHosts(2));
+            $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2, $crate::ucx::UcxTransport, UCX_TCP, 6, LauncherOnHosts(3));
+            #[cfg(feature = "mpi")]
+            mod mpiexec {
+                #[allow(unused_imports)]
+                use super::*;
+                $crate::across_hosts_tests!(@case "ofi", $body, ofi_2x2, $crate::ofi::OfiTransport, OFI_TCP, 4, MpiexecOnHosts(2));
+                $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2, $crate::ofi::OfiTransport, OFI_TCP, 6, MpiexecOnHosts(3));
+                $crate::across_hosts_tests!(@case "ucx", $body, ucx_2x2, $crate::ucx::UcxTransport, UCX_TCP, 4, MpiexecOnHosts(2));
+                $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2, $crate::ucx::UcxTransport, UCX_TCP, 6, MpiexecOnHosts(3));
+            }
+        }
+    };
+    (@case $feature:literal, $body:ident, $name:ident, $provider:ty, $env:ident, $ranks:literal, $starter:ident($hosts:literal)) => {
+        #[cfg(feature = $feature)]
+        #[test]
+        fn $name() {
+            $crate::testing::run_case_on::<$provider>(
+                &$crate::testing::test_name(module_path!(), stringify!($name)),
+                $ranks,
+                $crate::testing::Starter::$starter($hosts),
+                $crate::testing::$env,
+                $body::<$provider>,
+            );
+        }
+    };
 }
 
 /// Every conformance case of one provider, as `#[test]`s: for each

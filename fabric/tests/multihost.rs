@@ -1,0 +1,70 @@
+//! Jobs that span hosts, on one machine: fake hosts (ci/fakehost: a host
+//! name and a /dev/shm of their own, the loopback network) under catena's
+//! launcher and under `mpiexec -hosts`. The conformance suite on every
+//! network provider; a killed rank stops every rank on every host; shm
+//! refuses such a job, naming the hosts.
+#![cfg(any(feature = "ofi", feature = "ucx"))]
+
+use std::time::Duration;
+
+use catena_fabric::testing::{
+    conformance_suite, fake_hosts_permitted, in_a_rank, killed_peer_across, launch_case_across,
+    OFI_TCP, UCX_TCP,
+};
+
+catena_fabric::across_hosts_tests!(suite_across_hosts: conformance_suite);
+
+/// A killed rank on one host: every rank on every host notices within 10 s.
+#[cfg(feature = "ucx")]
+#[test]
+fn ucx_killed_rank_stops_every_host() {
+    killed_peer_across::<catena_fabric::ucx::UcxTransport>(
+        "ucx_killed_rank_stops_every_host",
+        6,
+        3,
+        UCX_TCP,
+        Duration::from_secs(10),
+    );
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn ofi_killed_rank_stops_every_host() {
+    killed_peer_across::<catena_fabric::ofi::OfiTransport>(
+        "ofi_killed_rank_stops_every_host",
+        4,
+        2,
+        OFI_TCP,
+        Duration::from_secs(10),
+    );
+}
+
+/// shm cannot reach another host: every rank fails with an error naming
+/// the hosts, and the job ends at once.
+#[test]
+fn shm_refuses_a_job_across_hosts() {
+    let case = "shm_refuses_a_job_across_hosts";
+    if !in_a_rank() && std::env::var_os("CATENA_PROXY").is_none() {
+        if let Err(why) = fake_hosts_permitted() {
+            eprintln!("{case}: skipped: {why}");
+            return;
+        }
+    }
+    let Some(report) =
+        launch_case_across::<catena_fabric::shm::ShmTransport>(case, 4, 2, &[], |_| Ok(()))
+    else {
+        return;
+    };
+    assert!(!report.success(), "{}", report.output);
+    for rank in 0..4 {
+        let line = report
+            .output
+            .lines()
+            .find(|l| l.starts_with(&format!("[{rank}]")) && l.contains("unavailable"))
+            .unwrap_or_else(|| panic!("rank {rank} said nothing\n{}", report.output));
+        assert!(
+            line.contains("spans 2 hosts: host0 (2 ranks), host1 (2 ranks)"),
+            "{line}"
+        );
+    }
+}
