@@ -83,6 +83,10 @@ pub trait Rma {
     fn size(&self) -> u32;
     /// Unique per job; names shared resources and keeps jobs apart.
     fn job_id(&self) -> &str;
+    /// An id of the host this rank runs on, equal on every rank that shares
+    /// it (and, but for hash collisions, different across hosts): what a
+    /// split by host, the first level of a two-level collective, colors by.
+    fn host(&self) -> u64;
     /// The transport clock (virtual in the simulator); deadlines are on it.
     fn now(&self) -> Time;
     /// The deadline `timeout` from now, saturating at [`Time::MAX`].

@@ -7,6 +7,7 @@
 pub(crate) mod alltoallv;
 mod collectives;
 mod create;
+mod hierarchy;
 mod map;
 mod merge;
 mod p2p;
@@ -25,6 +26,7 @@ use crate::scan::allreduce_in;
 use crate::split::{split, split_by, Algorithm, Color, Key, Split};
 use crate::{Chain, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
+pub use hierarchy::Hierarchy;
 
 /// The timeout a communicator gives each call unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

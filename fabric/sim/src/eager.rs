@@ -69,6 +69,10 @@ impl<'s> Rma for EagerRank<'s> {
         self.rank.job_id()
     }
 
+    fn host(&self) -> u64 {
+        self.rank.host()
+    }
+
     fn now(&self) -> Time {
         self.rank.now()
     }

@@ -246,6 +246,8 @@ pub struct Sim {
     trace: Option<RefCell<Vec<TraceEvent>>>,
     /// Charges each rank's computation to its clock, when asked to.
     compute: Option<Meter>,
+    /// Consecutive ranks per simulated host (what `Rma::host` tells).
+    ranks_per_host: u32,
 }
 
 impl Sim {
@@ -278,7 +280,15 @@ impl Sim {
             jitter: RefCell::new(None),
             trace: None,
             compute: None,
+            ranks_per_host: 1,
         }
+    }
+
+    /// Places `n` consecutive ranks on each simulated host (1 by default),
+    /// as `Rma::host` reports them. The cost model does not change with it.
+    pub fn with_ranks_per_host(mut self, n: u32) -> Sim {
+        self.ranks_per_host = n.max(1);
+        self
     }
 
     /// Charges the CPU time each rank's own code spends (between transport

@@ -145,6 +145,10 @@ impl<'s> Rma for SimRank<'s> {
         "sim"
     }
 
+    fn host(&self) -> u64 {
+        u64::from(self.rank / self.sim.ranks_per_host)
+    }
+
     fn now(&self) -> Time {
         let _call = self.sim.call(self.rank);
         Time(self.state().clock.get())

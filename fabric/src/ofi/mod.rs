@@ -438,6 +438,10 @@ impl Rma for OfiTransport {
         self.job.id()
     }
 
+    fn host(&self) -> u64 {
+        self.job.host_id()
+    }
+
     fn now(&self) -> Time {
         self.job.now()
     }

@@ -178,6 +178,10 @@ impl Rma for ShmTransport {
         self.job.id()
     }
 
+    fn host(&self) -> u64 {
+        self.job.host_id()
+    }
+
     fn now(&self) -> Time {
         self.job.now()
     }

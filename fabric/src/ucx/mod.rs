@@ -307,6 +307,10 @@ impl Rma for UcxTransport {
         self.job.id()
     }
 
+    fn host(&self) -> u64 {
+        self.job.host_id()
+    }
+
     fn now(&self) -> Time {
         self.job.now()
     }
