@@ -91,6 +91,9 @@ impl HostArgs {
 /// failed rank's (128 + signal if it was killed), which is also reported.
 pub fn run_job(spec: &LaunchSpec, who: &str) -> Outcome {
     let report = launch(spec)?;
+    for host in &report.lost_hosts {
+        eprintln!("{who}: host {host} was lost: its proxy ended before its ranks did");
+    }
     if let Some((rank, status)) = report.first_failure {
         eprintln!("{who}: rank {rank} failed ({status}); the job was stopped");
     }

@@ -8,6 +8,7 @@ mod create_group;
 mod groupmap;
 mod groups;
 mod heap;
+mod hierarchy;
 mod mcmc;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 mod native;
@@ -71,6 +72,9 @@ enum Command {
     /// with their right neighbour when idle; makespan against the
     /// unbalanced run and the ideal (`--sim N,...`: in virtual time).
     Mcmc(mcmc::Args),
+    /// Two-level (inside each host, then across hosts' leaders) against
+    /// flat allreduce and broadcast; meant for jobs across hosts (--hosts).
+    Hierarchy(hierarchy::Args),
     /// Group maps (Taheri's classes A-E, Table 6.1): bytes, bound, lookup ns per representation.
     Groupmap(groupmap::Args),
     #[command(subcommand)]
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
         Command::Tree(command) => tree::main(&command),
         Command::Groups(args) => as_job(&args.job).unwrap_or_else(|| groups::main(&args)),
         Command::Ring(args) => as_job(&args.job).unwrap_or_else(|| ring::main(&args)),
+        Command::Hierarchy(args) => as_job(&args.job).unwrap_or_else(|| hierarchy::main(&args)),
     };
     exit_code(outcome, "catena-bench")
 }
@@ -166,6 +171,9 @@ impl JobArgs {
             self.ranks
         );
         let report = catena_fabric::launch::launch(&spec)?;
+        if !report.lost_hosts.is_empty() {
+            return Err(format!("lost hosts: {}", report.lost_hosts.join(", ")).into());
+        }
         if let Some((rank, status)) = report.first_failure {
             return Err(format!("rank {rank} failed ({status})").into());
         }

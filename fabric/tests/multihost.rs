@@ -39,6 +39,55 @@ fn ofi_killed_rank_stops_every_host() {
     );
 }
 
+/// A whole host dies (its proxy is killed, and its ranks with it): the
+/// ranks of the other host fail their waits with `PeerGone` and exit, the
+/// launcher names the lost host, and the job is over within 10 s.
+#[cfg(feature = "ucx")]
+#[test]
+fn a_lost_host_stops_the_job() {
+    let case = "a_lost_host_stops_the_job";
+    if !in_a_rank() && std::env::var_os("CATENA_PROXY").is_none() {
+        if let Err(why) = fake_hosts_permitted() {
+            eprintln!("{case}: skipped: {why}");
+            return;
+        }
+    }
+    let started = std::time::Instant::now();
+    // Rank 3 runs on host1 with rank 1; it kills their proxy.
+    let kill_proxy = || unsafe {
+        libc::kill(libc::getppid(), libc::SIGKILL);
+        loop {
+            libc::pause();
+        }
+    };
+    let Some(report) =
+        launch_case_across::<catena_fabric::ucx::UcxTransport>(case, 4, 2, UCX_TCP, |t| {
+            catena_fabric::block_on(t, catena_fabric::conformance::peer_killed(t, 3, kill_proxy))
+        })
+    else {
+        return;
+    };
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?}\n{}",
+        report.output
+    );
+    assert_eq!(report.lost_hosts, ["host1"], "{}", report.output);
+    assert_ne!(report.exit_code(), 0);
+    for survivor in [0, 2] {
+        assert!(
+            report.statuses[survivor].success(),
+            "rank {survivor}: {:?}\n{}",
+            report.statuses[survivor],
+            report.output
+        );
+    }
+    for lost in [1, 3] {
+        assert!(!report.statuses[lost].success(), "{}", report.output);
+    }
+}
+
 /// shm cannot reach another host: every rank fails with an error naming
 /// the hosts, and the job ends at once.
 #[test]

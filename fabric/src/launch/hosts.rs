@@ -130,6 +130,11 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
 
     let mut job_state = JobState::new(size, spec.grace);
     let outcome = job_state.run(spec, &mut hosts, &inbox);
+    let lost_hosts = hosts
+        .iter()
+        .filter(|h| h.lost)
+        .map(|h| h.name.clone())
+        .collect();
     stop.store(true, Ordering::Release);
     // The remote-exec commands end with their proxies; one that lingers
     // (a stuck connection) is killed after the flush period.
@@ -157,7 +162,7 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
             String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
         })
         .unwrap_or_default();
-    Ok(job_state.report(job, output))
+    Ok(job_state.report(job, output, lost_hosts))
 }
 
 /// The address this machine's host name resolves to (what remote hosts
@@ -498,7 +503,7 @@ impl JobState {
         }
     }
 
-    fn report(self, job_id: String, output: String) -> LaunchReport {
+    fn report(self, job_id: String, output: String, lost_hosts: Vec<String>) -> LaunchReport {
         LaunchReport {
             job_id,
             statuses: self
@@ -508,6 +513,7 @@ impl JobState {
                 .collect(),
             first_failure: self.first_failure,
             leftover_segments: self.leftovers,
+            lost_hosts,
             output,
         }
     }

@@ -96,6 +96,10 @@ pub struct LaunchReport {
     /// Objects in /dev/shm named after the job (libfabric's regions) that
     /// were still there at the end and got removed.
     pub leftover_segments: usize,
+    /// Hosts whose proxy ended (or never started) before reporting all its
+    /// ranks: the host, or the way to it, was lost. Its unreported ranks
+    /// count as failed with exit status 255.
+    pub lost_hosts: Vec<String>,
     /// The ranks' prefixed output, if it was captured.
     pub output: String,
 }
@@ -242,6 +246,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             .collect(),
         first_failure,
         leftover_segments,
+        lost_hosts: Vec::new(),
         output: captured
             .map(|buf| {
                 String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
