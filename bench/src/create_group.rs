@@ -244,7 +244,14 @@ fn print(n: u32, oversubscribed: bool, figures: &[Figure]) {
 #[cfg(feature = "mpi")]
 fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
-    catena_bench::run_under_mpiexec(args.job.ranks, "create-group", args.repetitions, &csv, &[])?;
+    catena_bench::run_under_mpiexec(
+        args.job.ranks,
+        &args.job.hosts,
+        "create-group",
+        args.repetitions,
+        &csv,
+        &[],
+    )?;
     read_csv(&csv)
 }
 

@@ -43,10 +43,6 @@ impl WithProvider for InRank<'_> {
     }
 }
 
-fn sum(a: &Vec<u64>, b: &Vec<u64>) -> Vec<u64> {
-    a.iter().zip(b).map(|(x, y)| x.wrapping_add(*y)).collect()
-}
-
 fn in_rank<P: Provider>(args: &Args) -> crate::Outcome {
     let t = P::from_env()?;
     let world = Comm::world(&t).with_timeout(TIMEOUT);
@@ -58,6 +54,9 @@ fn in_rank<P: Provider>(args: &Args) -> crate::Outcome {
     let hosts = world.allreduce(hosts, |a, b| *a.max(b))?;
     let rank = u64::from(world.rank());
     let big: Vec<u64> = (0..args.elements as u64).map(|i| i ^ rank).collect();
+    let sum = |a: &Vec<u64>, b: &Vec<u64>| -> Vec<u64> {
+        a.iter().zip(b).map(|(x, y)| x.wrapping_add(*y)).collect()
+    };
     let time = |call: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
         let mut times = Vec::with_capacity(args.repetitions);
         for repetition in 0..=args.repetitions {

@@ -68,6 +68,25 @@ pub struct HostArgs {
 }
 
 impl HostArgs {
+    /// The same hosts for MPICH's `mpiexec` (Hydra's ssh launcher run
+    /// through the remote-exec command's program).
+    pub fn mpiexec_args(&self) -> Vec<String> {
+        let Some(exec) = self.remote_exec.split_whitespace().next() else {
+            return Vec::new();
+        };
+        if self.hosts.is_empty() {
+            return Vec::new();
+        }
+        vec![
+            "-launcher".into(),
+            "ssh".into(),
+            "-launcher-exec".into(),
+            exec.into(),
+            "-hosts".into(),
+            self.hosts.join(","),
+        ]
+    }
+
     /// Makes `spec` span the hosts asked for, if any.
     pub fn apply(&self, spec: &mut LaunchSpec) -> Result<(), Box<dyn std::error::Error>> {
         if self.hosts.is_empty() {
@@ -116,6 +135,7 @@ pub fn exit_code(outcome: Outcome, who: &str) -> ExitCode {
 /// written to `csv`, and the subcommand's `extra` arguments.
 pub fn run_under_mpiexec(
     ranks: u32,
+    hosts: &HostArgs,
     subcommand: &str,
     repetitions: usize,
     csv: &std::path::Path,
@@ -123,6 +143,7 @@ pub fn run_under_mpiexec(
 ) -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("catena-bench {subcommand}: MPICH under mpiexec -n {ranks} ...");
     let status = std::process::Command::new("mpiexec")
+        .args(hosts.mpiexec_args())
         .arg("-n")
         .arg(ranks.to_string())
         .arg(std::env::current_exe()?)

@@ -365,7 +365,14 @@ fn print(args: &Args, cores: usize, figures: &[Figure]) {
 #[cfg(feature = "mpi")]
 fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
-    catena_bench::run_under_mpiexec(args.job.ranks, "split", args.repetitions, &csv, &[])?;
+    catena_bench::run_under_mpiexec(
+        args.job.ranks,
+        &args.job.hosts,
+        "split",
+        args.repetitions,
+        &csv,
+        &[],
+    )?;
     read_csv(&csv)
 }
 

@@ -38,19 +38,14 @@ impl<'t, T: Transport> Comm<'t, T> {
 
     /// This communicator's [`Hierarchy`]: two splits, made once and reused
     /// by every two-level collective. Collective over this communicator.
-    pub fn ihierarchy(&self) -> impl Future<Output = Result<Hierarchy<'t, T>>> + '_ {
-        async move {
-            let local = self.isplit_by_host().await?;
-            let leads = local.rank() == 0;
-            let leaders = self
-                .isplit_by_color(if leads {
-                    Color::Is(0u8)
-                } else {
-                    Color::NotMember
-                })
-                .await?;
-            Ok(Hierarchy { local, leaders })
-        }
+    pub async fn ihierarchy(&self) -> Result<Hierarchy<'t, T>> {
+        let local = self.isplit_by_host().await?;
+        let color = match local.rank() {
+            0 => Color::Is(0u8),
+            _ => Color::NotMember,
+        };
+        let leaders = self.isplit_by_color(color).await?;
+        Ok(Hierarchy { local, leaders })
     }
 }
 

@@ -376,7 +376,14 @@ fn mpich(args: &Args) -> Result<Vec<Figure>> {
         "--sets".into(),
         args.sets.join(","),
     ];
-    catena_bench::run_under_mpiexec(args.job.ranks, "alltoall", args.repetitions, &csv, &extra)?;
+    catena_bench::run_under_mpiexec(
+        args.job.ranks,
+        &args.job.hosts,
+        "alltoall",
+        args.repetitions,
+        &csv,
+        &extra,
+    )?;
     read_csv(&csv)
 }
 

@@ -427,7 +427,7 @@ impl JobState {
                         .iter_mut()
                         .map(|g| g.take().unwrap_or_default())
                         .collect();
-                    self.to_ranks(&Frame::Gathered(all));
+                    self.tell_ranks(&Frame::Gathered(all));
                 }
             }
             Event::Frame(Peer::Rank(r), Frame::Arrive) => {
@@ -440,7 +440,7 @@ impl JobState {
                     self.released += 1;
                 }
                 if self.released > before {
-                    self.to_ranks(&Frame::Released(self.released));
+                    self.tell_ranks(&Frame::Released(self.released));
                 }
             }
             Event::Frame(Peer::Proxy(h), Frame::Exited { rank, status }) => {
@@ -477,7 +477,7 @@ impl JobState {
         self.statuses[rank as usize] = Some(status);
         if !status.success() && self.first_failure.is_none() {
             self.first_failure = Some((rank, status));
-            self.to_ranks(&Frame::Failed(rank));
+            self.tell_ranks(&Frame::Failed(rank));
             self.kill_at = Some(Instant::now() + self.grace);
         }
     }
@@ -489,7 +489,7 @@ impl JobState {
         }
     }
 
-    fn to_ranks(&mut self, frame: &Frame) {
+    fn tell_ranks(&mut self, frame: &Frame) {
         let mut bytes = Vec::new();
         if frame.write(&mut bytes).is_err() {
             return;

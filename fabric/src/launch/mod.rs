@@ -4,7 +4,7 @@
 //! Whatever happens, what libfabric left in /dev/shm for ranks that died is
 //! removed at the end, and so are such leftovers of any dead catena process
 //! (catena's own shared memory has no name). Given hosts, it starts the
-//! ranks through a proxy on each host instead ([`hosts`], [`proxy`]).
+//! ranks through a proxy on each host instead ([`serve_as_proxy`]).
 
 mod child;
 mod hosts;
