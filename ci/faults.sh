@@ -21,6 +21,11 @@
 #                  CATENA_PIN_CORE=bad under the launcher, rank 0 with
 #                  CATENA_MPI_JOB=bad under mpiexec.
 #
+# Starters: the launcher, mpiexec, and (as root, network providers only)
+# the launcher across two fake hosts (`hosts`: ci/fakehost, loopback only),
+# where a killed starter must take every proxy and rank with it and a fake
+# host must find nothing left in its own /dev/shm.
+#
 # Usage: ci/faults.sh [PROVIDER...]   (default: all five)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +53,11 @@ STARTERS=(launcher mpiexec)
 if ! command -v mpiexec > /dev/null; then
   echo "ci/faults.sh: no mpiexec (MPICH): the launcher only" >&2
   STARTERS=(launcher)
+fi
+if unshare --uts --mount true 2>/dev/null; then
+  STARTERS+=(hosts)
+else
+  echo "ci/faults.sh: unshare is not permitted: no cells across fake hosts" >&2
 fi
 declare -A PROVIDER_ARGS=(
   [shm]="shm"
@@ -89,8 +99,10 @@ exec "$@"'
 
 shm_list() { ls -1 /dev/shm | sort; }
 
-# Rank processes of cell $1 (their command line starts with the binary).
-rank_pids() { pgrep -f "^$BENCH ring .*$WORK/$MARK-$1\.csv" || true; }
+# Rank processes of cell $1 (their command line starts with the binary),
+# and the launcher's proxies on fake hosts (the launcher started again with
+# no arguments; one cell runs at a time).
+rank_pids() { pgrep -f "^$BENCH ring .*$WORK/$MARK-$1\.csv" || true; pgrep -fx "$RUN" || true; }
 
 # The pid of rank $2 of cell $1, from its environment.
 rank_pid() {
@@ -114,6 +126,11 @@ start_job() {
     --timeout-s "$DEADLINE_S" --ready-file "$WORK/$cell.ready" --csv "$WORK/$MARK-$cell.csv")
   local -a starter_cmd=(mpiexec -n "$ranks")
   [ "$starter" = launcher ] && starter_cmd=("$RUN" -n "$ranks" --)
+  if [ "$starter" = hosts ]; then
+    starter_cmd=("$RUN" -n "$ranks" --hosts host0,host1 --remote-exec "$PWD/ci/fakehost"
+      --bootstrap-address 127.0.0.1 --)
+    envs+=(FI_TCP_IFACE=lo UCX_NET_DEVICES=lo)
+  fi
   # In $WORK: what crashing libraries write to the working directory (UCX
   # writes `<binary>.<pid>.btr` backtraces) stays out of the repository.
   (cd "$WORK" && exec env "${envs[@]}" "${starter_cmd[@]}" sh -c "$WRAP" sh "${ring[@]}" \
@@ -148,12 +165,14 @@ cell_no=0
 for provider in "${PROVIDERS[@]}"; do
   for starter in "${STARTERS[@]}"; do
     for fault in "${FAULTS[@]}"; do
+      # shm reaches one host only (it refuses a job across hosts).
+      [ "$starter" = hosts ] && [[ "$provider" != *-tcp ]] && continue
       cell_no=$((cell_no + 1))
       cell="c$cell_no"
       unset FAULT_VAR FAULT_RANK FAULT_VALUE
       case "$fault/$starter" in
         bad-setting/*) export FAULT_VAR=CATENA_SPIN_US FAULT_RANK=1 FAULT_VALUE=bad ;;
-        bad-bootstrap/launcher) export FAULT_VAR=CATENA_PIN_CORE FAULT_RANK=1 FAULT_VALUE=bad ;;
+        bad-bootstrap/launcher | bad-bootstrap/hosts) export FAULT_VAR=CATENA_PIN_CORE FAULT_RANK=1 FAULT_VALUE=bad ;;
         bad-bootstrap/mpiexec) export FAULT_VAR=CATENA_MPI_JOB FAULT_RANK=0 FAULT_VALUE=bad-id ;;
       esac
       before=$(shm_list)
@@ -239,6 +258,7 @@ for provider in "${PROVIDERS[@]}"; do
       ((n_orphans)) && why+=("orphans")
       [ -n "$note" ] && why+=("$note")
       ((n_next)) && why+=("left: $(echo "$next_left" | head -3 | tr '\n' ' ')")
+      grep -q "left in /dev/shm" "$WORK/$cell.out" && why+=("$(grep -m1 "left in /dev/shm" "$WORK/$cell.out")")
       ((n_other)) && verdict+="; other: $(echo "$other" | tr '\n' ' ')"
       [ -n "$crash" ] && verdict+="; a rank crashed in$crash"
       if ((${#why[@]})); then
