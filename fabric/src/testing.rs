@@ -45,6 +45,22 @@ pub const FAKEHOST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ci/fakehost"
 /// network: libfabric's tcp and UCX (catena's and MPICH's) use `lo` only.
 pub const LOOPBACK_ONLY: &[(&str, &str)] = &[("FI_TCP_IFACE", "lo"), ("UCX_NET_DEVICES", "lo")];
 
+/// In the test process of `case` across fake hosts: true, after printing
+/// why, when fake hosts cannot be made here, so the case is skipped. False
+/// in a rank or a proxy (their test process already checked).
+pub fn skip_without_fake_hosts(case: &str) -> bool {
+    if in_a_rank() || std::env::var_os(crate::config::ENV_PROXY).is_some() {
+        return false;
+    }
+    match fake_hosts_permitted() {
+        Ok(()) => false,
+        Err(why) => {
+            eprintln!("{case}: skipped: {why}");
+            true
+        }
+    }
+}
+
 /// Whether fake hosts can be made here (`unshare` of the UTS and mount
 /// namespaces, which needs root); the reason when not.
 pub fn fake_hosts_permitted() -> std::result::Result<(), String> {
@@ -190,11 +206,8 @@ pub fn run_case_on<P: Provider>(
         Starter::LauncherOnHosts(h) | Starter::MpiexecOnHosts(h) => h,
         Starter::Launcher | Starter::Mpiexec => 0,
     };
-    if hosts > 0 && !in_a_rank() && std::env::var_os(crate::config::ENV_PROXY).is_none() {
-        if let Err(why) = fake_hosts_permitted() {
-            eprintln!("{case}: skipped: {why}");
-            return;
-        }
+    if hosts > 0 && skip_without_fake_hosts(case) {
+        return;
     }
     match starter {
         Starter::Launcher | Starter::LauncherOnHosts(_) => {
@@ -363,11 +376,8 @@ pub fn killed_peer_across<P: Provider>(
     limit: Duration,
 ) {
     use std::os::unix::process::ExitStatusExt;
-    if hosts > 0 && !in_a_rank() && std::env::var_os(crate::config::ENV_PROXY).is_none() {
-        if let Err(why) = fake_hosts_permitted() {
-            eprintln!("{case}: skipped: {why}");
-            return;
-        }
+    if hosts > 0 && skip_without_fake_hosts(case) {
+        return;
     }
     let victim = ranks - 1;
     let started = Instant::now();

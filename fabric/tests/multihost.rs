@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use catena_fabric::testing::{
-    conformance_suite, fake_hosts_permitted, in_a_rank, killed_peer_across, launch_case_across,
-    OFI_TCP, UCX_TCP,
+    conformance_suite, killed_peer_across, launch_case_across, skip_without_fake_hosts, OFI_TCP,
+    UCX_TCP,
 };
 
 catena_fabric::across_hosts_tests!(suite_across_hosts: conformance_suite);
@@ -46,11 +46,8 @@ fn ofi_killed_rank_stops_every_host() {
 #[test]
 fn a_lost_host_stops_the_job() {
     let case = "a_lost_host_stops_the_job";
-    if !in_a_rank() && std::env::var_os("CATENA_PROXY").is_none() {
-        if let Err(why) = fake_hosts_permitted() {
-            eprintln!("{case}: skipped: {why}");
-            return;
-        }
+    if skip_without_fake_hosts(case) {
+        return;
     }
     let started = std::time::Instant::now();
     // Rank 3 runs on host1 with rank 1; it kills their proxy.
@@ -93,11 +90,8 @@ fn a_lost_host_stops_the_job() {
 #[test]
 fn shm_refuses_a_job_across_hosts() {
     let case = "shm_refuses_a_job_across_hosts";
-    if !in_a_rank() && std::env::var_os("CATENA_PROXY").is_none() {
-        if let Err(why) = fake_hosts_permitted() {
-            eprintln!("{case}: skipped: {why}");
-            return;
-        }
+    if skip_without_fake_hosts(case) {
+        return;
     }
     let Some(report) =
         launch_case_across::<catena_fabric::shm::ShmTransport>(case, 4, 2, &[], |_| Ok(()))

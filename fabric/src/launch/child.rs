@@ -7,6 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::Rank;
 
@@ -71,4 +72,17 @@ pub(super) fn forward(
             };
         }
     })
+}
+
+/// How long output forwarding may lag behind the ranks' exit.
+pub(super) const FORWARD_FLUSH: Duration = Duration::from_secs(2);
+
+/// Gives the output forwarders a moment to flush once the processes they
+/// read have exited, then leaves them behind: a rank's orphaned child may
+/// hold its pipes open forever.
+pub(super) fn flush(forwarders: &[JoinHandle<()>]) {
+    let until = Instant::now() + FORWARD_FLUSH;
+    while forwarders.iter().any(|f| !f.is_finished()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }

@@ -16,8 +16,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::child::{die_with_launcher, forward, Sink};
-use super::{LaunchReport, LaunchSpec, FORWARD_FLUSH, LOST_CHILD_STATUS};
+use super::child::{die_with_launcher, flush, forward, Sink, FORWARD_FLUSH};
+use super::{LaunchReport, LaunchSpec, LOST_CHILD_STATUS};
 use crate::bootstrap::wire::{Frame, ProxyOrder};
 use crate::config::{ENV_JOB, ENV_PROXY, ENV_PROXY_HOST};
 use crate::{Error, Rank, Result};
@@ -97,19 +97,24 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
         })
         .collect();
     let mut forwarders = Vec::new();
-    for (h, host) in hosts.iter_mut().enumerate() {
-        let mut cmd = remote_command(spec, &host.name, h as u32, &job, address)?;
+    for h in 0..hosts.len() {
+        let mut cmd = remote_command(spec, &hosts[h].name, h as u32, &job, address)?;
         die_with_launcher(&mut cmd);
-        match cmd.spawn() {
-            Ok(mut child) => {
-                let (out, err) = match &captured {
-                    Some(buf) => (Sink::Buffer(buf.clone()), Sink::Buffer(buf.clone())),
-                    None => (Sink::Stdout, Sink::Stderr),
-                };
-                forwarders.push(forward(None, child.stdout.take().expect("piped"), out));
-                forwarders.push(forward(None, child.stderr.take().expect("piped"), err));
-                host.exec = Some(child);
-            }
+        let started = cmd.spawn().and_then(|mut child| {
+            let (out, err) = match &captured {
+                Some(buf) => (Sink::Buffer(buf.clone()), Sink::Buffer(buf.clone())),
+                None => (Sink::Stdout, Sink::Stderr),
+            };
+            let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+            // Joins the hosts before its forwarders start, so that it is
+            // killed with the others if a thread cannot be made.
+            hosts[h].exec = Some(child);
+            forwarders.push(forward(None, stdout.expect("piped"), out)?);
+            forwarders.push(forward(None, stderr.expect("piped"), err)?);
+            Ok(())
+        });
+        match started {
+            Ok(()) => {}
             Err(e) => {
                 stop.store(true, Ordering::Release);
                 for child in hosts.iter_mut().filter_map(|h| h.exec.as_mut()) {
@@ -148,14 +153,7 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
             let _ = child.wait();
         }
     }
-    let flush_until = Instant::now() + FORWARD_FLUSH;
-    while forwarders
-        .iter()
-        .any(|f| f.as_ref().is_ok_and(|f| !f.is_finished()))
-        && Instant::now() < flush_until
-    {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    flush(&forwarders);
     outcome?;
     let output = captured
         .map(|buf| {

@@ -19,7 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use child::{die_with_launcher, forward, Sink};
+use child::{die_with_launcher, flush, forward, Sink};
 pub use proxy::serve_as_proxy;
 
 use crate::bootstrap::JobSegment;
@@ -28,8 +28,6 @@ use crate::{owned_name, Error, Rank, Result};
 
 /// Wait status reported for a rank that could not be waited for (exit 255).
 const LOST_CHILD_STATUS: i32 = 255 << 8;
-/// How long output forwarding may lag behind the ranks' exit.
-const FORWARD_FLUSH: Duration = Duration::from_secs(2);
 
 /// What to launch and how: the input of [`launch`].
 #[derive(Clone, Debug)]
@@ -228,12 +226,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    // A rank's orphaned child may hold its pipes open forever: give the
-    // forwarders a moment to flush, then leave them behind.
-    let flush_until = Instant::now() + FORWARD_FLUSH;
-    while forwarders.iter().any(|f| !f.is_finished()) && Instant::now() < flush_until {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    flush(&forwarders);
     drop(job_segment);
     // What libfabric made for ranks that were killed: they are all dead now.
     let leftover_segments = owned_name::remove_dead_of(|pid| pids.contains(&pid));

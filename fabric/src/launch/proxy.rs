@@ -10,10 +10,10 @@ use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::child::{die_with_launcher, forward, Sink};
-use super::{FORWARD_FLUSH, LOST_CHILD_STATUS};
+use super::child::{die_with_launcher, flush, forward, Sink};
+use super::LOST_CHILD_STATUS;
 use crate::bootstrap::wire::{Frame, ProxyOrder};
 use crate::config::{
     optional, required, ENV_JOB, ENV_LAUNCHER, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_PROXY,
@@ -100,8 +100,11 @@ fn serve(launcher: SocketAddr) -> Result<()> {
     for (rank, child) in ranks.iter_mut() {
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
-        forwarders.push(forward(Some(*rank), stdout, Sink::Stdout));
-        forwarders.push(forward(Some(*rank), stderr, Sink::Stderr));
+        // Without a reader a rank would block once its pipe is full: fail
+        // instead (the ranks die with this proxy).
+        let no_thread = |e| Error::io("starting an output thread", e);
+        forwarders.push(forward(Some(*rank), stdout, Sink::Stdout).map_err(no_thread)?);
+        forwarders.push(forward(Some(*rank), stderr, Sink::Stderr).map_err(no_thread)?);
     }
     let pids: Vec<u32> = ranks.iter().map(|(_, c)| c.id()).collect();
     let mut running: Vec<_> = ranks.into_iter().map(Some).collect();
@@ -134,14 +137,7 @@ fn serve(launcher: SocketAddr) -> Result<()> {
             }
         }
     }
-    let flush_until = Instant::now() + FORWARD_FLUSH;
-    while forwarders
-        .iter()
-        .any(|f| f.as_ref().is_ok_and(|f| !f.is_finished()))
-        && Instant::now() < flush_until
-    {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    flush(&forwarders);
     let leftovers = owned_name::remove_dead_of(|pid| pids.contains(&pid));
     owned_name::remove_dead();
     if launcher_gone {
