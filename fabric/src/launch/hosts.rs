@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use super::child::{die_with_launcher, flush, forward, Sink, FORWARD_FLUSH};
 use super::{LaunchReport, LaunchSpec, LOST_CHILD_STATUS};
 use crate::bootstrap::wire::{Frame, ProxyOrder};
-use crate::config::{ENV_JOB, ENV_PROXY, ENV_PROXY_HOST};
+use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_PROXY, ENV_PROXY_HOST};
 use crate::{Error, Rank, Result};
 
 /// How long a host's proxy may take to connect, and a connection to say
@@ -222,6 +222,18 @@ fn remote_command(
     Ok(cmd)
 }
 
+/// The environment every rank gets: the launcher's own (ssh passes none,
+/// so this is what `mpiexec` does by default), then the spec's additions.
+/// The launcher's settings that describe its own process stay behind.
+fn forwarded_env(spec: &LaunchSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let own = [ENV_PROXY, ENV_PROXY_HOST, ENV_JOB_FD];
+    std::env::vars_os()
+        .filter(|(k, _)| !own.iter().any(|o| k == o))
+        .chain(spec.env.iter().cloned())
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect()
+}
+
 /// `word` as one word of a POSIX shell command line.
 fn shell_quote(word: &[u8]) -> OsString {
     use std::os::unix::ffi::OsStringExt;
@@ -390,11 +402,7 @@ impl JobState {
                 let order = ProxyOrder {
                     program: spec.program.as_os_str().as_bytes().to_vec(),
                     args: spec.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
-                    env: spec
-                        .env
-                        .iter()
-                        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-                        .collect(),
+                    env: forwarded_env(spec),
                     size: self.size,
                     ranks: host.ranks.clone(),
                     pin: spec.pin,
