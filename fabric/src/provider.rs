@@ -65,9 +65,8 @@ pub trait WithProvider {
 pub const AUTO: &str = "auto";
 
 /// The provider a job of this process should run on: `shm` when all its
-/// ranks share this host, else the first network provider of this build
-/// (`ucx`, which uses shared memory inside a host and the network across,
-/// else `ofi`). Decided from what the launcher or `mpiexec` put in the
+/// ranks share this host, else `ucx` if this build has it (it uses shared
+/// memory inside a host and the network across), else `ofi`. Decided from what the launcher or `mpiexec` put in the
 /// environment, so every rank decides alike before any bootstrap.
 pub fn default_provider() -> &'static str {
     match (spans_hosts(), NETWORK_PROVIDERS.last()) {
