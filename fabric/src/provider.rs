@@ -79,7 +79,12 @@ pub fn default_provider() -> &'static str {
 /// hosts: fewer ranks on this host than in the job (the same answer on
 /// every rank, whatever its host).
 pub fn spans_hosts() -> bool {
-    let number = |name: &str| std::env::var(name).ok()?.trim().parse::<u64>().ok();
+    spans_hosts_in(|name| std::env::var(name).ok())
+}
+
+/// [`spans_hosts`] for an environment given by `lookup`.
+fn spans_hosts_in(lookup: impl Fn(&str) -> Option<String>) -> bool {
+    let number = |name: &str| lookup(name)?.trim().parse::<u64>().ok();
     let pairs = [
         (crate::config::ENV_LOCAL_SIZE, crate::config::ENV_SIZE),
         // MPICH's Hydra.
@@ -130,6 +135,45 @@ mod tests {
         fn run<P: Provider>(self) -> &'static str {
             P::NAME
         }
+    }
+
+    #[test]
+    fn a_job_spans_hosts_when_its_starter_placed_fewer_ranks_here() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(!spans_hosts_in(env(&[])));
+        assert!(!spans_hosts_in(env(&[
+            ("CATENA_LOCAL_SIZE", "4"),
+            ("CATENA_SIZE", "4")
+        ])));
+        assert!(spans_hosts_in(env(&[
+            ("CATENA_LOCAL_SIZE", "2"),
+            ("CATENA_SIZE", "4")
+        ])));
+        assert!(spans_hosts_in(env(&[
+            ("MPI_LOCALNRANKS", "3"),
+            ("PMI_SIZE", "6")
+        ])));
+        assert!(!spans_hosts_in(env(&[
+            ("MPI_LOCALNRANKS", "6"),
+            ("PMI_SIZE", "6")
+        ])));
+        assert!(spans_hosts_in(env(&[
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "2")
+        ])));
+        // A malformed or half-given pair decides nothing.
+        assert!(!spans_hosts_in(env(&[
+            ("CATENA_LOCAL_SIZE", "x"),
+            ("CATENA_SIZE", "4")
+        ])));
+        assert!(!spans_hosts_in(env(&[("PMI_SIZE", "4")])));
     }
 
     #[test]
