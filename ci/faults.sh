@@ -22,9 +22,9 @@
 #                  CATENA_MPI_JOB=bad under mpiexec.
 #
 # Starters: the launcher, mpiexec, and (as root, network providers only)
-# the launcher across two fake hosts (`hosts`: ci/fakehost, loopback only),
-# where a killed starter must take every proxy and rank with it and a fake
-# host must find nothing left in its own /dev/shm.
+# both across two fake hosts (`hosts`, `mpi-hosts`: ci/fakehost, loopback
+# only), where a killed starter must take every proxy and rank with it and
+# a fake host must find nothing left in its own /dev/shm.
 #
 # Usage: ci/faults.sh [PROVIDER...]   (default: all five)
 set -uo pipefail
@@ -56,6 +56,7 @@ if ! command -v mpiexec > /dev/null; then
 fi
 if unshare --uts --mount true 2>/dev/null; then
   STARTERS+=(hosts)
+  [[ " ${STARTERS[*]} " == *" mpiexec "* ]] && STARTERS+=(mpi-hosts)
 else
   echo "ci/faults.sh: unshare is not permitted: no cells across fake hosts" >&2
 fi
@@ -131,6 +132,11 @@ start_job() {
       --bootstrap-address 127.0.0.1 --)
     envs+=(FI_TCP_IFACE=lo UCX_NET_DEVICES=lo)
   fi
+  if [ "$starter" = mpi-hosts ]; then
+    starter_cmd=(mpiexec -launcher ssh -launcher-exec "$PWD/ci/fakehost" -hosts host0,host1
+      -n "$ranks")
+    envs+=(FI_TCP_IFACE=lo UCX_NET_DEVICES=lo)
+  fi
   # In $WORK: what crashing libraries write to the working directory (UCX
   # writes `<binary>.<pid>.btr` backtraces) stays out of the repository.
   (cd "$WORK" && exec env "${envs[@]}" "${starter_cmd[@]}" sh -c "$WRAP" sh "${ring[@]}" \
@@ -166,14 +172,14 @@ for provider in "${PROVIDERS[@]}"; do
   for starter in "${STARTERS[@]}"; do
     for fault in "${FAULTS[@]}"; do
       # shm reaches one host only (it refuses a job across hosts).
-      [ "$starter" = hosts ] && [[ "$provider" != *-tcp ]] && continue
+      [[ "$starter" == *hosts ]] && [[ "$provider" != *-tcp ]] && continue
       cell_no=$((cell_no + 1))
       cell="c$cell_no"
       unset FAULT_VAR FAULT_RANK FAULT_VALUE
       case "$fault/$starter" in
         bad-setting/*) export FAULT_VAR=CATENA_SPIN_US FAULT_RANK=1 FAULT_VALUE=bad ;;
         bad-bootstrap/launcher | bad-bootstrap/hosts) export FAULT_VAR=CATENA_PIN_CORE FAULT_RANK=1 FAULT_VALUE=bad ;;
-        bad-bootstrap/mpiexec) export FAULT_VAR=CATENA_MPI_JOB FAULT_RANK=0 FAULT_VALUE=bad-id ;;
+        bad-bootstrap/mpiexec | bad-bootstrap/mpi-hosts) export FAULT_VAR=CATENA_MPI_JOB FAULT_RANK=0 FAULT_VALUE=bad-id ;;
       esac
       before=$(shm_list)
       start_job "$cell" "$provider" "$starter" "$RANKS" 100000000
