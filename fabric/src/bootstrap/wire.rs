@@ -7,9 +7,10 @@ use std::io::{Read, Write};
 
 use crate::{Error, Rank, Result};
 
-/// Longest frame accepted: room for the gathered addresses of a large job,
-/// and a bound on what a garbage length can make a reader allocate.
+/// Longest frame accepted: room for the gathered addresses of a large job.
 const MAX_FRAME: usize = 256 << 20;
+/// Longest hello: the job id and a number, with room to spare.
+pub const MAX_HELLO: usize = 1024;
 
 /// One message of the launcher's protocol.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,6 +155,12 @@ impl Frame {
 
     /// Reads one frame from `from`; `Ok(None)` at a clean end of stream.
     pub fn read(from: &mut impl Read) -> Result<Option<Frame>> {
+        Frame::read_at_most(from, MAX_FRAME)
+    }
+
+    /// [`Frame::read`] of a frame of at most `limit` bytes: what an
+    /// unauthenticated peer's first frame (a hello) may take.
+    pub fn read_at_most(from: &mut impl Read, limit: usize) -> Result<Option<Frame>> {
         let mut len = [0u8; 4];
         match from.read_exact(&mut len) {
             Ok(()) => {}
@@ -161,12 +168,21 @@ impl Frame {
             Err(e) => return Err(Error::io("reading from the launcher connection", e)),
         }
         let len = u32::from_le_bytes(len) as usize;
-        if len == 0 || len > MAX_FRAME {
+        if len == 0 || len > limit.min(MAX_FRAME) {
             return Err(malformed(format!("a frame length of {len} bytes")));
         }
-        let mut body = vec![0u8; len];
-        from.read_exact(&mut body)
+        // The body grows with the bytes that arrive, not with the length a
+        // peer claims: a liar that then sends nothing holds no memory.
+        let mut body = Vec::new();
+        from.take(len as u64)
+            .read_to_end(&mut body)
             .map_err(|e| Error::io("reading from the launcher connection", e))?;
+        if body.len() < len {
+            return Err(Error::io(
+                "reading from the launcher connection",
+                std::io::ErrorKind::UnexpectedEof.into(),
+            ));
+        }
         Frame::decode(&body)
     }
 
@@ -367,5 +383,19 @@ mod tests {
         counted[..4].copy_from_slice(&len.to_le_bytes());
         let err = Frame::read(&mut &counted[..]).unwrap_err().to_string();
         assert!(err.contains("malformed launcher frame"), "{err}");
+        // A length within the limit but no body: an error, not a wait or a
+        // buffer of that size.
+        let claimed = ((256u32 << 20) - 1).to_le_bytes();
+        assert!(Frame::read(&mut &claimed[..]).is_err());
+        // A hello may not claim more than MAX_HELLO bytes.
+        let mut long = Vec::new();
+        Frame::HelloRank {
+            job: "j".repeat(MAX_HELLO),
+            rank: 0,
+        }
+        .write(&mut long)
+        .unwrap();
+        assert!(Frame::read(&mut &long[..]).is_ok());
+        assert!(Frame::read_at_most(&mut &long[..], MAX_HELLO).is_err());
     }
 }

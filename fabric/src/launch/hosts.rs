@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::child::{die_with_launcher, flush, forward, Sink, FORWARD_FLUSH};
 use super::{LaunchReport, LaunchSpec, LOST_CHILD_STATUS};
-use crate::bootstrap::wire::{Frame, ProxyOrder};
+use crate::bootstrap::wire::{Frame, ProxyOrder, MAX_HELLO};
 use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_PROXY, ENV_PROXY_HOST};
 use crate::{Error, Rank, Result};
 
@@ -294,7 +294,7 @@ fn serve_connection(
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(START_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let peer = match Frame::read(&mut stream) {
+    let peer = match Frame::read_at_most(&mut stream, MAX_HELLO) {
         Ok(Some(Frame::HelloRank { job: j, rank })) if j == job && rank < size => Peer::Rank(rank),
         Ok(Some(Frame::HelloProxy { job: j, host })) if j == job && host < hosts => {
             Peer::Proxy(host)
@@ -528,6 +528,59 @@ impl JobState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Strangers on the launcher's port (wrong job id, unknown rank or
+    /// host, garbage, a huge claimed length) are dropped; only a peer with
+    /// the job id and a rank of the job gets in.
+    #[test]
+    fn only_the_jobs_own_peers_get_in() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let (events, inbox) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        accept_in_background(listener, "jright".into(), 2, 1, events, stop.clone()).unwrap();
+        let send = |bytes: &[u8]| {
+            let mut s = TcpStream::connect(at).unwrap();
+            s.write_all(bytes).unwrap();
+            s
+        };
+        let hello = |frame: Frame| {
+            let mut bytes = Vec::new();
+            frame.write(&mut bytes).unwrap();
+            bytes
+        };
+        let strangers = [
+            hello(Frame::HelloRank {
+                job: "jwrong".into(),
+                rank: 0,
+            }),
+            hello(Frame::HelloRank {
+                job: "jright".into(),
+                rank: 2,
+            }),
+            hello(Frame::HelloProxy {
+                job: "jright".into(),
+                host: 1,
+            }),
+            hello(Frame::Gather(b"jright".to_vec())),
+            vec![0xff, 0xff, 0xff, 0x0f],
+            b"GET / HTTP/1.0\r\n\r\n".to_vec(),
+        ];
+        let held: Vec<TcpStream> = strangers.iter().map(|b| send(b)).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let _member = send(&hello(Frame::HelloRank {
+            job: "jright".into(),
+            rank: 1,
+        }));
+        match inbox.recv_timeout(Duration::from_secs(10)) {
+            Ok(Event::Connected(peer, _)) => assert_eq!(peer, Peer::Rank(1)),
+            Ok(_) => panic!("another event first"),
+            Err(e) => panic!("the member was not let in: {e}"),
+        }
+        assert!(inbox.recv_timeout(Duration::from_millis(300)).is_err());
+        stop.store(true, Ordering::Release);
+        drop(held);
+    }
 
     #[test]
     fn words_are_quoted_for_the_remote_shell() {
