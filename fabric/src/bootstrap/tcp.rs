@@ -4,7 +4,7 @@
 //! computes; every wait is bounded.
 
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ pub struct TcpBootstrap {
     local_size: u32,
     to_launcher: Mutex<TcpStream>,
     news: Arc<News>,
+    gathered: AtomicBool,
     barriers_started: AtomicU64,
 }
 
@@ -83,6 +84,7 @@ impl TcpBootstrap {
             local_size,
             to_launcher: Mutex::new(writer),
             news,
+            gathered: AtomicBool::new(false),
             barriers_started: AtomicU64::new(0),
         })
     }
@@ -159,6 +161,9 @@ impl Bootstrap for TcpBootstrap {
     }
 
     fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
+        if self.gathered.swap(true, Ordering::AcqRel) {
+            return Err(Error::Bootstrap("the address allgather runs once".into()));
+        }
         self.send(&Frame::Gather(mine.to_vec()))?;
         let deadline = Instant::now() + timeout;
         let mut gathered = self.news.gathered.lock().unwrap_or_else(|e| e.into_inner());
@@ -190,6 +195,11 @@ impl Bootstrap for TcpBootstrap {
     }
 
     fn start_barrier(&self) -> Result<BarrierTicket> {
+        if !self.gathered.load(Ordering::Acquire) {
+            return Err(Error::Bootstrap(
+                "a barrier before the address allgather".into(),
+            ));
+        }
         self.send(&Frame::Arrive)?;
         Ok(BarrierTicket(
             self.barriers_started.fetch_add(1, Ordering::AcqRel) + 1,
