@@ -111,7 +111,7 @@ impl HostArgs {
 pub fn run_job(spec: &LaunchSpec, who: &str) -> Outcome {
     let report = launch(spec)?;
     for host in &report.lost_hosts {
-        eprintln!("{who}: host {host} was lost: its proxy ended before its ranks did");
+        eprintln!("{who}: host {host} was lost: its proxy ended, or stopped answering, before its ranks were reported");
     }
     if let Some((rank, status)) = report.first_failure {
         eprintln!("{who}: rank {rank} failed ({status}); the job was stopped");

@@ -27,6 +27,9 @@ use crate::{Error, Rank, Result};
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// A write to a rank or proxy that takes longer drops the connection.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a proxy told to kill its ranks may take to report them gone
+/// before its host counts as lost (a stopped or stuck proxy).
+const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who is at the other end of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,7 +364,7 @@ impl JobState {
         inbox: &Receiver<Event>,
     ) -> Result<()> {
         let started = Instant::now();
-        let mut killed = false;
+        let mut killed_at: Option<Instant> = None;
         while hosts.iter().any(|h| !h.done && !h.lost) {
             if let Ok(event) = inbox.recv_timeout(Duration::from_millis(2)) {
                 self.handle(event, spec, hosts);
@@ -385,10 +388,22 @@ impl JobState {
                     self.lose_ranks(&ranks);
                 }
             }
-            if !killed && self.kill_at.is_some_and(|at| Instant::now() >= at) {
-                killed = true;
+            if killed_at.is_none() && self.kill_at.is_some_and(|at| Instant::now() >= at) {
+                killed_at = Some(Instant::now());
                 for proxy in hosts.iter_mut().filter_map(|h| h.proxy.as_mut()) {
                     let _ = Frame::Kill.write(proxy);
+                }
+            }
+            // A proxy that does not obey (stopped, stuck) must not hold the
+            // job: its host is lost, and its remote-exec command killed.
+            if killed_at.is_some_and(|at| at.elapsed() > KILL_TIMEOUT) {
+                for host in hosts.iter_mut().filter(|h| !h.done && !h.lost) {
+                    host.lost = true;
+                    if let Some(child) = host.exec.as_mut() {
+                        let _ = child.kill();
+                    }
+                    let ranks = host.ranks.clone();
+                    self.lose_ranks(&ranks);
                 }
             }
         }

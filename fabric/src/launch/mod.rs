@@ -95,7 +95,8 @@ pub struct LaunchReport {
     /// were still there at the end and got removed.
     pub leftover_segments: usize,
     /// Hosts whose proxy ended (or never started) before reporting all its
-    /// ranks: the host, or the way to it, was lost. Its unreported ranks
+    /// ranks, or did not report them within 10 s of being told to kill
+    /// them: the host, or the way to it, was lost. Its unreported ranks
     /// count as failed with exit status 255.
     pub lost_hosts: Vec<String>,
     /// The ranks' prefixed output, if it was captured.
