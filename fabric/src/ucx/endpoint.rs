@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 use catena_ucx_sys as sys;
 use sys::ucs_status_t;
 
-use super::context::{configured_tls, status_text, Worker};
+use super::context::{configured_tls, print_to_string, status_text, Worker};
 use super::request::{posted, Request};
 use super::window::UcxKey;
 use crate::config::ENV_UCX_ERR_MODE;
@@ -78,6 +78,9 @@ impl Failure {
 struct Endpoint {
     handle: sys::ucp_ep_h,
     failure: Arc<Failure>,
+    /// UCX emulates atomics to this peer in software (active messages the
+    /// target answers, e.g. over tcp).
+    software_atomics: bool,
     /// The failure was seen by a `progress` that drained every message the
     /// peer had sent, so waits may now report it.
     reported: Cell<bool>,
@@ -113,6 +116,7 @@ pub(crate) struct Endpoints {
 pub(crate) struct Route {
     pub ep: sys::ucp_ep_h,
     pub rkey: sys::ucp_rkey_h,
+    pub software_atomics: bool,
 }
 
 unsafe extern "C" fn ep_failed(arg: *mut c_void, ep: sys::ucp_ep_h, status: ucs_status_t) {
@@ -233,6 +237,7 @@ impl Endpoints {
         let endpoint = Endpoint {
             handle,
             failure,
+            software_atomics: !has_atomic_lane(handle),
             reported: Cell::new(false),
         };
         self.eps.borrow_mut().insert(target, endpoint);
@@ -265,7 +270,10 @@ impl Endpoints {
         }
         self.usable(target)?;
         let ep = self.endpoint(worker, target, address)?;
-        let failure = self.eps.borrow()[&target].failure.clone();
+        let (software_atomics, failure) = {
+            let eps = self.eps.borrow();
+            (eps[&target].software_atomics, eps[&target].failure.clone())
+        };
         let mut handle = ptr::null_mut();
         // SAFETY: `ep` is live; the rkey bytes came from the peer's
         // ucp_rkey_pack (a forged buffer is refused by UCX's parser).
@@ -289,7 +297,11 @@ impl Endpoints {
                 unsafe { sys::ucp_rkey_destroy(r.route.rkey) };
             }
         }
-        let route = Route { ep, rkey: handle };
+        let route = Route {
+            ep,
+            rkey: handle,
+            software_atomics,
+        };
         rkeys.insert(
             (target, key.id),
             CachedRkey {
@@ -344,6 +356,7 @@ impl Endpoints {
         let marker = Endpoint {
             handle: ptr::null_mut(),
             failure,
+            software_atomics: false,
             reported: Cell::new(true),
         };
         self.eps.borrow_mut().insert(target, marker);
@@ -372,6 +385,15 @@ impl Endpoints {
         close(worker, eps, deadline);
         settle(worker, deadline);
     }
+}
+
+/// Whether one of `ep`'s lanes does atomics (`amo#N` in
+/// `ucp_ep_print_info`; UCP has no query for it).
+fn has_atomic_lane(ep: sys::ucp_ep_h) -> bool {
+    // SAFETY: `ep` is live; `file` is an open stream.
+    let text = print_to_string(|file| unsafe { sys::ucp_ep_print_info(ep, file.cast()) });
+    text.lines()
+        .any(|l| l.contains("lane[") && l.contains(" amo#"))
 }
 
 /// How long a forced close may take (it cancels; it waits for nobody).

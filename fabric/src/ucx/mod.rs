@@ -40,6 +40,8 @@ const DEFAULT_SPIN: Duration = Duration::from_millis(1);
 const PARK_SLICE: Duration = Duration::from_micros(20);
 /// How long a put waits for UCX to be done with the caller's buffer.
 const LOCAL_COMPLETION_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a put_signal over software RMA waits for the target's answer.
+const SOFTWARE_ANSWER_WAIT: Duration = Duration::from_millis(10);
 /// How long closing the endpoints may take when the transport is dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// `ucp_worker_progress` calls per `progress()` while they find work.
@@ -170,6 +172,29 @@ impl UcxTransport {
         self.endpoints.abort(&self.worker, target);
         drop(request);
         Err(failed)
+    }
+
+    /// Gives the target of software-emulated RMA (tcp) a moment to answer
+    /// what this rank issued. UCX 1.13 aborts a process that answers an
+    /// origin which has exited, so a rank that ends right after its last
+    /// operation would take its peers down with it; once answers are in,
+    /// nothing is owed. The wait is short: a target that does not progress
+    /// must not stall this rank (its answer then stays owed).
+    fn await_answer(&self, ep: sys::ucp_ep_h) -> Result<()> {
+        // SAFETY: the endpoint is live; the request is freed when dropped
+        // (by UCX on completion if still in flight).
+        let Some(flush) = posted("ucp_ep_flush_nbx", unsafe {
+            sys::ucp_ep_flush_nbx(ep, &host_param())
+        })?
+        else {
+            return Ok(());
+        };
+        let until = std::time::Instant::now() + SOFTWARE_ANSWER_WAIT;
+        while flush.status().is_none() && std::time::Instant::now() < until {
+            self.worker.progress_once();
+        }
+        // A failed flush means a failed peer, which later waits report.
+        Ok(())
     }
 
     /// `ucp_put_nbx` of `data` to `addr`, waited for locally.
@@ -380,13 +405,11 @@ impl Rma for UcxTransport {
             },
             target,
         )?;
-        // Over software-emulated RMA (tcp) the target answers the add
-        // later; waiting for that answer here (a flush) cost a round trip
-        // per signal, 5x a bare put. The answers are collected by the
-        // worker flush in `finalize` and by the flushing endpoint close on
-        // drop, which matters because UCX 1.13 aborts a process that
-        // answers an origin which has exited.
-        self.wait_local(target, request, "ucp_atomic_op_nbx")
+        self.wait_local(target, request, "ucp_atomic_op_nbx")?;
+        if route.software_atomics {
+            self.await_answer(route.ep)?;
+        }
+        Ok(())
     }
 
     async fn fetch_add(
