@@ -7,10 +7,12 @@ use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
 use std::ptr;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use catena_ucx_sys as sys;
 use sys::ucs_status_t;
 
+use super::signal::{self, SignalTargets};
 use crate::config::ENV_UCX_TLS;
 pub(crate) use crate::progress_thread::{ProgressMode, ProgressThread};
 use crate::{tombstone, Error, Result};
@@ -86,7 +88,6 @@ impl Drop for Config {
     }
 }
 
-/// A UCP context with RMA and 64-bit atomics.
 /// Freed windows whose mapping (and, for posix segments, descriptor) is
 /// kept; beyond them only the address range is (see [`Context::bury`]).
 const MAX_BURIED: usize = 128;
@@ -98,8 +99,12 @@ struct Tombstone {
     len: usize,
 }
 
+/// A UCP context with RMA, 64-bit atomics and active messages (signals to
+/// peers without hardware atomics, see [`signal`]).
 pub(crate) struct Context {
     handle: sys::ucp_context_h,
+    /// Windows mapped in this context that signal messages may land in.
+    signal_targets: Arc<SignalTargets>,
     /// `tcp/lo, posix/memory, ...`: what UCX found usable.
     transports: Vec<String>,
     /// The latest freed windows' mappings, unmapped with the context (see
@@ -134,7 +139,9 @@ impl Context {
             field_mask: u64::from(
                 sys::UCP_PARAM_FIELD_FEATURES | sys::UCP_PARAM_FIELD_MT_WORKERS_SHARED,
             ),
-            features: u64::from(sys::UCP_FEATURE_RMA | sys::UCP_FEATURE_AMO64),
+            features: u64::from(
+                sys::UCP_FEATURE_RMA | sys::UCP_FEATURE_AMO64 | sys::UCP_FEATURE_AM,
+            ),
             mt_workers_shared: i32::from(shared),
             ..Default::default()
         };
@@ -145,6 +152,7 @@ impl Context {
         })?;
         let mut context = Context {
             handle,
+            signal_targets: Arc::default(),
             transports: Vec::new(),
             tombstones: RefCell::new(VecDeque::new()),
         };
@@ -154,6 +162,10 @@ impl Context {
 
     pub(crate) fn handle(&self) -> sys::ucp_context_h {
         self.handle
+    }
+
+    pub(crate) fn signal_targets(&self) -> &SignalTargets {
+        &self.signal_targets
     }
 
     /// Makes a freed window (its mapping `memh` of `len` bytes at `base`)
@@ -283,6 +295,9 @@ impl Worker {
             driver: None,
             context,
         };
+        // SAFETY: the worker is live; the context (holding the targets)
+        // outlives it.
+        unsafe { signal::register(worker.handle, &worker.context.signal_targets)? };
         let shared = WorkerHandle(worker.handle);
         worker.driver = ProgressThread::start("catena-ucx-progress", progress_thread, move || {
             let shared = &shared;

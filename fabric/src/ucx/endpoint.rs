@@ -78,9 +78,8 @@ impl Failure {
 struct Endpoint {
     handle: sys::ucp_ep_h,
     failure: Arc<Failure>,
-    /// UCX emulates atomics to this peer in software (active messages the
-    /// target answers, e.g. over tcp).
-    software_atomics: bool,
+    /// What the endpoint's lanes can do.
+    lanes: Lanes,
     /// The failure was seen by a `progress` that drained every message the
     /// peer had sent, so waits may now report it.
     reported: Cell<bool>,
@@ -116,7 +115,58 @@ pub(crate) struct Endpoints {
 pub(crate) struct Route {
     pub ep: sys::ucp_ep_h,
     pub rkey: sys::ucp_rkey_h,
+    pub lanes: Lanes,
+}
+
+/// What an endpoint's lanes can do, as far as catena's signals care.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Lanes {
+    /// UCX emulates atomics to this peer in software (active messages the
+    /// target answers, e.g. over tcp).
     pub software_atomics: bool,
+    /// Active messages and puts share one lane, so they arrive in the order
+    /// they were issued (UCX 1.13's fence does not order lanes over tcp).
+    pub one_lane: bool,
+}
+
+impl Lanes {
+    /// Reads the lane table of `ucp_ep_print_info` (UCP has no query for
+    /// it): `lane[0]: 0:tcp/lo.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 am`.
+    fn parse(text: &str) -> Lanes {
+        let mut atomics = false;
+        let mut carriers = Vec::new();
+        for line in text.lines() {
+            let Some((_, rest)) = line.split_once("lane[") else {
+                continue;
+            };
+            let Some((index, rest)) = rest.split_once(']') else {
+                continue;
+            };
+            let uses: Vec<&str> = rest
+                .split_once("->")
+                .map_or("", |(_, uses)| uses)
+                .split_whitespace()
+                .collect();
+            atomics |= uses.iter().any(|u| u.starts_with("amo#"));
+            let carries = uses
+                .iter()
+                .any(|u| *u == "am" || u.starts_with("rma#") || u.starts_with("rma_bw#"));
+            if carries && !carriers.contains(&index) {
+                carriers.push(index);
+            }
+        }
+        Lanes {
+            software_atomics: !atomics,
+            one_lane: carriers.len() <= 1,
+        }
+    }
+
+    fn of(ep: sys::ucp_ep_h) -> Lanes {
+        // SAFETY: `ep` is live; `file` is an open stream.
+        Lanes::parse(&print_to_string(|file| unsafe {
+            sys::ucp_ep_print_info(ep, file.cast())
+        }))
+    }
 }
 
 unsafe extern "C" fn ep_failed(arg: *mut c_void, ep: sys::ucp_ep_h, status: ucs_status_t) {
@@ -237,7 +287,7 @@ impl Endpoints {
         let endpoint = Endpoint {
             handle,
             failure,
-            software_atomics: !has_atomic_lane(handle),
+            lanes: Lanes::of(handle),
             reported: Cell::new(false),
         };
         self.eps.borrow_mut().insert(target, endpoint);
@@ -270,9 +320,9 @@ impl Endpoints {
         }
         self.usable(target)?;
         let ep = self.endpoint(worker, target, address)?;
-        let (software_atomics, failure) = {
+        let (lanes, failure) = {
             let eps = self.eps.borrow();
-            (eps[&target].software_atomics, eps[&target].failure.clone())
+            (eps[&target].lanes, eps[&target].failure.clone())
         };
         let mut handle = ptr::null_mut();
         // SAFETY: `ep` is live; the rkey bytes came from the peer's
@@ -300,7 +350,7 @@ impl Endpoints {
         let route = Route {
             ep,
             rkey: handle,
-            software_atomics,
+            lanes,
         };
         rkeys.insert(
             (target, key.id),
@@ -356,7 +406,7 @@ impl Endpoints {
         let marker = Endpoint {
             handle: ptr::null_mut(),
             failure,
-            software_atomics: false,
+            lanes: Lanes::default(),
             reported: Cell::new(true),
         };
         self.eps.borrow_mut().insert(target, marker);
@@ -385,15 +435,6 @@ impl Endpoints {
         close(worker, eps, deadline);
         settle(worker, deadline);
     }
-}
-
-/// Whether one of `ep`'s lanes does atomics (`amo#N` in
-/// `ucp_ep_print_info`; UCP has no query for it).
-fn has_atomic_lane(ep: sys::ucp_ep_h) -> bool {
-    // SAFETY: `ep` is live; `file` is an open stream.
-    let text = print_to_string(|file| unsafe { sys::ucp_ep_print_info(ep, file.cast()) });
-    text.lines()
-        .any(|l| l.contains("lane[") && l.contains(" amo#"))
 }
 
 /// How long a forced close may take (it cancels; it waits for nobody).
@@ -458,4 +499,45 @@ fn start_close(ep: sys::ucp_ep_h, force: bool) -> Option<Request> {
     })
     .ok()
     .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lane tables as `ucp_ep_print_info` of UCX 1.13 prints them.
+    #[test]
+    fn lanes_are_read_from_the_endpoint_table() {
+        let tcp_two_rails = "\
+#                 lane[0]:  0:tcp/lo.0 md[0]   -> md[0]/tcp/sysdev[255] rma_bw#0 am am_bw#0
+#                 lane[1]:  1:tcp/eth0.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#1 wireup
+#                 am_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)";
+        let tcp_one_rail = "\
+#                 lane[0]:  0:tcp/lo.0 md[0]   -> md[0]/tcp/sysdev[255] rma_bw#0 am am_bw#0 wireup";
+        let shm = "\
+#                 lane[0]:  1:posix/memory.0 md[1] -> md[1]/posix/sysdev[255] rma#0 amo#0 am am_bw#0
+#                 lane[1]:  2:cma/memory.0 md[2]   -> md[2]/cma/sysdev[255] rma_bw#0 wireup";
+        let parse = Lanes::parse;
+        assert_eq!(
+            parse(tcp_two_rails),
+            Lanes {
+                software_atomics: true,
+                one_lane: false
+            }
+        );
+        assert_eq!(
+            parse(tcp_one_rail),
+            Lanes {
+                software_atomics: true,
+                one_lane: true
+            }
+        );
+        assert_eq!(
+            parse(shm),
+            Lanes {
+                software_atomics: false,
+                one_lane: false
+            }
+        );
+    }
 }

@@ -6,6 +6,7 @@
 mod context;
 mod endpoint;
 mod request;
+mod signal;
 pub(crate) mod window;
 
 use std::cell::Cell;
@@ -16,6 +17,7 @@ use catena_ucx_sys as sys;
 use context::{check, Context, ProgressMode, Worker};
 use endpoint::{Endpoints, ErrMode, Route};
 use request::{peer_failed, posted, posted_to, reply_done, FetchOp, Request};
+use signal::{SignalMessage, MAX_CARRIED_DATA, SIGNAL_AM_ID};
 use window::UcxKey;
 pub use window::UcxWindow;
 
@@ -40,8 +42,6 @@ const DEFAULT_SPIN: Duration = Duration::from_millis(1);
 const PARK_SLICE: Duration = Duration::from_micros(20);
 /// How long a put waits for UCX to be done with the caller's buffer.
 const LOCAL_COMPLETION_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a put_signal over software RMA waits for the target's answer.
-const SOFTWARE_ANSWER_WAIT: Duration = Duration::from_millis(10);
 /// How long closing the endpoints may take when the transport is dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// `ucp_worker_progress` calls per `progress()` while they find work.
@@ -174,27 +174,46 @@ impl UcxTransport {
         Err(failed)
     }
 
-    /// Gives the target of software-emulated RMA (tcp) a moment to answer
-    /// what this rank issued. UCX 1.13 aborts a process that answers an
-    /// origin which has exited, so a rank that ends right after its last
-    /// operation would take its peers down with it; once answers are in,
-    /// nothing is owed. The wait is short: a target that does not progress
-    /// must not stall this rank (its answer then stays owed).
-    fn await_answer(&self, ep: sys::ucp_ep_h) -> Result<()> {
-        // SAFETY: the endpoint is live; the request is freed when dropped
-        // (by UCX on completion if still in flight).
-        let Some(flush) = posted("ucp_ep_flush_nbx", unsafe {
-            sys::ucp_ep_flush_nbx(ep, &host_param())
-        })?
-        else {
-            return Ok(());
+    /// A put + signal as one active message, for a target UCX has no
+    /// hardware atomics to (see [`signal`]): unanswered, handled when the
+    /// target progresses, as UCX's emulated put and atomic would be.
+    fn signal_message(&self, target: Rank, route: Route, message: SignalMessage) -> Result<()> {
+        let bytes = message.encode();
+        let param = sys::ucp_request_param_t {
+            op_attr_mask: sys::UCP_OP_ATTR_FIELD_FLAGS | sys::UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+            flags: sys::UCP_AM_SEND_FLAG_EAGER,
+            memory_type: sys::UCS_MEMORY_TYPE_HOST,
+            ..Default::default()
         };
-        let until = std::time::Instant::now() + SOFTWARE_ANSWER_WAIT;
-        while flush.status().is_none() && std::time::Instant::now() < until {
-            self.worker.progress_once();
-        }
-        // A failed flush means a failed peer, which later waits report.
-        Ok(())
+        // SAFETY: the endpoint is live; `bytes` outlives the operation
+        // (waited for below).
+        let request = posted_to(
+            "ucp_am_send_nbx",
+            unsafe {
+                sys::ucp_am_send_nbx(
+                    route.ep,
+                    SIGNAL_AM_ID,
+                    std::ptr::null(),
+                    0,
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                    &param,
+                )
+            },
+            target,
+        )?;
+        self.wait_local(target, request, "ucp_am_send_nbx")
+    }
+
+    /// Waits until everything issued to `target` has landed there.
+    fn wait_landed(&self, target: Rank, route: Route) -> Result<()> {
+        // SAFETY: the endpoint is live; the request is freed when dropped.
+        let request = posted_to(
+            "ucp_ep_flush_nbx",
+            unsafe { sys::ucp_ep_flush_nbx(route.ep, &host_param()) },
+            target,
+        )?;
+        self.wait_local(target, request, "ucp_ep_flush_nbx")
     }
 
     /// `ucp_put_nbx` of `data` to `addr`, waited for locally.
@@ -376,6 +395,25 @@ impl Rma for UcxTransport {
         let (key, route) = self.route(target, window)?;
         check_bounds(offset, data.len(), key.len)?;
         check_word(signal.offset, key.len)?;
+        if route.lanes.software_atomics {
+            // Small data travels in the signal's message. Otherwise the put
+            // goes first: on one lane it arrives first; over several (tcp
+            // on several interfaces; UCX's fence does not order them) it,
+            // and every earlier put, must have landed before the message
+            // leaves.
+            let mut carried = data;
+            if data.len() > MAX_CARRIED_DATA || !route.lanes.one_lane {
+                if !data.is_empty() {
+                    self.put_raw(target, route, key.base + offset as u64, data)?;
+                }
+                if !route.lanes.one_lane {
+                    self.wait_landed(target, route)?;
+                }
+                carried = &[];
+            }
+            let message = SignalMessage::new(key.id, window, offset, carried, signal);
+            return self.signal_message(target, route, message);
+        }
         if !data.is_empty() {
             self.put_raw(target, route, key.base + offset as u64, data)?;
             // The signal must not overtake the data (they may travel on
@@ -405,11 +443,7 @@ impl Rma for UcxTransport {
             },
             target,
         )?;
-        self.wait_local(target, request, "ucp_atomic_op_nbx")?;
-        if route.software_atomics {
-            self.await_answer(route.ep)?;
-        }
-        Ok(())
+        self.wait_local(target, request, "ucp_atomic_op_nbx")
     }
 
     async fn fetch_add(

@@ -96,6 +96,7 @@ impl UcxKey<'_> {
 
 /// A window this process exposes.
 pub struct UcxWindow {
+    id: u32,
     memh: sys::ucp_mem_h,
     base: *mut u8,
     len: usize,
@@ -131,6 +132,7 @@ impl UcxWindow {
         })?;
         // From here on, `window`'s Drop unmaps on every error path.
         let mut window = UcxWindow {
+            id,
             memh,
             base: ptr::null_mut(),
             len,
@@ -169,6 +171,9 @@ impl UcxWindow {
             rkey: &rkey,
         }
         .encode(secret)?;
+        context
+            .signal_targets()
+            .insert(id, window.base, len, &window.key);
         Ok(window)
     }
 
@@ -243,6 +248,7 @@ impl Drop for UcxWindow {
             unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
             return;
         }
+        self.context.signal_targets().remove(self.id);
         // SAFETY: UCX allocated `len` bytes at `base` for this window in
         // `memh`, which nobody uses any more.
         unsafe { self.context.bury(self.memh, self.base, self.len) };
