@@ -498,6 +498,10 @@ impl Rma for UcxTransport {
         .await
     }
 
+    /// An endpoint flush covers signal messages too: UCX's tcp endpoint
+    /// that sent an active message flushes with an empty put, which the
+    /// target acknowledges after handling all that came before it (test
+    /// `tcp_flush_waits_for_signal_messages`).
     async fn flush(&self, target: Rank, deadline: Time) -> Result<()> {
         self.job.check_rank(target)?;
         let Some(ep) = self.endpoints.existing(target) else {
