@@ -10,7 +10,7 @@ use crate::{block_on, wait_until, Blocking, Error, Result, Transport};
 
 /// A transport a process can be started on by name, with its start-up and
 /// orderly shutdown; the launcher, tests and benchmarks are generic over it.
-pub trait Provider: Transport + Blocking + Sized {
+pub trait Provider: Transport + Blocking + Sized + 'static {
     /// The name users choose it by (`shm`, `ofi`, `ucx`).
     const NAME: &'static str;
     /// Joins the job this process was started into (see [`Job::from_env`]),

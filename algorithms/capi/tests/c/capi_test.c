@@ -1,0 +1,363 @@
+/* Every function of catena.h on a job of any size, against references
+ * computed here (and, built with -DWITH_MPI under mpiexec, against MPICH's
+ * own MPI_Comm_split in the same program); misuse must give error codes.
+ * Exits non-zero, naming the first failed check. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catena.h"
+#ifdef WITH_MPI
+#include <mpi.h>
+#endif
+
+static int me, n, checks;
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        checks++;                                                               \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "rank %d: check failed at line %d: ", me, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, " (last error: %s)\n", catena_last_error());        \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+#define OK(call) CHECK((call) == CATENA_SUCCESS, "%s failed", #call)
+#define FAILS(call, code)                                                      \
+    do {                                                                       \
+        int rc_ = (call);                                                      \
+        CHECK(rc_ == (code), "%s gave %d (%s), want %s", #call, rc_,           \
+              catena_strerror(rc_), #code);                                    \
+        CHECK(strlen(catena_last_error()) > 0, "no message after %s", #call);  \
+    } while (0)
+
+/* The reference split: rank and size of `r` among the members of its color,
+ * ordered by (key, parent rank). */
+static void reference_split(int r, const long *color, const long *key,
+                            int *rank, int *size) {
+    *rank = 0;
+    *size = 0;
+    for (int q = 0; q < n; q++) {
+        if (color[q] != color[r])
+            continue;
+        (*size)++;
+        if (key[q] < key[r] || (key[q] == key[r] && q < r))
+            (*rank)++;
+    }
+}
+
+/* Checks `got` (this rank's result of a split with these colors and keys of
+ * every parent rank) against the reference, member by member. */
+static void check_split(catena_comm_t *got, const long *color, const long *key,
+                        const char *what) {
+    if (color[me] == CATENA_UNDEFINED) {
+        CHECK(got == NULL, "%s: a non-member got a communicator", what);
+        return;
+    }
+    int rank, size, want_rank, want_size;
+    CHECK(got != NULL, "%s: a member got none", what);
+    OK(catena_comm_rank(got, &rank));
+    OK(catena_comm_size(got, &size));
+    reference_split(me, color, key, &want_rank, &want_size);
+    CHECK(rank == want_rank && size == want_size, "%s: rank %d of %d, want %d of %d",
+          what, rank, size, want_rank, want_size);
+    for (int q = 0; q < n; q++) {
+        int q_rank, q_size, world, in_new;
+        if (color[q] != color[me])
+            continue;
+        reference_split(q, color, key, &q_rank, &q_size);
+        OK(catena_comm_world_rank(got, q_rank, &world));
+        CHECK(world == q, "%s: rank %d is world %d, want %d", what, q_rank, world, q);
+        OK(catena_comm_group_rank(got, q, &in_new));
+        CHECK(in_new == q_rank, "%s: world %d is rank %d, want %d", what, q, in_new, q_rank);
+    }
+    for (int q = 0; q < n; q++) {
+        int in_new;
+        if (color[q] == color[me])
+            continue;
+        OK(catena_comm_group_rank(got, q, &in_new));
+        CHECK(in_new == CATENA_UNDEFINED, "%s: world %d is a member", what, q);
+    }
+}
+
+#ifdef WITH_MPI
+/* MPICH's MPI_Comm_split with the same arguments must agree, member by member. */
+static void check_against_mpich(catena_comm_t *got, const long *color, const long *key,
+                                const char *what) {
+    MPI_Comm mpi;
+    int c = color[me] == CATENA_UNDEFINED ? MPI_UNDEFINED : (int)color[me];
+    MPI_Comm_split(MPI_COMM_WORLD, c, (int)key[me], &mpi);
+    CHECK((mpi == MPI_COMM_NULL) == (got == NULL), "%s: membership differs from MPICH", what);
+    if (mpi == MPI_COMM_NULL)
+        return;
+    int rank, size, mrank, msize;
+    OK(catena_comm_rank(got, &rank));
+    OK(catena_comm_size(got, &size));
+    MPI_Comm_rank(mpi, &mrank);
+    MPI_Comm_size(mpi, &msize);
+    CHECK(rank == mrank && size == msize, "%s: %d of %d, MPICH %d of %d", what, rank, size,
+          mrank, msize);
+    MPI_Group world_group, group;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Comm_group(mpi, &group);
+    for (int r = 0; r < size; r++) {
+        int world, mworld;
+        OK(catena_comm_world_rank(got, r, &world));
+        MPI_Group_translate_ranks(group, 1, &r, world_group, &mworld);
+        CHECK(world == mworld, "%s: rank %d is world %d, MPICH says %d", what, r, world, mworld);
+    }
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    MPI_Comm_free(&mpi);
+}
+#else
+#define check_against_mpich(got, color, key, what) ((void)0)
+#endif
+
+struct pair {
+    int first, last;
+};
+
+/* Not commutative: keeps the lower ranks' first and the higher ranks' last. */
+static void first_and_last(const void *in, void *inout, size_t count, void *ctx) {
+    const struct pair *a = in;
+    struct pair *b = inout;
+    (void)ctx;
+    for (size_t i = 0; i < count; i++)
+        b[i].first = a[i].first;
+}
+
+struct record {
+    int weight, id;
+};
+
+/* Heavier first; the context counts calls. */
+static int heavier_first(const void *a, const void *b, void *ctx) {
+    const struct record *x = a, *y = b;
+    ++*(long *)ctx;
+    return (y->weight > x->weight) - (y->weight < x->weight);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+#ifdef WITH_MPI
+    MPI_Init(&argc, &argv);
+#endif
+    catena_comm_t *world, *again, *sub, *dup;
+    int flag;
+
+    /* Before init: state errors, not crashes. */
+    FAILS(catena_comm_world(&world), CATENA_ERR_STATE);
+    OK(catena_initialized(&flag));
+    CHECK(flag == 0, "initialized before catena_init");
+    OK(catena_init());
+    FAILS(catena_init(), CATENA_ERR_STATE);
+    OK(catena_initialized(&flag));
+    CHECK(flag == 1, "not initialized after catena_init");
+
+    OK(catena_comm_world(&world));
+    OK(catena_comm_world(&again));
+    CHECK(world == again, "two world handles");
+    OK(catena_comm_rank(world, &me));
+    OK(catena_comm_size(world, &n));
+    CHECK(0 <= me && me < n, "rank %d of %d", me, n);
+#ifdef WITH_MPI
+    {
+        int mrank, msize;
+        MPI_Comm_rank(MPI_COMM_WORLD, &mrank);
+        MPI_Comm_size(MPI_COMM_WORLD, &msize);
+        CHECK(mrank == me && msize == n, "world %d of %d, MPI %d of %d", me, n, mrank, msize);
+    }
+#endif
+
+    long *color = calloc(n, sizeof(long)), *key = calloc(n, sizeof(long));
+
+    /* Integer colors and reversed keys; then MPI_UNDEFINED and key ties. */
+    for (int q = 0; q < n; q++) {
+        color[q] = q % 3;
+        key[q] = n - q;
+    }
+    OK(catena_comm_split(world, color[me], key[me], &sub));
+    check_split(sub, color, key, "split mod 3");
+    check_against_mpich(sub, color, key, "split mod 3");
+    OK(catena_comm_free(&sub));
+    CHECK(sub == NULL, "free did not clear the handle");
+
+    for (int q = 0; q < n; q++) {
+        color[q] = q == 0 ? CATENA_UNDEFINED : q % 2;
+        key[q] = 0;
+    }
+    OK(catena_comm_split(world, color[me], key[me], &sub));
+    check_split(sub, color, key, "undefined and ties");
+    check_against_mpich(sub, color, key, "undefined and ties");
+
+    /* A split of a split, every algorithm by name: the same result. */
+    if (sub != NULL) {
+        static const char *names[] = {"Auto", "AllgatherGroup", "GatherScatter", "cheng128",
+                                      "Bitonic", "Radix", "Hash", "HASH64"};
+        int sub_rank, sub_size;
+        OK(catena_comm_rank(sub, &sub_rank));
+        OK(catena_comm_size(sub, &sub_size));
+        for (size_t a = 0; a < sizeof names / sizeof *names; a++) {
+            catena_comm_t *half;
+            int rank, size;
+            OK(catena_comm_set_algorithm(sub, names[a]));
+            OK(catena_comm_split(sub, sub_rank % 2, -sub_rank, &half));
+            OK(catena_comm_rank(half, &rank));
+            OK(catena_comm_size(half, &size));
+            int want_size = (sub_size - sub_rank % 2 + 1) / 2;
+            int want_rank = want_size - 1 - sub_rank / 2;
+            CHECK(rank == want_rank && size == want_size, "%s: %d of %d, want %d of %d",
+                  names[a], rank, size, want_rank, want_size);
+            OK(catena_comm_free(&half));
+        }
+        FAILS(catena_comm_set_algorithm(sub, "Quicksort"), CATENA_ERR_ARG);
+        FAILS(catena_comm_set_algorithm(sub, NULL), CATENA_ERR_ARG);
+        OK(catena_comm_free(&sub));
+    }
+
+    /* Byte-string colors. */
+    {
+        const char *name = me % 2 ? "odd ranks" : "even";
+        for (int q = 0; q < n; q++) {
+            color[q] = q % 2;
+            key[q] = q;
+        }
+        OK(catena_comm_split_bytes(world, name, strlen(name), me, &sub));
+        check_split(sub, color, key, "byte colors");
+        OK(catena_comm_free(&sub));
+        OK(catena_comm_split_bytes(world, NULL, 0, me, &sub));
+        CHECK(sub == NULL, "a NULL byte color joined a group");
+    }
+
+    /* A user comparator: heavier first, ties by rank. */
+    {
+        struct record mine = {me % 4, me};
+        long calls = 0;
+        for (int q = 0; q < n; q++) {
+            color[q] = 7;
+            key[q] = -(q % 4);
+        }
+        OK(catena_comm_split_compare(world, "all", 3, &mine, sizeof mine, heavier_first, &calls,
+                                     &sub));
+        check_split(sub, color, key, "comparator");
+        long all_calls;
+        OK(catena_allreduce(world, &calls, &all_calls, 1, CATENA_INT64, CATENA_SUM));
+        CHECK(n == 1 || all_calls > 0, "the comparator was never called");
+        OK(catena_comm_free(&sub));
+        FAILS(catena_comm_split_compare(world, "all", 3, &mine, sizeof mine, NULL, NULL, &sub),
+              CATENA_ERR_ARG);
+    }
+
+    /* dup, and handles misused. */
+    {
+        int rank, size;
+        OK(catena_comm_dup(world, &dup));
+        OK(catena_comm_rank(dup, &rank));
+        OK(catena_comm_size(dup, &size));
+        CHECK(rank == me && size == n, "dup: %d of %d", rank, size);
+        catena_comm_t *stale = dup;
+        OK(catena_comm_free(&dup));
+        FAILS(catena_comm_free(&stale), CATENA_ERR_HANDLE);
+        FAILS(catena_comm_rank(stale, &rank), CATENA_ERR_HANDLE);
+        FAILS(catena_barrier(stale), CATENA_ERR_HANDLE);
+        catena_comm_t *forged = (catena_comm_t *)(uintptr_t)0x123456789abcULL;
+        FAILS(catena_comm_size(forged, &size), CATENA_ERR_HANDLE);
+        FAILS(catena_comm_rank(NULL, &rank), CATENA_ERR_ARG);
+        FAILS(catena_comm_rank(world, NULL), CATENA_ERR_ARG);
+        FAILS(catena_comm_free(NULL), CATENA_ERR_ARG);
+        catena_comm_t *null_comm = NULL;
+        FAILS(catena_comm_free(&null_comm), CATENA_ERR_ARG);
+        catena_comm_t *world_copy = world;
+        FAILS(catena_comm_free(&world_copy), CATENA_ERR_ARG);
+        FAILS(catena_comm_world_rank(world, n, &rank), CATENA_ERR_ARG);
+        FAILS(catena_comm_world_rank(world, -1, &rank), CATENA_ERR_ARG);
+        FAILS(catena_comm_set_timeout(world, -1.0), CATENA_ERR_ARG);
+        CHECK(strcmp(catena_strerror(CATENA_ERR_HANDLE), "invalid handle") == 0, "strerror");
+    }
+
+    /* Collectives. */
+    OK(catena_barrier(world));
+    {
+        char buffer[100];
+        for (int i = 0; i < 100; i++)
+            buffer[i] = me == n - 1 ? (char)(i * 7) : 0;
+        OK(catena_bcast(world, buffer, sizeof buffer, n - 1));
+        for (int i = 0; i < 100; i++)
+            CHECK(buffer[i] == (char)(i * 7), "bcast byte %d", i);
+        FAILS(catena_bcast(world, buffer, sizeof buffer, n), CATENA_ERR_ARG);
+        FAILS(catena_bcast(world, NULL, 8, 0), CATENA_ERR_ARG);
+    }
+    {
+        int32_t in[3] = {me, -me, 1}, out[3];
+        OK(catena_allreduce(world, in, out, 3, CATENA_INT32, CATENA_SUM));
+        CHECK(out[0] == n * (n - 1) / 2 && out[1] == -out[0] && out[2] == n, "int32 sum");
+        OK(catena_allreduce(world, in, out, 3, CATENA_INT32, CATENA_MAX));
+        CHECK(out[0] == n - 1 && out[1] == 0 && out[2] == 1, "int32 max");
+        double x = 0.5 * me, sum;
+        OK(catena_allreduce(world, &x, &sum, 1, CATENA_DOUBLE, CATENA_SUM));
+        CHECK(sum == 0.25 * n * (n - 1), "double sum %g", sum);
+        uint8_t bits = (uint8_t)(1u << (me % 8)), all;
+        OK(catena_allreduce(world, &bits, &all, 1, CATENA_UINT8, CATENA_BOR));
+        CHECK(all == (uint8_t)((n >= 8) ? 0xff : (1u << n) - 1), "uint8 bor %x", all);
+        int64_t big = me + 1, product = 0;
+        OK(catena_reduce(world, &big, &product, 1, CATENA_INT64, CATENA_PROD, 0));
+        if (me == 0) {
+            int64_t want = 1;
+            for (int q = 1; q <= n; q++)
+                want *= q;
+            CHECK(product == want, "int64 prod at the root");
+        }
+        FAILS(catena_allreduce(world, &x, &sum, 1, CATENA_DOUBLE, CATENA_BXOR), CATENA_ERR_ARG);
+        FAILS(catena_allreduce(world, &x, &sum, 1, 42, CATENA_SUM), CATENA_ERR_ARG);
+        FAILS(catena_allreduce(world, &x, &sum, (size_t)-1, CATENA_DOUBLE, CATENA_SUM),
+              CATENA_ERR_ARG);
+        /* Members that disagree on the count: every member gets the error. */
+        int32_t wide[2] = {1, 1}, wide_out[2];
+        if (n > 1)
+            FAILS(catena_allreduce(world, wide, wide_out, me == 0 ? 2 : 1, CATENA_INT32,
+                                   CATENA_SUM),
+                  CATENA_ERR_MISMATCH);
+    }
+    {
+        struct pair mine = {me, me}, result;
+        OK(catena_allreduce_user(world, &mine, &result, 1, sizeof mine, first_and_last, NULL));
+        CHECK(result.first == 0 && result.last == n - 1, "user op order: %d %d", result.first,
+              result.last);
+        OK(catena_reduce_user(world, &mine, &result, 1, sizeof mine, first_and_last, NULL,
+                              n - 1));
+        FAILS(catena_allreduce_user(world, &mine, &result, 1, 0, first_and_last, NULL),
+              CATENA_ERR_ARG);
+        FAILS(catena_allreduce_user(world, &mine, &result, 1, sizeof mine, NULL, NULL),
+              CATENA_ERR_ARG);
+    }
+    {
+        int pair[2] = {me, me * me};
+        int *all = calloc(2 * n, sizeof(int));
+        OK(catena_allgather(world, pair, sizeof pair, all));
+        for (int q = 0; q < n; q++)
+            CHECK(all[2 * q] == q && all[2 * q + 1] == q * q, "allgather from %d", q);
+        memset(all, 0, 2 * n * sizeof(int));
+        OK(catena_gather(world, pair, sizeof pair, me == 0 ? all : NULL, 0));
+        if (me == 0)
+            for (int q = 0; q < n; q++)
+                CHECK(all[2 * q] == q && all[2 * q + 1] == q * q, "gather from %d", q);
+        free(all);
+    }
+
+    OK(catena_comm_set_timeout(world, 30.0));
+    OK(catena_finalize());
+    FAILS(catena_finalize(), CATENA_ERR_STATE);
+    FAILS(catena_comm_rank(world, &me), CATENA_ERR_STATE);
+    free(color);
+    free(key);
+#ifdef WITH_MPI
+    MPI_Finalize();
+#endif
+    if (me == 0)
+        printf("capi_test: %d checks passed on each of %d processes\n", checks, n);
+    return 0;
+}

@@ -1,0 +1,107 @@
+//! The C test programs of `tests/c`, compiled with gcc against `catena.h`
+//! and this build's `libcatena.so`, run as jobs of 1 to 8 processes under
+//! catena's launcher and (feature `mpi`) under `mpiexec`, where they also
+//! check catena's splits against MPICH's `MPI_Comm_split`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use catena_fabric::launch::{launch, LaunchSpec};
+
+/// Where cargo put this build's `libcatena.so`: next to the test binary's
+/// directory (`target/<profile>/deps/..`).
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("deps");
+    for dir in [deps, deps.parent().expect("profile dir")] {
+        if dir.join("libcatena.so").exists() {
+            return dir.to_path_buf();
+        }
+    }
+    panic!("libcatena.so is not built next to {}", deps.display());
+}
+
+fn here() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Compiles `tests/c/<name>.c` (with `extra` flags) into the target dir.
+fn compile(name: &str, output: &str, extra: &[String]) -> PathBuf {
+    let lib = library_dir();
+    let out = lib.join(output);
+    let status = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&out)
+        .arg(here().join("tests/c").join(format!("{name}.c")))
+        .arg("-I")
+        .arg(here().join("include"))
+        .args(extra)
+        .arg(format!("-L{}", lib.display()))
+        // An RPATH, not a RUNPATH: cargo's LD_LIBRARY_PATH names
+        // target/<profile> first, whose copy of the library is stale while
+        // only tests are built.
+        .arg(format!("-Wl,--disable-new-dtags,-rpath,{}", lib.display()))
+        .arg("-lcatena")
+        .status()
+        .expect("running gcc (apt-get install gcc)");
+    assert!(status.success(), "gcc failed on {name}.c");
+    out
+}
+
+#[test]
+fn capi_test_under_the_launcher() {
+    let program = compile("capi_test", "capi_test", &[]);
+    for ranks in 1..=8 {
+        let mut spec = LaunchSpec::new(ranks, &program);
+        spec.capture_output = true;
+        let report = launch(&spec).expect("launching capi_test");
+        assert!(
+            report.success(),
+            "capi_test on {ranks} ranks: {:?}\n{}",
+            report.first_failure,
+            report.output
+        );
+        assert!(report.output.contains("checks passed"), "{}", report.output);
+        assert_eq!(report.leftover_segments, 0, "{}", report.output);
+    }
+}
+
+/// MPICH's compiler and linker flags (`mpicc -show` without the compiler).
+#[cfg(feature = "mpi")]
+fn mpich_flags() -> Vec<String> {
+    let out = Command::new("mpicc")
+        .arg("-show")
+        .output()
+        .expect("mpicc (apt-get install mpich)");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .skip(1)
+        .map(String::from)
+        .collect()
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn capi_test_under_mpiexec_against_mpich() {
+    let mut flags = vec!["-DWITH_MPI".to_string()];
+    flags.extend(mpich_flags());
+    let program = compile("capi_test", "capi_test_mpi", &flags);
+    for ranks in [1, 2, 3, 4, 8] {
+        let out = Command::new("timeout")
+            .args(["120", "mpiexec", "-n", &ranks.to_string()])
+            .arg(&program)
+            .output()
+            .expect("mpiexec (apt-get install mpich)");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "capi_test under mpiexec -n {ranks}: {}\n{text}",
+            out.status
+        );
+        assert!(text.contains("checks passed"), "{text}");
+    }
+}
