@@ -105,3 +105,52 @@ fn capi_test_under_mpiexec_against_mpich() {
         assert!(text.contains("checks passed"), "{text}");
     }
 }
+
+/// `install.sh` puts the library, header and `catena.pc` under a prefix,
+/// and a program built with `pkg-config --cflags --libs catena` alone runs.
+#[test]
+fn installed_library_builds_with_pkg_config() {
+    let prefix = std::env::temp_dir().join(format!("catena-install-{}", std::process::id()));
+    let status = Command::new(here().join("install.sh"))
+        .arg("--from")
+        .arg(library_dir())
+        .arg(&prefix)
+        .status()
+        .expect("running install.sh");
+    assert!(status.success(), "install.sh failed");
+    let pkg_config = |flag: &str| {
+        let out = Command::new("pkg-config")
+            .args([flag, "catena"])
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+            .output()
+            .expect("pkg-config (apt-get install pkg-config)");
+        assert!(out.status.success(), "pkg-config {flag} catena failed");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let libdir = pkg_config("--variable=libdir");
+    let program = prefix.join("capi_test");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "gcc -std=c11 -o {} {} $(pkg-config --cflags --libs catena) -Wl,--disable-new-dtags,-rpath,{libdir}",
+            program.display(),
+            here().join("tests/c/capi_test.c").display(),
+        ))
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .status()
+        .expect("gcc");
+    assert!(
+        status.success(),
+        "building against the installed catena failed"
+    );
+    let mut spec = LaunchSpec::new(3, &program);
+    spec.capture_output = true;
+    let report = launch(&spec).expect("launching the installed capi_test");
+    std::fs::remove_dir_all(&prefix).expect("removing the prefix");
+    assert!(
+        report.success(),
+        "{:?}\n{}",
+        report.first_failure,
+        report.output
+    );
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs catena's C library (libcatena.so, libcatena.a), its header and a
+# pkg-config file under PREFIX, so that
+#   cc prog.c $(pkg-config --cflags --libs catena)
+# works with PKG_CONFIG_PATH=PREFIX/lib/pkgconfig (or with PREFIX=/usr/local).
+#
+# Usage: algorithms/capi/install.sh [--features LIST] [--from DIR] PREFIX
+#   --features  cargo features to build with (e.g. mpi,ofi,ucx; default none)
+#   --from      take the libraries from DIR instead of building them
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+features="" from=""
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --features) features=$2; shift 2 ;;
+    --from) from=$2; shift 2 ;;
+    *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [ $# -ne 1 ]; then
+  echo "usage: $0 [--features LIST] [--from DIR] PREFIX" >&2
+  exit 2
+fi
+prefix=$1
+if [ -z "$from" ]; then
+  cargo build --release --manifest-path "$here/Cargo.toml" ${features:+--features "$features"}
+  from=$(cargo metadata --format-version 1 --no-deps --manifest-path "$here/Cargo.toml" |
+    sed 's/.*"target_directory":"\([^"]*\)".*/\1/')/release
+fi
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/../../Cargo.toml" | head -1)
+mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"
+install -m 755 "$from/libcatena.so" "$prefix/lib/"
+install -m 644 "$from/libcatena.a" "$prefix/lib/"
+install -m 644 "$here/include/catena.h" "$prefix/include/"
+cat > "$prefix/lib/pkgconfig/catena.pc" <<PC
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: catena
+Description: scalable sub-communicators and collectives over one-sided puts
+Version: $version
+Libs: -L\${libdir} -lcatena
+Cflags: -I\${includedir}
+PC
+echo "installed catena $version under $prefix"
