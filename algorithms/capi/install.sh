@@ -3,17 +3,23 @@
 # pkg-config file under PREFIX, so that
 #   cc prog.c $(pkg-config --cflags --libs catena)
 # works with PKG_CONFIG_PATH=PREFIX/lib/pkgconfig (or with PREFIX=/usr/local).
+# With MPI, also the interposer libcatena-mpi.so (built with mpicc), for
+#   LD_PRELOAD=PREFIX/lib/libcatena-mpi.so mpiexec -n N ./app
 #
-# Usage: algorithms/capi/install.sh [--features LIST] [--from DIR] PREFIX
-#   --features  cargo features to build with (e.g. mpi,ofi,ucx; default none)
+# Usage: algorithms/capi/install.sh [--features LIST] [--from DIR] [--mpi] PREFIX
+#   --features  cargo features to build with (e.g. mpi,ofi,ucx; default none);
+#               one with mpi implies --mpi
 #   --from      take the libraries from DIR instead of building them
+#   --mpi       build the interposer (libcatena.so must have feature mpi)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-features="" from=""
+features="" from="" mpi=""
 while [ $# -gt 1 ]; do
   case "$1" in
-    --features) features=$2; shift 2 ;;
+    --features) features=$2; shift 2
+      case ",$features," in *,mpi,*) mpi=1 ;; esac ;;
     --from) from=$2; shift 2 ;;
+    --mpi) mpi=1; shift ;;
     *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +38,10 @@ mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"
 install -m 755 "$from/libcatena.so" "$prefix/lib/"
 install -m 644 "$from/libcatena.a" "$prefix/lib/"
 install -m 644 "$here/include/catena.h" "$prefix/include/"
+if [ -n "$mpi" ]; then
+  mpicc -shared -fPIC -std=c11 -O2 -o "$prefix/lib/libcatena-mpi.so" "$here/mpi/catena_mpi.c" \
+    -I "$here/include" -L"$prefix/lib" -Wl,--disable-new-dtags,-rpath,"$prefix/lib" -lcatena
+fi
 cat > "$prefix/lib/pkgconfig/catena.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib

@@ -154,3 +154,110 @@ fn installed_library_builds_with_pkg_config() {
         report.output
     );
 }
+
+/// Builds `libcatena-mpi.so` from `mpi/catena_mpi.c` against this build's
+/// `libcatena.so`.
+#[cfg(feature = "mpi")]
+fn build_interposer() -> PathBuf {
+    let lib = library_dir();
+    let out = lib.join("libcatena-mpi.so");
+    let status = Command::new("mpicc")
+        .args([
+            "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-o",
+        ])
+        .arg(&out)
+        .arg(here().join("mpi/catena_mpi.c"))
+        .arg("-I")
+        .arg(here().join("include"))
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,--disable-new-dtags,-rpath,{}", lib.display()))
+        .arg("-lcatena")
+        .status()
+        .expect("mpicc (apt-get install mpich)");
+    assert!(status.success(), "mpicc failed on catena_mpi.c");
+    out
+}
+
+/// `mpiexec -n ranks` of `program` (with `env` before it, as `env` does):
+/// its stdout, and its stderr.
+#[cfg(feature = "mpi")]
+fn mpiexec(
+    ranks: u32,
+    program: &Path,
+    env: &[(&str, &str)],
+    preload_mpiexec: Option<&Path>,
+) -> (String, String) {
+    let mut command = Command::new("timeout");
+    command.args(["120", "mpiexec", "-n", &ranks.to_string()]);
+    for (k, v) in env {
+        command.args(["-genv", k, v]);
+    }
+    if let Some(preload) = preload_mpiexec {
+        // The way the docs say it: the whole mpiexec preloaded.
+        command.env("LD_PRELOAD", preload);
+    }
+    let out = command
+        .arg(program)
+        .output()
+        .expect("mpiexec (apt-get install mpich)");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "{} under mpiexec -n {ranks} {env:?}: {}\n{stdout}{stderr}",
+        program.display(),
+        out.status
+    );
+    (stdout, stderr)
+}
+
+/// An unmodified MPI program splits alike with and without the interposer,
+/// and with it every split of a known communicator ran in catena.
+#[cfg(feature = "mpi")]
+#[test]
+fn interposed_mpi_comm_split_gives_mpichs_results() {
+    let interposer = build_interposer();
+    let program = compile("split_patterns", "split_patterns", &mpich_flags());
+    let preload = interposer.to_str().expect("a UTF-8 path");
+    for ranks in [1, 2, 3, 4, 5, 8] {
+        let (plain, _) = mpiexec(ranks, &program, &[], None);
+        let (interposed, report) = mpiexec(
+            ranks,
+            &program,
+            &[("LD_PRELOAD", preload), ("CATENA_MPI_REPORT", "1")],
+            None,
+        );
+        assert!(plain.lines().count() > 20, "{plain}");
+        assert_eq!(
+            plain, interposed,
+            "results differ on {ranks} ranks\n{report}"
+        );
+        // 4 + 2 (column halves, halves of a dup) + 16 repeats, all known.
+        assert!(
+            report.contains("22 splits by catena, 0 by MPI"),
+            "the interposer did not run every split on {ranks} ranks: {report}"
+        );
+        let (off, report) = mpiexec(
+            ranks,
+            &program,
+            &[
+                ("LD_PRELOAD", preload),
+                ("CATENA_MPI", "off"),
+                ("CATENA_MPI_REPORT", "1"),
+            ],
+            None,
+        );
+        assert_eq!(plain, off);
+        assert!(!report.contains("splits by catena"), "{report}");
+    }
+    let (whole, report) = mpiexec(
+        4,
+        &program,
+        &[("CATENA_MPI_REPORT", "1")],
+        Some(&interposer),
+    );
+    assert_eq!(whole, mpiexec(4, &program, &[], None).0);
+    assert!(report.contains("22 splits by catena"), "{report}");
+}

@@ -1,0 +1,186 @@
+/* libcatena-mpi.so: a PMPI interposition library that gives an unmodified
+ * MPI program catena's split. `LD_PRELOAD=libcatena-mpi.so mpiexec ...`:
+ * catena starts inside MPI_Init on the program's MPI_COMM_WORLD; each
+ * communicator it knows carries its catena communicator as an attribute
+ * (duplicated with MPI_Comm_dup, freed with the communicator); and
+ * MPI_Comm_split of a known intracommunicator runs catena's split, then
+ * builds the MPI communicator from the new group's member list with
+ * PMPI_Comm_create (disjoint groups, MPI-2.2): MPI then agrees on a context
+ * id over the parent (an allreduce) but does no allgather of colors and
+ * keys. (PMPI_Comm_create_group, over the members alone, would be cheaper,
+ * but MPICH 4.0.2 crashes in it on any communicator made by MPI_Comm_dup,
+ * with or without catena.)
+ * Anything else goes to PMPI_Comm_split. CATENA_MPI=off turns it off;
+ * CATENA_MPI_REPORT=1 has rank 0 say at MPI_Finalize how many splits
+ * catena ran. See docs/c-api.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "catena.h"
+
+static int enabled;
+static int keyval = MPI_KEYVAL_INVALID;
+static long by_catena, by_mpi;
+/* Seconds in catena's splits and in building their MPI communicators. */
+static double in_split, in_create;
+
+static void warn(const char *what, int rc) {
+    fprintf(stderr, "libcatena-mpi: %s: %s (%s)\n", what, catena_strerror(rc),
+            catena_last_error());
+}
+
+/* The catena communicator of `comm`, or NULL if catena does not know it. */
+static catena_comm_t *known(MPI_Comm comm) {
+    void *value;
+    int flag = 0, inter = 0;
+    if (!enabled || comm == MPI_COMM_NULL)
+        return NULL;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter)
+        return NULL;
+    PMPI_Comm_get_attr(comm, keyval, &value, &flag);
+    return flag ? (catena_comm_t *)value : NULL;
+}
+
+/* MPI_Comm_dup (collective: every member runs it, in the same order). */
+static int copy_catena(MPI_Comm old, int key, void *extra, void *in, void *out, int *flag) {
+    catena_comm_t *dup;
+    (void)old, (void)key, (void)extra;
+    *flag = catena_comm_dup((catena_comm_t *)in, &dup) == CATENA_SUCCESS;
+    if (*flag)
+        *(void **)out = dup;
+    return MPI_SUCCESS;
+}
+
+static int delete_catena(MPI_Comm comm, int key, void *value, void *extra) {
+    catena_comm_t *c = value;
+    (void)comm, (void)key, (void)extra;
+    /* After catena_finalize the handle is refused, harmlessly. */
+    catena_comm_free(&c);
+    return MPI_SUCCESS;
+}
+
+static void start(int thread_level) {
+    const char *setting = getenv("CATENA_MPI");
+    catena_comm_t *world;
+    int rc;
+    if (setting != NULL && strcmp(setting, "off") == 0)
+        return;
+    /* catena is called from the thread that started it only. */
+    if (thread_level == MPI_THREAD_MULTIPLE)
+        return;
+    rc = catena_init();
+    if (rc != CATENA_SUCCESS) {
+        warn("catena_init failed; MPI_Comm_split stays MPI's", rc);
+        return;
+    }
+    catena_comm_world(&world);
+    PMPI_Comm_create_keyval(copy_catena, delete_catena, &keyval, NULL);
+    PMPI_Comm_set_attr(MPI_COMM_WORLD, keyval, world);
+    enabled = 1;
+}
+
+int MPI_Init(int *argc, char ***argv) {
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS)
+        start(MPI_THREAD_SINGLE);
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS)
+        start(*provided);
+    return rc;
+}
+
+/* The MPI communicator of catena's new group `sub` (a member's view):
+ * its members' world ranks, as runs where they are consecutive. */
+static int create_for(MPI_Comm parent, catena_comm_t *sub, MPI_Comm *newcomm) {
+    int size, rc, runs = 0;
+    MPI_Group world_group, group;
+    if ((rc = catena_comm_size(sub, &size)) != CATENA_SUCCESS)
+        return rc;
+    int (*ranges)[3] = malloc(sizeof *ranges * (size_t)size);
+    if (ranges == NULL)
+        return CATENA_ERR_INTERNAL;
+    for (int r = 0; r < size; r++) {
+        int world;
+        if ((rc = catena_comm_world_rank(sub, r, &world)) != CATENA_SUCCESS) {
+            free(ranges);
+            return rc;
+        }
+        if (runs > 0 && ranges[runs - 1][1] + 1 == world)
+            ranges[runs - 1][1] = world;
+        else {
+            ranges[runs][0] = ranges[runs][1] = world;
+            ranges[runs][2] = 1;
+            runs++;
+        }
+    }
+    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    PMPI_Group_range_incl(world_group, runs, ranges, &group);
+    free(ranges);
+    rc = PMPI_Comm_create(parent, group, newcomm);
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world_group);
+    return rc == MPI_SUCCESS ? CATENA_SUCCESS : CATENA_ERR_TRANSPORT;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+    catena_comm_t *parent = known(comm), *sub = NULL;
+    int rc;
+    if (parent == NULL) {
+        by_mpi++;
+        return PMPI_Comm_split(comm, color, key, newcomm);
+    }
+    if (color < 0 && color != MPI_UNDEFINED)
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG), MPI_ERR_ARG;
+    double start = PMPI_Wtime();
+    rc = catena_comm_split(parent, color == MPI_UNDEFINED ? CATENA_UNDEFINED : color, key, &sub);
+    double split_done = PMPI_Wtime();
+    in_split += split_done - start;
+    if (rc != CATENA_SUCCESS) {
+        warn("MPI_Comm_split", rc);
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER), MPI_ERR_OTHER;
+    }
+    by_catena++;
+    if (sub == NULL) { /* Every member of the parent takes part in the create. */
+        rc = PMPI_Comm_create(comm, MPI_GROUP_EMPTY, newcomm);
+        in_create += PMPI_Wtime() - split_done;
+        return rc;
+    }
+    rc = create_for(comm, sub, newcomm);
+    in_create += PMPI_Wtime() - split_done;
+    if (rc != CATENA_SUCCESS) {
+        warn("MPI_Comm_split: building the MPI communicator", rc);
+        catena_comm_free(&sub);
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER), MPI_ERR_OTHER;
+    }
+    PMPI_Comm_set_attr(*newcomm, keyval, sub);
+    return MPI_SUCCESS;
+}
+
+int MPI_Finalize(void) {
+    if (enabled) {
+        const char *report = getenv("CATENA_MPI_REPORT");
+        int rank;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (report != NULL && strcmp(report, "1") == 0 && rank == 0)
+            fprintf(stderr,
+                    "libcatena-mpi: rank 0: %ld splits by catena, %ld by MPI; "
+                    "%.3f ms in catena's splits, %.3f ms in PMPI_Comm_create\n",
+                    by_catena, by_mpi, in_split * 1e3, in_create * 1e3);
+        /* Attributes still set are deleted by MPI later; their handles are
+         * then refused, harmlessly. */
+        PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
+        enabled = 0;
+        int rc = catena_finalize();
+        if (rc != CATENA_SUCCESS)
+            warn("catena_finalize", rc);
+    }
+    return PMPI_Finalize();
+}
