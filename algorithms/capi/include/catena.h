@@ -13,6 +13,26 @@
 #define CATENA_UNDEFINED (-32766)
 
 /**
+ * Build a group map with the thesis's balance of bytes and lookup time.
+ */
+#define CATENA_STRATEGY_AUTO 0
+
+/**
+ * Build the smallest group map.
+ */
+#define CATENA_STRATEGY_SPACE 1
+
+/**
+ * Build the group map with the fastest lookups.
+ */
+#define CATENA_STRATEGY_TIME 2
+
+/**
+ * `catena_comm_create_group` tags are below this.
+ */
+#define CATENA_CREATE_TAGS (1 << 24)
+
+/**
  * C types a built-in reduction works on.
  */
 #define CATENA_INT8 0
@@ -121,16 +141,22 @@
 typedef struct catena_comm_t catena_comm_t;
 
 /**
- * Orders two keys of a split (`key_len` bytes each): negative, zero or
- * positive as `a` sorts before, with or after `b`.
+ * A group of world ranks in an order (a compact group map). Handles are
+ * never dereferenced.
  */
-typedef int (*catena_compare_fn)(const void *a, const void *b, void *ctx);
+typedef struct catena_group_t catena_group_t;
 
 /**
  * A user reduction: `inout[i] = in[i] op inout[i]` for `count` elements,
  * where `in` holds lower ranks' contributions (as `MPI_User_function`).
  */
 typedef void (*catena_user_op_fn)(const void *input, void *inout, size_t count, void *ctx);
+
+/**
+ * Orders two keys of a split (`key_len` bytes each): negative, zero or
+ * positive as `a` sorts before, with or after `b`.
+ */
+typedef int (*catena_compare_fn)(const void *a, const void *b, void *ctx);
 
 #ifdef __cplusplus
 extern "C" {
@@ -157,6 +183,100 @@ int catena_finalize(void);
  * `flag` is NULL or valid for a write.
  */
 int catena_initialized(int *flag);
+
+/**
+ * Returns once every member of `comm` has entered.
+ */
+int catena_barrier(const catena_comm_t *comm);
+
+/**
+ * The root's `bytes` bytes at `buffer` into every member's `buffer`.
+ *
+ * # Safety
+ * `buffer` is valid for `bytes` bytes of reads and writes.
+ */
+int catena_bcast(const catena_comm_t *comm, void *buffer, size_t bytes, int root);
+
+/**
+ * `recvbuf` = the elementwise `op` of every member's `count` elements of
+ * `datatype` at `sendbuf` (in rank order), on every member.
+ *
+ * # Safety
+ * `sendbuf` and `recvbuf` are valid for `count` elements of `datatype`.
+ */
+int catena_allreduce(const catena_comm_t *comm,
+                     const void *sendbuf,
+                     void *recvbuf,
+                     size_t count,
+                     int datatype,
+                     int op);
+
+/**
+ * As `catena_allreduce`, into `recvbuf` at `root` only (ignored elsewhere).
+ *
+ * # Safety
+ * As `catena_allreduce` (`recvbuf` at the root only).
+ */
+int catena_reduce(const catena_comm_t *comm,
+                  const void *sendbuf,
+                  void *recvbuf,
+                  size_t count,
+                  int datatype,
+                  int op,
+                  int root);
+
+/**
+ * `catena_allreduce` with a user operation on elements of `elem_size`
+ * bytes (associative; `in` holds lower ranks' part).
+ *
+ * # Safety
+ * `sendbuf` and `recvbuf` are valid for `count * elem_size` bytes; `op`
+ * may be called with `ctx` on buffers of whole elements.
+ */
+int catena_allreduce_user(const catena_comm_t *comm,
+                          const void *sendbuf,
+                          void *recvbuf,
+                          size_t count,
+                          size_t elem_size,
+                          catena_user_op_fn op,
+                          void *ctx);
+
+/**
+ * `catena_allreduce_user` into `recvbuf` at `root` only.
+ *
+ * # Safety
+ * As `catena_allreduce_user` (`recvbuf` at the root only).
+ */
+int catena_reduce_user(const catena_comm_t *comm,
+                       const void *sendbuf,
+                       void *recvbuf,
+                       size_t count,
+                       size_t elem_size,
+                       catena_user_op_fn op,
+                       void *ctx,
+                       int root);
+
+/**
+ * Every member's `bytes` bytes at `sendbuf`, in rank order, into the
+ * root's `recvbuf` (size × `bytes`; ignored elsewhere).
+ *
+ * # Safety
+ * `sendbuf` is valid for `bytes` bytes; at the root `recvbuf` for size ×
+ * `bytes`.
+ */
+int catena_gather(const catena_comm_t *comm,
+                  const void *sendbuf,
+                  size_t bytes,
+                  void *recvbuf,
+                  int root);
+
+/**
+ * `catena_gather` into every member's `recvbuf`.
+ *
+ * # Safety
+ * `sendbuf` is valid for `bytes` bytes, `recvbuf` for size × `bytes`.
+ */
+int catena_allgather(const catena_comm_t *comm, const void *sendbuf, size_t bytes, void *recvbuf);
 
 /**
  * The communicator of every process of the job (the same handle on each
@@ -279,98 +399,92 @@ int catena_comm_dup(const catena_comm_t *comm, catena_comm_t **newcomm);
 int catena_comm_free(catena_comm_t **comm);
 
 /**
- * Returns once every member of `comm` has entered.
- */
-int catena_barrier(const catena_comm_t *comm);
-
-/**
- * The root's `bytes` bytes at `buffer` into every member's `buffer`.
+ * The group whose rank g is world rank `ranks[g]` (`count` distinct world
+ * ranks of this job).
  *
  * # Safety
- * `buffer` is valid for `bytes` bytes of reads and writes.
+ * `ranks` is valid for `count` ints; `group` is NULL or valid for a write.
  */
-int catena_bcast(const catena_comm_t *comm, void *buffer, size_t bytes, int root);
+int catena_group_from_ranks(const int *ranks, int count, int strategy_code, catena_group_t **group);
 
 /**
- * `recvbuf` = the elementwise `op` of every member's `count` elements of
- * `datatype` at `sendbuf` (in rank order), on every member.
+ * The group of the world ranks that MPI range triples `(first, last,
+ * stride)` name, in that order (as `MPI_Group_range_incl`).
  *
  * # Safety
- * `sendbuf` and `recvbuf` are valid for `count` elements of `datatype`.
+ * `ranges` is valid for `count` triples; `group` is NULL or valid for a
+ * write.
  */
-int catena_allreduce(const catena_comm_t *comm,
-                     const void *sendbuf,
-                     void *recvbuf,
-                     size_t count,
-                     int datatype,
-                     int op);
+int catena_group_from_ranges(const int (*ranges)[3],
+                             int count,
+                             int strategy_code,
+                             catena_group_t **group);
 
 /**
- * As `catena_allreduce`, into `recvbuf` at `root` only (ignored elsewhere).
+ * The group of `count` world ranks `first`, `first + stride`, ...
  *
  * # Safety
- * As `catena_allreduce` (`recvbuf` at the root only).
+ * `group` is NULL or valid for a write.
  */
-int catena_reduce(const catena_comm_t *comm,
-                  const void *sendbuf,
-                  void *recvbuf,
-                  size_t count,
-                  int datatype,
-                  int op,
-                  int root);
+int catena_group_from_stride(int first,
+                             int stride,
+                             int count,
+                             int strategy_code,
+                             catena_group_t **group);
 
 /**
- * `catena_allreduce` with a user operation on elements of `elem_size`
- * bytes (associative; `in` holds lower ranks' part).
+ * The number of ranks in `group`.
  *
  * # Safety
- * `sendbuf` and `recvbuf` are valid for `count * elem_size` bytes; `op`
- * may be called with `ctx` on buffers of whole elements.
+ * `size` is NULL or valid for a write.
  */
-int catena_allreduce_user(const catena_comm_t *comm,
-                          const void *sendbuf,
-                          void *recvbuf,
-                          size_t count,
-                          size_t elem_size,
-                          catena_user_op_fn op,
-                          void *ctx);
+int catena_group_size(const catena_group_t *group, int *size);
 
 /**
- * `catena_allreduce_user` into `recvbuf` at `root` only.
+ * The world rank of `group`'s rank `rank` (select).
  *
  * # Safety
- * As `catena_allreduce_user` (`recvbuf` at the root only).
+ * `world_rank` is NULL or valid for a write.
  */
-int catena_reduce_user(const catena_comm_t *comm,
-                       const void *sendbuf,
-                       void *recvbuf,
-                       size_t count,
-                       size_t elem_size,
-                       catena_user_op_fn op,
-                       void *ctx,
-                       int root);
+int catena_group_world_rank(const catena_group_t *group, int rank, int *world_rank);
 
 /**
- * Every member's `bytes` bytes at `sendbuf`, in rank order, into the
- * root's `recvbuf` (size × `bytes`; ignored elsewhere).
+ * The rank in `group` of world rank `world_rank`, or `CATENA_UNDEFINED`.
  *
  * # Safety
- * `sendbuf` is valid for `bytes` bytes; at the root `recvbuf` for size ×
- * `bytes`.
+ * `rank` is NULL or valid for a write.
  */
-int catena_gather(const catena_comm_t *comm,
-                  const void *sendbuf,
-                  size_t bytes,
-                  void *recvbuf,
-                  int root);
+int catena_group_rank(const catena_group_t *group, int world_rank, int *rank);
 
 /**
- * `catena_gather` into every member's `recvbuf`.
+ * The bytes `group`'s map takes.
  *
  * # Safety
- * `sendbuf` is valid for `bytes` bytes, `recvbuf` for size × `bytes`.
+ * `bytes` is NULL or valid for a write.
  */
-int catena_allgather(const catena_comm_t *comm, const void *sendbuf, size_t bytes, void *recvbuf);
+int catena_group_bytes(const catena_group_t *group, size_t *bytes);
+
+/**
+ * Frees `*group` and sets it to NULL.
+ *
+ * # Safety
+ * `group` is NULL or valid for a read and a write.
+ */
+int catena_group_free(catena_group_t **group);
+
+/**
+ * The communicator of `group`'s members, in its order, made by them alone
+ * (`MPI_Comm_create_group`): every member calls it with an equal group and
+ * the same `tag` (below `CATENA_CREATE_TAGS`); other processes of `comm`
+ * do not call it. A caller that is not a member gets NULL.
+ *
+ * # Safety
+ * `newcomm` is NULL or valid for a write.
+ */
+int catena_comm_create_group(const catena_comm_t *comm,
+                             const catena_group_t *group,
+                             int tag,
+                             catena_comm_t **newcomm);
 
 /**
  * The text of an error code (a static string).

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use catena_algorithms::comm::DEFAULT_TIMEOUT;
-use catena_algorithms::{Algorithm, Comm};
+use catena_algorithms::{Algorithm, Comm, GroupMap};
 use catena_fabric::Provider;
 
 use crate::handles::{Handle, Handles};
@@ -69,7 +69,20 @@ pub(crate) trait Api {
         out: Option<&mut [u8]>,
         root: Option<u32>,
     ) -> Result<(), Failure>;
-    /// Frees every communicator and leaves the job.
+    /// The number of processes in the job (the world of group maps).
+    fn world_size(&self) -> u32;
+    fn insert_group(&mut self, map: GroupMap) -> Handle;
+    fn group(&self, group: Handle) -> Result<&GroupMap, Failure>;
+    fn free_group(&mut self, group: Handle) -> Result<(), Failure>;
+    /// The communicator `group`'s members create from `comm` (`None` for a
+    /// caller that is not one).
+    fn create_group(
+        &mut self,
+        comm: Handle,
+        group: Handle,
+        tag: u32,
+    ) -> Result<Option<Handle>, Failure>;
+    /// Frees every communicator and group and leaves the job.
     fn finalize(self: Box<Self>) -> Result<(), Failure>;
 }
 
@@ -79,6 +92,7 @@ pub(crate) struct Instance<P: Provider + 'static> {
     /// `finalize`, after every communicator is gone.
     transport: &'static P,
     comms: Handles<Comm<'static, P>>,
+    groups: Handles<GroupMap>,
     /// The world communicator: one per transport, never freed.
     world: Handle,
 }
@@ -91,6 +105,7 @@ impl<P: Provider + 'static> Instance<P> {
         Ok(Box::new(Instance {
             transport,
             comms,
+            groups: Handles::default(),
             world,
         }))
     }
@@ -277,9 +292,41 @@ impl<P: Provider + 'static> Api for Instance<P> {
         Ok(())
     }
 
+    fn world_size(&self) -> u32 {
+        self.transport.size()
+    }
+
+    fn insert_group(&mut self, map: GroupMap) -> Handle {
+        self.groups.insert(map)
+    }
+
+    fn group(&self, group: Handle) -> Result<&GroupMap, Failure> {
+        self.groups
+            .get(group)
+            .ok_or_else(|| Failure::new(CATENA_ERR_HANDLE, "not a live group handle"))
+    }
+
+    fn free_group(&mut self, group: Handle) -> Result<(), Failure> {
+        self.groups.remove(group).map(drop).ok_or_else(|| {
+            Failure::new(CATENA_ERR_HANDLE, "not a live group handle (freed twice?)")
+        })
+    }
+
+    fn create_group(
+        &mut self,
+        comm: Handle,
+        group: Handle,
+        tag: u32,
+    ) -> Result<Option<Handle>, Failure> {
+        let map = self.group(group)?.clone();
+        let new = self.comm(comm)?.create_group(map, tag)?;
+        Ok(self.keep(new))
+    }
+
     fn finalize(mut self: Box<Self>) -> Result<(), Failure> {
         let timeout = DEFAULT_TIMEOUT;
         drop(self.comms.drain().collect::<Vec<_>>());
+        drop(self.groups.drain().collect::<Vec<_>>());
         // SAFETY: leaked in `start`; every communicator borrowing it is
         // dropped above, and `self` is consumed.
         let transport = unsafe { Box::from_raw(std::ptr::from_ref(self.transport).cast_mut()) };

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 
-use catena_algorithms::Error;
+use catena_algorithms::{Error, GroupMapError};
 use catena_fabric::Error as FabricError;
 
 /// The call succeeded.
@@ -66,6 +66,12 @@ impl From<Error> for Failure {
             _ => CATENA_ERR_ARG,
         };
         Failure::new(code, e.to_string())
+    }
+}
+
+impl From<GroupMapError> for Failure {
+    fn from(e: GroupMapError) -> Failure {
+        Failure::arg(e.to_string())
     }
 }
 

@@ -279,6 +279,77 @@ int main(int argc, char **argv) {
         CHECK(strcmp(catena_strerror(CATENA_ERR_HANDLE), "invalid handle") == 0, "strerror");
     }
 
+    /* Group maps, and a communicator made by a group's members alone. */
+    {
+        catena_group_t *top, *ranged, *all, *bad;
+        int *list = calloc(n, sizeof(int)), k = 0, size, world_rank, rank;
+        long list_sum = 0;
+        for (int q = n - 1; q >= 0; q -= 2) {
+            list_sum += q;
+            list[k++] = q;
+        }
+        OK(catena_group_from_ranks(list, k, CATENA_STRATEGY_AUTO, &top));
+        int triple[1][3] = {{n - 1, 0, -2}};
+        OK(catena_group_from_ranges(triple, 1, CATENA_STRATEGY_SPACE, &ranged));
+        OK(catena_group_from_stride(0, 1, n, CATENA_STRATEGY_TIME, &all));
+        OK(catena_group_size(top, &size));
+        CHECK(size == k, "group size %d, want %d", size, k);
+        for (int g = 0; g < k; g++) {
+            OK(catena_group_world_rank(top, g, &world_rank));
+            CHECK(world_rank == list[g], "group rank %d is world %d", g, world_rank);
+            OK(catena_group_world_rank(ranged, g, &world_rank));
+            CHECK(world_rank == list[g], "range group rank %d is world %d", g, world_rank);
+        }
+        for (int q = 0; q < n; q++) {
+            OK(catena_group_rank(top, q, &rank));
+            int want = (n - 1 - q) % 2 == 0 ? (n - 1 - q) / 2 : CATENA_UNDEFINED;
+            CHECK(rank == want, "world %d has group rank %d, want %d", q, rank, want);
+            OK(catena_group_rank(all, q, &rank));
+            CHECK(rank == q, "world %d in the stride group", q);
+        }
+        size_t bytes;
+        OK(catena_group_bytes(all, &bytes));
+        CHECK(bytes <= 64, "a stride group takes %zu bytes", bytes);
+        OK(catena_group_rank(top, me, &rank));
+        if (rank != CATENA_UNDEFINED) {
+            catena_comm_t *made;
+            int made_rank, made_size;
+            long mine = me, sum;
+            OK(catena_comm_create_group(world, top, 5, &made));
+            CHECK(made != NULL, "a member got no communicator");
+            OK(catena_comm_rank(made, &made_rank));
+            OK(catena_comm_size(made, &made_size));
+            CHECK(made_rank == rank && made_size == k, "create_group: %d of %d", made_rank,
+                  made_size);
+            OK(catena_allreduce(made, &mine, &sum, 1, CATENA_INT64, CATENA_SUM));
+            CHECK(sum == list_sum, "create_group: sum %ld, want %ld", sum, list_sum);
+            OK(catena_comm_free(&made));
+        }
+        OK(catena_barrier(world));
+        /* Misuse: every one an error on this process alone. */
+        int twice[2] = {0, 0}, outside = n;
+        if (n > 1)
+            FAILS(catena_group_from_ranks(twice, 2, CATENA_STRATEGY_AUTO, &bad), CATENA_ERR_ARG);
+        FAILS(catena_group_from_ranks(&outside, 1, CATENA_STRATEGY_AUTO, &bad), CATENA_ERR_ARG);
+        FAILS(catena_group_from_ranks(list, -1, CATENA_STRATEGY_AUTO, &bad), CATENA_ERR_ARG);
+        FAILS(catena_group_from_ranks(NULL, 2, CATENA_STRATEGY_AUTO, &bad), CATENA_ERR_ARG);
+        FAILS(catena_group_from_ranks(list, k, 9, &bad), CATENA_ERR_ARG);
+        FAILS(catena_group_from_stride(0, 0, 2, CATENA_STRATEGY_AUTO, &bad), CATENA_ERR_ARG);
+        FAILS(catena_group_from_stride(0, -1, 2, CATENA_STRATEGY_AUTO, &bad), CATENA_ERR_ARG);
+        FAILS(catena_group_world_rank(top, k, &world_rank), CATENA_ERR_ARG);
+        FAILS(catena_comm_create_group(world, top, CATENA_CREATE_TAGS, &sub), CATENA_ERR_ARG);
+        FAILS(catena_group_size((catena_group_t *)world, &size), CATENA_ERR_HANDLE);
+        FAILS(catena_comm_create_group(world, NULL, 5, &sub), CATENA_ERR_ARG);
+        catena_group_t *stale = all;
+        OK(catena_group_free(&all));
+        CHECK(all == NULL, "group free did not clear the handle");
+        FAILS(catena_group_free(&stale), CATENA_ERR_HANDLE);
+        FAILS(catena_group_rank(stale, 0, &rank), CATENA_ERR_HANDLE);
+        OK(catena_group_free(&ranged));
+        OK(catena_group_free(&top));
+        free(list);
+    }
+
     /* Collectives. */
     OK(catena_barrier(world));
     {

@@ -1,0 +1,286 @@
+//! Communicators: the world, ranks and their translation, splits of every
+//! kind (integer and byte-string colors, integer and user-ordered keys),
+//! the split algorithm and timeout, dup and free.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::time::Duration;
+
+use catena_algorithms::Algorithm;
+
+use crate::boundary::{bytes_arg, call, comm_arg, int_to_c, out_arg, rank_from_c, with_instance};
+use crate::handles::Handle;
+use crate::instance::{SplitColor, SplitKey};
+use crate::status::Failure;
+
+/// A communicator. Handles are never dereferenced: a freed or forged one
+/// is refused with `CATENA_ERR_HANDLE`.
+pub struct catena_comm_t {
+    _private: [u8; 0],
+}
+
+/// A color that joins no group (the value of MPICH's `MPI_UNDEFINED`); also
+/// the group rank of a process that is not a member. The header defines it
+/// itself, parenthesized (cbindgen.toml).
+pub const CATENA_UNDEFINED: c_int = -32766;
+
+/// Orders two keys of a split (`key_len` bytes each): negative, zero or
+/// positive as `a` sorts before, with or after `b`.
+pub type catena_compare_fn =
+    Option<unsafe extern "C" fn(a: *const c_void, b: *const c_void, ctx: *mut c_void) -> c_int>;
+
+/// The communicator of every process of the job (the same handle on each
+/// call; it cannot be freed).
+///
+/// # Safety
+/// `comm` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_world(comm: *mut *mut catena_comm_t) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(comm, "comm") }?;
+        *out = with_instance(|i| Ok(i.world()))?.to_ptr();
+        Ok(())
+    })
+}
+
+/// This process's rank in `comm`.
+///
+/// # Safety
+/// `rank` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_rank(comm: *const catena_comm_t, rank: *mut c_int) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(rank, "rank") }?;
+        *out = int_to_c(with_instance(|i| i.rank(comm_arg(comm)?))?);
+        Ok(())
+    })
+}
+
+/// The number of processes in `comm`.
+///
+/// # Safety
+/// `size` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_size(comm: *const catena_comm_t, size: *mut c_int) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(size, "size") }?;
+        *out = int_to_c(with_instance(|i| i.size(comm_arg(comm)?))?);
+        Ok(())
+    })
+}
+
+/// The world rank of `comm`'s rank `rank`.
+///
+/// # Safety
+/// `world_rank` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_world_rank(
+    comm: *const catena_comm_t,
+    rank: c_int,
+    world_rank: *mut c_int,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(world_rank, "world_rank") }?;
+        let rank = rank_from_c(rank, "rank")?;
+        *out = int_to_c(with_instance(|i| i.world_rank_of(comm_arg(comm)?, rank))?);
+        Ok(())
+    })
+}
+
+/// The rank in `comm` of world rank `world_rank`, or `CATENA_UNDEFINED`.
+///
+/// # Safety
+/// `rank` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_group_rank(
+    comm: *const catena_comm_t,
+    world_rank: c_int,
+    rank: *mut c_int,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(rank, "rank") }?;
+        let world = rank_from_c(world_rank, "world rank")?;
+        let found = with_instance(|i| i.group_rank_of(comm_arg(comm)?, world))?;
+        *out = found.map_or(CATENA_UNDEFINED, int_to_c);
+        Ok(())
+    })
+}
+
+/// Stores a split's result: the new handle, or NULL for no group.
+fn split_into(
+    newcomm: *mut *mut catena_comm_t,
+    comm: *const catena_comm_t,
+    color: SplitColor,
+    key: SplitKey,
+) -> Result<(), Failure> {
+    // SAFETY: the callers' contract: `newcomm` is NULL or valid for a write.
+    let out = unsafe { out_arg(newcomm, "newcomm") }?;
+    let new = with_instance(|i| i.split(comm_arg(comm)?, color, key))?;
+    *out = new.map_or(std::ptr::null_mut(), Handle::to_ptr);
+    Ok(())
+}
+
+/// `MPI_Comm_split`: members of equal `color` form one communicator, ranked
+/// by `key`, ties by rank in `comm`. `CATENA_UNDEFINED` joins none
+/// (`*newcomm` is then NULL).
+///
+/// # Safety
+/// `newcomm` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_split(
+    comm: *const catena_comm_t,
+    color: i64,
+    key: i64,
+    newcomm: *mut *mut catena_comm_t,
+) -> c_int {
+    call(|| {
+        let color = match color {
+            c if c == i64::from(CATENA_UNDEFINED) => SplitColor::Undefined,
+            c => SplitColor::Int(c),
+        };
+        split_into(newcomm, comm, color, SplitKey::Int(key))
+    })
+}
+
+/// A split whose colors are byte strings (`color` NULL: no group).
+///
+/// # Safety
+/// `color` is NULL or valid for `color_len` bytes; `newcomm` is NULL or
+/// valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_split_bytes(
+    comm: *const catena_comm_t,
+    color: *const c_void,
+    color_len: usize,
+    key: i64,
+    newcomm: *mut *mut catena_comm_t,
+) -> c_int {
+    call(|| {
+        let color = match color.is_null() {
+            true => SplitColor::Undefined,
+            // SAFETY: per this function's contract.
+            false => SplitColor::Bytes(unsafe { bytes_arg(color, color_len, "color") }?),
+        };
+        split_into(newcomm, comm, color, SplitKey::Int(key))
+    })
+}
+
+/// A split with byte-string colors (`color` NULL: no group) and keys of
+/// `key_len` bytes ordered by `compare` (which must be a total order, the
+/// same on every member; every member passes the same `key_len`).
+///
+/// # Safety
+/// `color` and `key` are NULL or valid for their lengths; `compare` may be
+/// called with any two members' keys and `ctx`; `newcomm` is NULL or valid
+/// for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_split_compare(
+    comm: *const catena_comm_t,
+    color: *const c_void,
+    color_len: usize,
+    key: *const c_void,
+    key_len: usize,
+    compare: catena_compare_fn,
+    ctx: *mut c_void,
+    newcomm: *mut *mut catena_comm_t,
+) -> c_int {
+    call(|| {
+        let compare = compare.ok_or_else(|| Failure::arg("the comparator is NULL"))?;
+        let color = match color.is_null() {
+            true => SplitColor::Undefined,
+            // SAFETY: per this function's contract.
+            false => SplitColor::Bytes(unsafe { bytes_arg(color, color_len, "color") }?),
+        };
+        // SAFETY: per this function's contract.
+        let key = unsafe { bytes_arg(key, key_len, "key") }?;
+        // SAFETY: both keys are `key_len` bytes (`instance` orders keys of
+        // other lengths without calling it); the user vouches for `compare`.
+        let order = |a: &[u8], b: &[u8]| {
+            unsafe { compare(a.as_ptr().cast(), b.as_ptr().cast(), ctx) }.cmp(&0)
+        };
+        split_into(
+            newcomm,
+            comm,
+            color,
+            SplitKey::Compared {
+                key,
+                compare: &order,
+            },
+        )
+    })
+}
+
+/// Chooses `comm`'s split algorithm by name (`Auto`, `AllgatherGroup`,
+/// `GatherScatter`, `Cheng<M>`, `Bitonic`, `Radix`, `Hash`, `Hash64`;
+/// any case); communicators made from it inherit it.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_set_algorithm(
+    comm: *mut catena_comm_t,
+    name: *const c_char,
+) -> c_int {
+    call(|| {
+        if name.is_null() {
+            return Err(Failure::arg("the algorithm name is NULL"));
+        }
+        // SAFETY: per this function's contract.
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_str()
+            .map_err(|_| Failure::arg("the algorithm name is not UTF-8"))?;
+        let algorithm: Algorithm = name.parse()?;
+        with_instance(|i| i.set_algorithm(comm_arg(comm)?, algorithm))
+    })
+}
+
+/// Sets how long each call on `comm` may take before it fails with
+/// `CATENA_ERR_TIMEOUT` (default 60 s); inherited by communicators made
+/// from it.
+#[no_mangle]
+pub extern "C" fn catena_comm_set_timeout(comm: *mut catena_comm_t, seconds: f64) -> c_int {
+    call(|| {
+        let timeout = Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| Failure::arg(format!("a timeout of {seconds} s")))?;
+        with_instance(|i| i.set_timeout(comm_arg(comm)?, timeout))
+    })
+}
+
+/// A new communicator with `comm`'s members and ranks, and its own context.
+///
+/// # Safety
+/// `newcomm` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_dup(
+    comm: *const catena_comm_t,
+    newcomm: *mut *mut catena_comm_t,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(newcomm, "newcomm") }?;
+        *out = with_instance(|i| i.dup(comm_arg(comm)?))?.to_ptr();
+        Ok(())
+    })
+}
+
+/// Frees `*comm` and sets it to NULL. Freeing NULL, a freed handle or the
+/// world is an error, not a crash.
+///
+/// # Safety
+/// `comm` is NULL or valid for a read and a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_free(comm: *mut *mut catena_comm_t) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let slot = unsafe { out_arg(comm, "comm") }?;
+        with_instance(|i| i.free(comm_arg(*slot)?))?;
+        *slot = std::ptr::null_mut();
+        Ok(())
+    })
+}
