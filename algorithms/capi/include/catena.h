@@ -147,6 +147,11 @@ typedef struct catena_comm_t catena_comm_t;
 typedef struct catena_group_t catena_group_t;
 
 /**
+ * A nonblocking operation in flight. Handles are never dereferenced.
+ */
+typedef struct catena_request_t catena_request_t;
+
+/**
  * A user reduction: `inout[i] = in[i] op inout[i]` for `count` elements,
  * where `in` holds lower ranks' contributions (as `MPI_User_function`).
  */
@@ -485,6 +490,102 @@ int catena_comm_create_group(const catena_comm_t *comm,
                              const catena_group_t *group,
                              int tag,
                              catena_comm_t **newcomm);
+
+/**
+ * `catena_comm_split`, nonblocking: `*newcomm` is written when the
+ * request is done.
+ *
+ * # Safety
+ * `newcomm` stays valid for a write until the request is done; `request`
+ * is NULL or valid for a write.
+ */
+int catena_comm_split_post(const catena_comm_t *comm,
+                           int64_t color,
+                           int64_t key,
+                           catena_comm_t **newcomm,
+                           catena_request_t **request);
+
+/**
+ * `catena_comm_create_group`, nonblocking (members only).
+ *
+ * # Safety
+ * As `catena_comm_split_post`.
+ */
+int catena_comm_create_group_post(const catena_comm_t *comm,
+                                  const catena_group_t *group,
+                                  int tag,
+                                  catena_comm_t **newcomm,
+                                  catena_request_t **request);
+
+/**
+ * `catena_barrier`, nonblocking.
+ *
+ * # Safety
+ * `request` is NULL or valid for a write.
+ */
+int catena_barrier_post(const catena_comm_t *comm, catena_request_t **request);
+
+/**
+ * `catena_bcast`, nonblocking: the root's buffer is read at the post,
+ * every member's written when the request is done.
+ *
+ * # Safety
+ * `buffer` stays valid for `bytes` bytes until the request is done.
+ */
+int catena_bcast_post(const catena_comm_t *comm,
+                      void *buffer,
+                      size_t bytes,
+                      int root,
+                      catena_request_t **request);
+
+/**
+ * `catena_allreduce`, nonblocking.
+ *
+ * # Safety
+ * `sendbuf` is valid for `count` elements of `datatype` at the post,
+ * `recvbuf` until the request is done.
+ */
+int catena_allreduce_post(const catena_comm_t *comm,
+                          const void *sendbuf,
+                          void *recvbuf,
+                          size_t count,
+                          int datatype,
+                          int op,
+                          catena_request_t **request);
+
+/**
+ * `catena_allreduce_user`, nonblocking.
+ *
+ * # Safety
+ * As `catena_allreduce_post`, for `count * elem_size` bytes; `op` may be
+ * called with `ctx` until the request is done.
+ */
+int catena_allreduce_user_post(const catena_comm_t *comm,
+                               const void *sendbuf,
+                               void *recvbuf,
+                               size_t count,
+                               size_t elem_size,
+                               catena_user_op_fn op,
+                               void *ctx,
+                               catena_request_t **request);
+
+/**
+ * Progresses `*request`; `*done` is 1 once it is done, and then the
+ * request is freed and `*request` set to NULL. The operation's failure is
+ * returned by the test that finds it done.
+ *
+ * # Safety
+ * `request` and `done` are NULL or valid for reads and writes.
+ */
+int catena_request_test(catena_request_t **request, int *done);
+
+/**
+ * Blocks until `*request` is done; frees it and sets `*request` to NULL.
+ *
+ * # Safety
+ * `request` is NULL or valid for reads and writes.
+ */
+int catena_request_wait(catena_request_t **request);
 
 /**
  * The text of an error code (a static string).

@@ -80,6 +80,17 @@ impl<V> Handles<V> {
             .flatten()
     }
 
+    pub(crate) fn get_mut(&mut self, handle: Handle) -> Option<&mut V> {
+        let slot = self.slots.get_mut(handle.slot()?)?;
+        (slot.generation == handle.generation())
+            .then_some(slot.value.as_mut())
+            .flatten()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
     /// Replaces the value behind `handle` by `change(value)`, same handle.
     pub(crate) fn update(&mut self, handle: Handle, change: impl FnOnce(V) -> V) -> Option<()> {
         let slot = self.slots.get_mut(handle.slot()?)?;

@@ -4,15 +4,20 @@
 //! once, generically, against `Comm`.
 
 use std::cmp::Ordering;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use catena_algorithms::comm::DEFAULT_TIMEOUT;
-use catena_algorithms::{Algorithm, Comm, GroupMap};
+use catena_algorithms::{Algorithm, Comm, CreateAlgorithm, GroupMap};
 use catena_fabric::Provider;
 
+use crate::catena_comm_t;
 use crate::handles::{Handle, Handles};
 use crate::ops::Reduction;
-use crate::status::{Failure, CATENA_ERR_HANDLE, CATENA_ERR_MISMATCH};
+use crate::status::{Failure, CATENA_ERR_HANDLE, CATENA_ERR_MISMATCH, CATENA_ERR_STATE};
 
 /// A split's color, as C passes it.
 pub(crate) enum SplitColor<'a> {
@@ -82,6 +87,42 @@ pub(crate) trait Api {
         group: Handle,
         tag: u32,
     ) -> Result<Option<Handle>, Failure>;
+    /// Posts a split (integer keys); its result goes to `out` when done.
+    fn split_post(
+        &mut self,
+        comm: Handle,
+        color: SplitColor,
+        key: i64,
+        out: *mut *mut catena_comm_t,
+    ) -> Result<Handle, Failure>;
+    fn create_group_post(
+        &mut self,
+        comm: Handle,
+        group: Handle,
+        tag: u32,
+        out: *mut *mut catena_comm_t,
+    ) -> Result<Handle, Failure>;
+    fn barrier_post(&mut self, comm: Handle) -> Result<Handle, Failure>;
+    /// The root's `len` bytes at `buffer` (read now) into every member's
+    /// `buffer` when done.
+    fn bcast_post(
+        &mut self,
+        comm: Handle,
+        buffer: *mut u8,
+        len: usize,
+        root: u32,
+    ) -> Result<Handle, Failure>;
+    fn allreduce_post(
+        &mut self,
+        comm: Handle,
+        send: &[u8],
+        recv: *mut u8,
+        reduction: Reduction,
+    ) -> Result<Handle, Failure>;
+    /// Progresses `request`: `Some(outcome)` once it finished (and is
+    /// gone); `Err` only for a handle that is not a live request.
+    fn test(&mut self, request: Handle) -> Result<Option<Result<(), Failure>>, Failure>;
+    fn pending_requests(&self) -> usize;
     /// Frees every communicator and group and leaves the job.
     fn finalize(self: Box<Self>) -> Result<(), Failure>;
 }
@@ -91,7 +132,9 @@ pub(crate) struct Instance<P: Provider + 'static> {
     /// Leaked so communicators may borrow it for `'static`; taken back in
     /// `finalize`, after every communicator is gone.
     transport: &'static P,
-    comms: Handles<Comm<'static, P>>,
+    /// Shared with the requests in flight on them, which keep them alive.
+    comms: Handles<Rc<Comm<'static, P>>>,
+    requests: Handles<Pending<P>>,
     groups: Handles<GroupMap>,
     /// The world communicator: one per transport, never freed.
     world: Handle,
@@ -101,35 +144,118 @@ impl<P: Provider + 'static> Instance<P> {
     pub(crate) fn start() -> Result<Box<dyn Api>, Failure> {
         let transport: &'static P = Box::leak(Box::new(P::from_env()?));
         let mut comms = Handles::default();
-        let world = comms.insert(Comm::world(transport));
+        let world = comms.insert(Rc::new(Comm::world(transport)));
         Ok(Box::new(Instance {
             transport,
             comms,
+            requests: Handles::default(),
             groups: Handles::default(),
             world,
         }))
     }
 
-    fn comm(&self, handle: Handle) -> Result<&Comm<'static, P>, Failure> {
+    fn comm(&self, handle: Handle) -> Result<&Rc<Comm<'static, P>>, Failure> {
         self.comms
             .get(handle)
             .ok_or_else(|| Failure::new(CATENA_ERR_HANDLE, "not a live communicator handle"))
     }
 
     fn keep(&mut self, comm: Option<Comm<'static, P>>) -> Option<Handle> {
-        comm.map(|c| self.comms.insert(c))
+        comm.map(|c| self.comms.insert(Rc::new(c)))
     }
 
-    /// Replaces the communicator behind `handle` by `change(comm)`.
+    /// Replaces the communicator behind `handle` by `change(comm)`; not
+    /// while a request in flight uses it.
     fn change(
         &mut self,
         handle: Handle,
         change: impl FnOnce(Comm<'static, P>) -> Comm<'static, P>,
     ) -> Result<(), Failure> {
+        if Rc::strong_count(self.comm(handle)?) > 1 {
+            return Err(Failure::new(
+                CATENA_ERR_STATE,
+                "a request in flight uses this communicator",
+            ));
+        }
         self.comms
-            .update(handle, change)
+            .update(handle, |rc| {
+                Rc::new(change(Rc::into_inner(rc).expect("no other owner, checked")))
+            })
             .ok_or_else(|| Failure::new(CATENA_ERR_HANDLE, "not a live communicator handle"))
     }
+
+    /// Starts `future` as a request and polls it once now, so that it
+    /// takes its tags in call order, as a collective must.
+    fn post(
+        &mut self,
+        future: impl Future<Output = catena_algorithms::Result<Outcome<P>>> + 'static,
+        output: Output,
+    ) -> Result<Handle, Failure> {
+        let request = self.requests.insert(Pending {
+            future: Box::pin(future),
+            output,
+        });
+        match self.test(request)? {
+            None => Ok(request),
+            // Finished at once: its handle is gone, so the caller gets one of
+            // a finished request, which its first test reports done.
+            Some(outcome) => {
+                outcome?;
+                Ok(self.requests.insert(Pending {
+                    future: Box::pin(std::future::ready(Ok(Outcome::Done))),
+                    output: Output::Nothing,
+                }))
+            }
+        }
+    }
+
+    /// Writes a finished request's result where C asked for it.
+    fn deliver(
+        &mut self,
+        result: catena_algorithms::Result<Outcome<P>>,
+        output: Output,
+    ) -> Result<(), Failure> {
+        match (result?, output) {
+            (Outcome::Comm(comm), Output::Comm(at)) => {
+                let handle = self.keep(comm).map_or(std::ptr::null_mut(), Handle::to_ptr);
+                // SAFETY: the caller keeps `at` valid until the request is
+                // done (the post's contract).
+                unsafe { *at = handle };
+            }
+            (Outcome::Bytes(bytes), Output::Bytes { at, len }) => {
+                if bytes.len() != len {
+                    return Err(mismatch(format!(
+                        "{} bytes arrived where this process expects {len}",
+                        bytes.len()
+                    )));
+                }
+                // SAFETY: as above, `len` bytes at `at`.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, len) };
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// What a finished request leaves.
+pub(crate) enum Outcome<P: Provider + 'static> {
+    Done,
+    Comm(Option<Comm<'static, P>>),
+    Bytes(Vec<u8>),
+}
+
+/// Where a request's result goes when it finishes: C memory the caller
+/// keeps valid until then (as for MPI's nonblocking calls).
+pub(crate) enum Output {
+    Nothing,
+    Comm(*mut *mut crate::catena_comm_t),
+    Bytes { at: *mut u8, len: usize },
+}
+
+pub(crate) struct Pending<P: Provider + 'static> {
+    future: Pin<Box<dyn Future<Output = catena_algorithms::Result<Outcome<P>>>>>,
+    output: Output,
 }
 
 fn rank_arg(rank: u32, size: u32, what: &str) -> Result<u32, Failure> {
@@ -173,14 +299,7 @@ impl<P: Provider + 'static> Api for Instance<P> {
         key: SplitKey,
     ) -> Result<Option<Handle>, Failure> {
         let comm = self.comm(handle)?;
-        // Colors of both kinds travel as bytes, so that an int on one
-        // member and bytes on another are a mismatch of values, not a
-        // decoding failure.
-        let color: Option<Vec<u8>> = match color {
-            SplitColor::Undefined => None,
-            SplitColor::Int(c) => Some(c.to_le_bytes().to_vec()),
-            SplitColor::Bytes(b) => Some(b.to_vec()),
-        };
+        let color = color_bytes(color);
         let new = match key {
             SplitKey::Int(k) => comm.split(color, k)?,
             SplitKey::Compared { key, compare } => {
@@ -205,7 +324,7 @@ impl<P: Provider + 'static> Api for Instance<P> {
 
     fn dup(&mut self, comm: Handle) -> Result<Handle, Failure> {
         let new = self.comm(comm)?.dup()?;
-        Ok(self.comms.insert(new))
+        Ok(self.comms.insert(Rc::new(new)))
     }
 
     fn free(&mut self, comm: Handle) -> Result<(), Failure> {
@@ -323,14 +442,130 @@ impl<P: Provider + 'static> Api for Instance<P> {
         Ok(self.keep(new))
     }
 
+    fn split_post(
+        &mut self,
+        comm: Handle,
+        color: SplitColor,
+        key: i64,
+        out: *mut *mut catena_comm_t,
+    ) -> Result<Handle, Failure> {
+        let comm = Rc::clone(self.comm(comm)?);
+        let color = color_bytes(color);
+        let future = async move { Ok(Outcome::Comm(comm.isplit(color, key).await?)) };
+        self.post(future, Output::Comm(out))
+    }
+
+    fn create_group_post(
+        &mut self,
+        comm: Handle,
+        group: Handle,
+        tag: u32,
+        out: *mut *mut catena_comm_t,
+    ) -> Result<Handle, Failure> {
+        let map = self.group(group)?.clone();
+        let comm = Rc::clone(self.comm(comm)?);
+        let future = async move {
+            let new = comm
+                .icreate_group(map, tag, CreateAlgorithm::Direct)
+                .await?;
+            Ok(Outcome::Comm(new))
+        };
+        self.post(future, Output::Comm(out))
+    }
+
+    fn barrier_post(&mut self, comm: Handle) -> Result<Handle, Failure> {
+        let comm = Rc::clone(self.comm(comm)?);
+        let future = async move {
+            comm.ibarrier().await?;
+            Ok(Outcome::Done)
+        };
+        self.post(future, Output::Nothing)
+    }
+
+    fn bcast_post(
+        &mut self,
+        comm: Handle,
+        buffer: *mut u8,
+        len: usize,
+        root: u32,
+    ) -> Result<Handle, Failure> {
+        let comm = Rc::clone(self.comm(comm)?);
+        let root = rank_arg(root, comm.size(), "root")?;
+        // SAFETY: the caller's buffer is valid for `len` bytes (the C
+        // function's contract); the root's is read now, at the post.
+        let value = (comm.rank() == root)
+            .then(|| unsafe { std::slice::from_raw_parts(buffer, len) }.to_vec());
+        let future = async move { Ok(Outcome::Bytes(comm.ibcast(root, value).await?)) };
+        self.post(future, Output::Bytes { at: buffer, len })
+    }
+
+    fn allreduce_post(
+        &mut self,
+        comm: Handle,
+        send: &[u8],
+        recv: *mut u8,
+        reduction: Reduction,
+    ) -> Result<Handle, Failure> {
+        let comm = Rc::clone(self.comm(comm)?);
+        let x = Some(send.to_vec());
+        let len = send.len();
+        let future = async move {
+            let op = |a: &Option<Vec<u8>>, b: &Option<Vec<u8>>| reduction.combine(a, b);
+            match comm.iallreduce(x, op).await? {
+                Some(bytes) => Ok(Outcome::Bytes(bytes)),
+                None => Err(catena_algorithms::Error::Mismatch {
+                    what: "allreduce buffer sizes".into(),
+                }),
+            }
+        };
+        self.post(future, Output::Bytes { at: recv, len })
+    }
+
+    fn test(&mut self, request: Handle) -> Result<Option<Result<(), Failure>>, Failure> {
+        let pending = self
+            .requests
+            .get_mut(request)
+            .ok_or_else(|| Failure::new(CATENA_ERR_HANDLE, "not a live request handle"))?;
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut poll = pending.future.as_mut().poll(&mut cx);
+        if poll.is_pending() {
+            self.transport.progress();
+            poll = pending.future.as_mut().poll(&mut cx);
+        }
+        let Poll::Ready(result) = poll else {
+            return Ok(None);
+        };
+        let output = self
+            .requests
+            .remove(request)
+            .expect("live, found above")
+            .output;
+        Ok(Some(self.deliver(result, output)))
+    }
+
+    fn pending_requests(&self) -> usize {
+        self.requests.len()
+    }
+
     fn finalize(mut self: Box<Self>) -> Result<(), Failure> {
         let timeout = DEFAULT_TIMEOUT;
+        drop(self.requests.drain().collect::<Vec<_>>());
         drop(self.comms.drain().collect::<Vec<_>>());
         drop(self.groups.drain().collect::<Vec<_>>());
         // SAFETY: leaked in `start`; every communicator borrowing it is
         // dropped above, and `self` is consumed.
         let transport = unsafe { Box::from_raw(std::ptr::from_ref(self.transport).cast_mut()) };
         Ok(transport.finalize(timeout)?)
+    }
+}
+
+/// Colors of both kinds travel as bytes, so that an int on one member and
+/// bytes on another are a mismatch of values, not a decoding failure.
+fn color_bytes(color: SplitColor) -> Option<Vec<u8>> {
+    match color {
+        SplitColor::Undefined => None,
+        SplitColor::Int(c) => Some(c.to_le_bytes().to_vec()),
+        SplitColor::Bytes(b) => Some(b.to_vec()),
     }
 }
 

@@ -11,6 +11,7 @@ mod groups;
 mod handles;
 mod instance;
 mod ops;
+mod requests;
 mod status;
 
 use std::ffi::c_int;
@@ -23,6 +24,7 @@ pub use comm::*;
 pub use groups::*;
 use instance::{Api, Instance};
 pub use ops::*;
+pub use requests::*;
 pub use status::*;
 
 /// The provider `catena_init` starts unless this names one (`shm`, `ofi`,
@@ -69,6 +71,13 @@ pub extern "C" fn catena_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn catena_finalize() -> c_int {
     call(|| {
+        let pending = boundary::with_instance(|i| Ok(i.pending_requests()))?;
+        if pending > 0 {
+            return Err(Failure::new(
+                CATENA_ERR_STATE,
+                format!("{pending} requests are not done (catena_request_wait them first)"),
+            ));
+        }
         let instance = INSTANCE.with(|cell| {
             cell.try_borrow_mut()
                 .map_err(|_| {

@@ -419,6 +419,54 @@ int main(int argc, char **argv) {
         free(all);
     }
 
+    /* Nonblocking: a split, an allreduce, a bcast and a barrier posted in
+     * the same order everywhere, tested to completion in the reverse one. */
+    {
+        catena_request_t *reqs[4], *req = NULL;
+        catena_comm_t *half = NULL;
+        int32_t mine[2] = {me, 1}, sums[2] = {0, 0};
+        char message[16] = {0};
+        int done, left = 4;
+        if (me == 0)
+            strcpy(message, "posted bcast");
+        OK(catena_comm_split_post(world, me % 2, -me, &half, &reqs[0]));
+        OK(catena_allreduce_post(world, mine, sums, 2, CATENA_INT32, CATENA_SUM, &reqs[1]));
+        OK(catena_bcast_post(world, message, sizeof message, 0, &reqs[2]));
+        OK(catena_barrier_post(world, &reqs[3]));
+        while (left > 0)
+            for (int r = 3; r >= 0; r--) {
+                if (reqs[r] == NULL)
+                    continue;
+                OK(catena_request_test(&reqs[r], &done));
+                if (done) {
+                    CHECK(reqs[r] == NULL, "a done request was not cleared");
+                    left--;
+                }
+            }
+        CHECK(sums[0] == n * (n - 1) / 2 && sums[1] == n, "posted allreduce: %d %d", sums[0],
+              sums[1]);
+        CHECK(strcmp(message, "posted bcast") == 0, "posted bcast: %s", message);
+        for (int q = 0; q < n; q++) {
+            color[q] = q % 2;
+            key[q] = -q;
+        }
+        check_split(half, color, key, "posted split");
+        OK(catena_comm_free(&half));
+        OK(catena_barrier_post(world, &req));
+        OK(catena_request_wait(&req));
+        CHECK(req == NULL, "a waited request was not cleared");
+        /* Misuse. */
+        FAILS(catena_request_test(&req, &done), CATENA_ERR_ARG);
+        FAILS(catena_request_test(NULL, &done), CATENA_ERR_ARG);
+        catena_request_t *forged = (catena_request_t *)(uintptr_t)0x5555000011ULL;
+        FAILS(catena_request_wait(&forged), CATENA_ERR_HANDLE);
+        FAILS(catena_comm_split_post(world, 0, 0, NULL, &req), CATENA_ERR_ARG);
+        FAILS(catena_bcast_post(world, message, sizeof message, n, &req), CATENA_ERR_ARG);
+        OK(catena_barrier_post(world, &req));
+        FAILS(catena_finalize(), CATENA_ERR_STATE);
+        OK(catena_request_wait(&req));
+    }
+
     OK(catena_comm_set_timeout(world, 30.0));
     OK(catena_finalize());
     FAILS(catena_finalize(), CATENA_ERR_STATE);

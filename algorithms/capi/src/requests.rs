@@ -1,0 +1,231 @@
+//! Nonblocking forms of the creation and collective calls, for a vendor's
+//! progress engine: `*_post` starts one (taking its place in call order, as
+//! the blocking call would) and returns a request; `catena_request_test`
+//! progresses it and says when it is done; `catena_request_wait` blocks.
+
+use std::ffi::{c_int, c_void};
+
+use crate::boundary::{
+    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, rank_from_c, with_instance,
+};
+use crate::handles::Handle;
+use crate::instance::SplitColor;
+use crate::ops::{catena_user_op_fn, Reduction};
+use crate::status::Failure;
+use crate::{catena_comm_t, catena_group_t, CATENA_UNDEFINED};
+
+/// A nonblocking operation in flight. Handles are never dereferenced.
+pub struct catena_request_t {
+    _private: [u8; 0],
+}
+
+/// Stores the request `post` made.
+fn post_into(
+    request: *mut *mut catena_request_t,
+    post: impl FnOnce(&mut dyn crate::instance::Api) -> Result<Handle, Failure>,
+) -> Result<(), Failure> {
+    // SAFETY: the callers' contract: `request` is NULL or valid for a write.
+    let out = unsafe { out_arg(request, "request") }?;
+    *out = with_instance(post)?.to_ptr();
+    Ok(())
+}
+
+/// `catena_comm_split`, nonblocking: `*newcomm` is written when the
+/// request is done.
+///
+/// # Safety
+/// `newcomm` stays valid for a write until the request is done; `request`
+/// is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_split_post(
+    comm: *const catena_comm_t,
+    color: i64,
+    key: i64,
+    newcomm: *mut *mut catena_comm_t,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        if newcomm.is_null() {
+            return Err(Failure::arg("newcomm is NULL"));
+        }
+        let color = match color {
+            c if c == i64::from(CATENA_UNDEFINED) => SplitColor::Undefined,
+            c => SplitColor::Int(c),
+        };
+        post_into(request, |i| {
+            i.split_post(comm_arg(comm)?, color, key, newcomm)
+        })
+    })
+}
+
+/// `catena_comm_create_group`, nonblocking (members only).
+///
+/// # Safety
+/// As `catena_comm_split_post`.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_create_group_post(
+    comm: *const catena_comm_t,
+    group: *const catena_group_t,
+    tag: c_int,
+    newcomm: *mut *mut catena_comm_t,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        if newcomm.is_null() {
+            return Err(Failure::arg("newcomm is NULL"));
+        }
+        let tag = rank_from_c(tag, "tag")?;
+        let group = Handle::from_ptr(group).ok_or_else(|| Failure::arg("the group is NULL"))?;
+        post_into(request, |i| {
+            i.create_group_post(comm_arg(comm)?, group, tag, newcomm)
+        })
+    })
+}
+
+/// `catena_barrier`, nonblocking.
+///
+/// # Safety
+/// `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_barrier_post(
+    comm: *const catena_comm_t,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| post_into(request, |i| i.barrier_post(comm_arg(comm)?)))
+}
+
+/// `catena_bcast`, nonblocking: the root's buffer is read at the post,
+/// every member's written when the request is done.
+///
+/// # Safety
+/// `buffer` stays valid for `bytes` bytes until the request is done.
+#[no_mangle]
+pub unsafe extern "C" fn catena_bcast_post(
+    comm: *const catena_comm_t,
+    buffer: *mut c_void,
+    bytes: usize,
+    root: c_int,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let buffer = unsafe { bytes_mut_arg(buffer, bytes, "buffer") }?;
+        let root = rank_from_c(root, "root")?;
+        post_into(request, |i| {
+            i.bcast_post(comm_arg(comm)?, buffer.as_mut_ptr(), bytes, root)
+        })
+    })
+}
+
+/// Posts an allreduce: `sendbuf` read now, `recvbuf` written when done.
+///
+/// # Safety
+/// `sendbuf` is valid for the elements now, `recvbuf` until done.
+unsafe fn allreduce_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    reduction: Reduction,
+    request: *mut *mut catena_request_t,
+) -> Result<(), Failure> {
+    let bytes = element_bytes(count, reduction.element_size()?)?;
+    // SAFETY: per the callers' contract.
+    let send = unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?;
+    // SAFETY: per the callers' contract.
+    let recv = unsafe { bytes_mut_arg(recvbuf, bytes, "recvbuf") }?;
+    post_into(request, |i| {
+        i.allreduce_post(comm_arg(comm)?, send, recv.as_mut_ptr(), reduction)
+    })
+}
+
+/// `catena_allreduce`, nonblocking.
+///
+/// # Safety
+/// `sendbuf` is valid for `count` elements of `datatype` at the post,
+/// `recvbuf` until the request is done.
+#[no_mangle]
+pub unsafe extern "C" fn catena_allreduce_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    datatype: c_int,
+    op: c_int,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    let reduction = Reduction::Builtin { datatype, op };
+    // SAFETY: per this function's contract.
+    call(|| unsafe { allreduce_post(comm, sendbuf, recvbuf, count, reduction, request) })
+}
+
+/// `catena_allreduce_user`, nonblocking.
+///
+/// # Safety
+/// As `catena_allreduce_post`, for `count * elem_size` bytes; `op` may be
+/// called with `ctx` until the request is done.
+#[no_mangle]
+pub unsafe extern "C" fn catena_allreduce_user_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    elem_size: usize,
+    op: catena_user_op_fn,
+    ctx: *mut c_void,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        let op = op.ok_or_else(|| Failure::arg("the user operation is NULL"))?;
+        let reduction = Reduction::User {
+            op,
+            ctx,
+            size: elem_size,
+        };
+        // SAFETY: per this function's contract.
+        unsafe { allreduce_post(comm, sendbuf, recvbuf, count, reduction, request) }
+    })
+}
+
+/// Progresses `*request`; `*done` is 1 once it is done, and then the
+/// request is freed and `*request` set to NULL. The operation's failure is
+/// returned by the test that finds it done.
+///
+/// # Safety
+/// `request` and `done` are NULL or valid for reads and writes.
+#[no_mangle]
+pub unsafe extern "C" fn catena_request_test(
+    request: *mut *mut catena_request_t,
+    done: *mut c_int,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let (slot, done) = unsafe { (out_arg(request, "request")?, out_arg(done, "done")?) };
+        let handle = Handle::from_ptr(*slot).ok_or_else(|| Failure::arg("the request is NULL"))?;
+        *done = 0;
+        let Some(outcome) = with_instance(|i| i.test(handle))? else {
+            return Ok(());
+        };
+        // Done, successfully or not: the request is gone.
+        *slot = std::ptr::null_mut();
+        *done = 1;
+        outcome
+    })
+}
+
+/// Blocks until `*request` is done; frees it and sets `*request` to NULL.
+///
+/// # Safety
+/// `request` is NULL or valid for reads and writes.
+#[no_mangle]
+pub unsafe extern "C" fn catena_request_wait(request: *mut *mut catena_request_t) -> c_int {
+    let mut done: c_int = 0;
+    loop {
+        // SAFETY: per this function's contract.
+        let rc = unsafe { catena_request_test(request, &mut done) };
+        if rc != crate::CATENA_SUCCESS || done != 0 {
+            return rc;
+        }
+        std::thread::yield_now();
+    }
+}
