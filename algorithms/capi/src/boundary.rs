@@ -60,6 +60,23 @@ pub(crate) fn comm_arg(comm: *const catena_comm_t) -> Result<Handle, Failure> {
     Handle::from_ptr(comm).ok_or_else(|| Failure::arg("the communicator is NULL"))
 }
 
+/// Runs `query` as one C call and stores its answer at `out`.
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+pub(crate) unsafe fn answer<T>(
+    out: *mut T,
+    what: &str,
+    query: impl FnOnce() -> Result<T, Failure>,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(out, what) }?;
+        *out = query()?;
+        Ok(())
+    })
+}
+
 /// # Safety
 /// `out` is NULL or valid for a write.
 pub(crate) unsafe fn out_arg<'a, T>(out: *mut T, what: &str) -> Result<&'a mut T, Failure> {

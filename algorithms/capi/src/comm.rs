@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use catena_algorithms::Algorithm;
 
-use crate::boundary::{bytes_arg, call, comm_arg, int_to_c, out_arg, rank_from_c, with_instance};
+use crate::boundary::{
+    answer, bytes_arg, call, comm_arg, int_to_c, out_arg, rank_from_c, with_instance,
+};
 use crate::handles::Handle;
 use crate::instance::{SplitColor, SplitKey};
 use crate::status::Failure;
@@ -35,12 +37,12 @@ pub type catena_compare_fn =
 /// `comm` is NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn catena_comm_world(comm: *mut *mut catena_comm_t) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(comm, "comm") }?;
-        *out = with_instance(|i| Ok(i.world()))?.to_ptr();
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(comm, "comm", || {
+            Ok(with_instance(|i| Ok(i.world()))?.to_ptr())
+        })
+    }
 }
 
 /// This process's rank in `comm`.
@@ -49,12 +51,12 @@ pub unsafe extern "C" fn catena_comm_world(comm: *mut *mut catena_comm_t) -> c_i
 /// `rank` is NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn catena_comm_rank(comm: *const catena_comm_t, rank: *mut c_int) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(rank, "rank") }?;
-        *out = int_to_c(with_instance(|i| i.rank(comm_arg(comm)?))?);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(rank, "rank", || {
+            Ok(int_to_c(with_instance(|i| i.rank(comm_arg(comm)?))?))
+        })
+    }
 }
 
 /// The number of processes in `comm`.
@@ -63,12 +65,12 @@ pub unsafe extern "C" fn catena_comm_rank(comm: *const catena_comm_t, rank: *mut
 /// `size` is NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn catena_comm_size(comm: *const catena_comm_t, size: *mut c_int) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(size, "size") }?;
-        *out = int_to_c(with_instance(|i| i.size(comm_arg(comm)?))?);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(size, "size", || {
+            Ok(int_to_c(with_instance(|i| i.size(comm_arg(comm)?))?))
+        })
+    }
 }
 
 /// The world rank of `comm`'s rank `rank`.
@@ -81,13 +83,15 @@ pub unsafe extern "C" fn catena_comm_world_rank(
     rank: c_int,
     world_rank: *mut c_int,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(world_rank, "world_rank") }?;
-        let rank = rank_from_c(rank, "rank")?;
-        *out = int_to_c(with_instance(|i| i.world_rank_of(comm_arg(comm)?, rank))?);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(world_rank, "world_rank", || {
+            let rank = rank_from_c(rank, "rank")?;
+            Ok(int_to_c(with_instance(|i| {
+                i.world_rank_of(comm_arg(comm)?, rank)
+            })?))
+        })
+    }
 }
 
 /// The rank in `comm` of world rank `world_rank`, or `CATENA_UNDEFINED`.
@@ -100,14 +104,14 @@ pub unsafe extern "C" fn catena_comm_group_rank(
     world_rank: c_int,
     rank: *mut c_int,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(rank, "rank") }?;
-        let world = rank_from_c(world_rank, "world rank")?;
-        let found = with_instance(|i| i.group_rank_of(comm_arg(comm)?, world))?;
-        *out = found.map_or(CATENA_UNDEFINED, int_to_c);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(rank, "rank", || {
+            let world = rank_from_c(world_rank, "world rank")?;
+            let found = with_instance(|i| i.group_rank_of(comm_arg(comm)?, world))?;
+            Ok(found.map_or(CATENA_UNDEFINED, int_to_c))
+        })
+    }
 }
 
 /// Stores a split's result: the new handle, or NULL for no group.
@@ -261,12 +265,12 @@ pub unsafe extern "C" fn catena_comm_dup(
     comm: *const catena_comm_t,
     newcomm: *mut *mut catena_comm_t,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(newcomm, "newcomm") }?;
-        *out = with_instance(|i| i.dup(comm_arg(comm)?))?.to_ptr();
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(newcomm, "newcomm", || {
+            Ok(with_instance(|i| i.dup(comm_arg(comm)?))?.to_ptr())
+        })
+    }
 }
 
 /// Frees `*comm` and sets it to NULL. Freeing NULL, a freed handle or the

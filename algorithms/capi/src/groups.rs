@@ -6,7 +6,7 @@ use std::ffi::c_int;
 
 use catena_algorithms::groupmap::{GroupMap, RankRange, Strategy};
 
-use crate::boundary::{call, comm_arg, int_to_c, out_arg, rank_from_c, with_instance};
+use crate::boundary::{answer, call, comm_arg, int_to_c, out_arg, rank_from_c, with_instance};
 use crate::handles::Handle;
 use crate::status::Failure;
 use crate::{catena_comm_t, CATENA_UNDEFINED};
@@ -40,6 +40,21 @@ fn group_arg(group: *const catena_group_t) -> Result<Handle, Failure> {
     Handle::from_ptr(group).ok_or_else(|| Failure::arg("the group is NULL"))
 }
 
+/// `count` elements at `items` (C's list and its `int` length).
+///
+/// # Safety
+/// `items` is NULL or valid for `count` elements.
+unsafe fn list_arg<'a, T>(items: *const T, count: c_int, what: &str) -> Result<&'a [T], Failure> {
+    let count =
+        usize::try_from(count).map_err(|_| Failure::arg(format!("{what}: a negative count")))?;
+    match count {
+        0 => Ok(&[]),
+        _ if items.is_null() => Err(Failure::arg(format!("{what} is NULL"))),
+        // SAFETY: per this function's contract, non-null.
+        _ => Ok(unsafe { std::slice::from_raw_parts(items, count) }),
+    }
+}
+
 /// Stores a new group map built by `build(world size)`.
 fn new_group(
     out: *mut *mut catena_group_t,
@@ -68,15 +83,8 @@ pub unsafe extern "C" fn catena_group_from_ranks(
     group: *mut *mut catena_group_t,
 ) -> c_int {
     call(|| {
-        let count = usize::try_from(count).map_err(|_| Failure::arg("a negative count"))?;
-        if ranks.is_null() && count > 0 {
-            return Err(Failure::arg("the rank list is NULL"));
-        }
-        let ranks: &[c_int] = match count {
-            0 => &[],
-            // SAFETY: per this function's contract, non-null.
-            _ => unsafe { std::slice::from_raw_parts(ranks, count) },
-        };
+        // SAFETY: per this function's contract.
+        let ranks = unsafe { list_arg(ranks, count, "the rank list") }?;
         let ranks = ranks
             .iter()
             .map(|&r| rank_from_c(r, "world rank"))
@@ -102,15 +110,8 @@ pub unsafe extern "C" fn catena_group_from_ranges(
     group: *mut *mut catena_group_t,
 ) -> c_int {
     call(|| {
-        let count = usize::try_from(count).map_err(|_| Failure::arg("a negative count"))?;
-        if ranges.is_null() && count > 0 {
-            return Err(Failure::arg("the range list is NULL"));
-        }
-        let triples: &[[c_int; 3]] = match count {
-            0 => &[],
-            // SAFETY: per this function's contract, non-null.
-            _ => unsafe { std::slice::from_raw_parts(ranges, count) },
-        };
+        // SAFETY: per this function's contract.
+        let triples = unsafe { list_arg(ranges, count, "the range list") }?;
         let ranges = triples
             .iter()
             .map(|&[first, last, stride]| {
@@ -182,12 +183,12 @@ pub unsafe extern "C" fn catena_group_size(
     group: *const catena_group_t,
     size: *mut c_int,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(size, "size") }?;
-        *out = int_to_c(with_group(group, |g| Ok(g.len()))?);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(size, "size", || {
+            Ok(int_to_c(with_group(group, |g| Ok(g.len()))?))
+        })
+    }
 }
 
 /// The world rank of `group`'s rank `rank` (select).
@@ -200,13 +201,13 @@ pub unsafe extern "C" fn catena_group_world_rank(
     rank: c_int,
     world_rank: *mut c_int,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(world_rank, "world_rank") }?;
-        let rank = rank_from_c(rank, "rank")?;
-        *out = int_to_c(with_group(group, |g| Ok(g.select(rank)?))?);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(world_rank, "world_rank", || {
+            let rank = rank_from_c(rank, "rank")?;
+            Ok(int_to_c(with_group(group, |g| Ok(g.select(rank)?))?))
+        })
+    }
 }
 
 /// The rank in `group` of world rank `world_rank`, or `CATENA_UNDEFINED`.
@@ -219,13 +220,13 @@ pub unsafe extern "C" fn catena_group_rank(
     world_rank: c_int,
     rank: *mut c_int,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(rank, "rank") }?;
-        let world = rank_from_c(world_rank, "world rank")?;
-        *out = with_group(group, |g| Ok(g.rank(world)?))?.map_or(CATENA_UNDEFINED, int_to_c);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(rank, "rank", || {
+            let world = rank_from_c(world_rank, "world rank")?;
+            Ok(with_group(group, |g| Ok(g.rank(world)?))?.map_or(CATENA_UNDEFINED, int_to_c))
+        })
+    }
 }
 
 /// The bytes `group`'s map takes.
@@ -237,12 +238,8 @@ pub unsafe extern "C" fn catena_group_bytes(
     group: *const catena_group_t,
     bytes: *mut usize,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(bytes, "bytes") }?;
-        *out = with_group(group, |g| Ok(g.bytes()))?;
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe { answer(bytes, "bytes", || with_group(group, |g| Ok(g.bytes()))) }
 }
 
 /// Frees `*group` and sets it to NULL.
@@ -274,14 +271,14 @@ pub unsafe extern "C" fn catena_comm_create_group(
     tag: c_int,
     newcomm: *mut *mut catena_comm_t,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let out = unsafe { out_arg(newcomm, "newcomm") }?;
-        let tag = rank_from_c(tag, "tag")?;
-        let new = with_instance(|i| i.create_group(comm_arg(comm)?, group_arg(group)?, tag))?;
-        *out = new.map_or(std::ptr::null_mut(), Handle::to_ptr);
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        answer(newcomm, "newcomm", || {
+            let tag = rank_from_c(tag, "tag")?;
+            let new = with_instance(|i| i.create_group(comm_arg(comm)?, group_arg(group)?, tag))?;
+            Ok(new.map_or(std::ptr::null_mut(), Handle::to_ptr))
+        })
+    }
 }
 
 #[cfg(test)]
