@@ -554,6 +554,21 @@ int catena_allreduce_post(const catena_comm_t *comm,
                           catena_request_t **request);
 
 /**
+ * `catena_reduce`, nonblocking (`recvbuf` at the root only).
+ *
+ * # Safety
+ * As `catena_allreduce_post`.
+ */
+int catena_reduce_post(const catena_comm_t *comm,
+                       const void *sendbuf,
+                       void *recvbuf,
+                       size_t count,
+                       int datatype,
+                       int op,
+                       int root,
+                       catena_request_t **request);
+
+/**
  * `catena_allreduce_user`, nonblocking.
  *
  * # Safety
@@ -568,6 +583,47 @@ int catena_allreduce_user_post(const catena_comm_t *comm,
                                catena_user_op_fn op,
                                void *ctx,
                                catena_request_t **request);
+
+/**
+ * `catena_reduce_user`, nonblocking (`recvbuf` at the root only).
+ *
+ * # Safety
+ * As `catena_allreduce_user_post`.
+ */
+int catena_reduce_user_post(const catena_comm_t *comm,
+                            const void *sendbuf,
+                            void *recvbuf,
+                            size_t count,
+                            size_t elem_size,
+                            catena_user_op_fn op,
+                            void *ctx,
+                            int root,
+                            catena_request_t **request);
+
+/**
+ * `catena_gather`, nonblocking.
+ *
+ * # Safety
+ * As `catena_gather`; `recvbuf` until the request is done.
+ */
+int catena_gather_post(const catena_comm_t *comm,
+                       const void *sendbuf,
+                       size_t bytes,
+                       void *recvbuf,
+                       int root,
+                       catena_request_t **request);
+
+/**
+ * `catena_allgather`, nonblocking.
+ *
+ * # Safety
+ * As `catena_allgather`; `recvbuf` until the request is done.
+ */
+int catena_allgather_post(const catena_comm_t *comm,
+                          const void *sendbuf,
+                          size_t bytes,
+                          void *recvbuf,
+                          catena_request_t **request);
 
 /**
  * Progresses `*request`; `*done` is 1 once it is done, and then the

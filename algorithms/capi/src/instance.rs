@@ -112,12 +112,23 @@ pub(crate) trait Api {
         len: usize,
         root: u32,
     ) -> Result<Handle, Failure>;
-    fn allreduce_post(
+    /// Posts an (all)reduce: into `recv` on every member, or at `root`.
+    fn reduce_post(
         &mut self,
         comm: Handle,
         send: &[u8],
         recv: *mut u8,
         reduction: Reduction,
+        root: Option<u32>,
+    ) -> Result<Handle, Failure>;
+    /// Posts an (all)gather of `send` into `recv` (size × its length), on
+    /// every member or at `root`.
+    fn gather_post(
+        &mut self,
+        comm: Handle,
+        send: &[u8],
+        recv: *mut u8,
+        root: Option<u32>,
     ) -> Result<Handle, Failure>;
     /// Progresses `request`: `Some(outcome)` once it finished (and is
     /// gone); `Err` only for a handle that is not a live request.
@@ -499,26 +510,74 @@ impl<P: Provider + 'static> Api for Instance<P> {
         self.post(future, Output::Bytes { at: buffer, len })
     }
 
-    fn allreduce_post(
+    fn reduce_post(
         &mut self,
         comm: Handle,
         send: &[u8],
         recv: *mut u8,
         reduction: Reduction,
+        root: Option<u32>,
     ) -> Result<Handle, Failure> {
         let comm = Rc::clone(self.comm(comm)?);
+        let root = root.map(|r| rank_arg(r, comm.size(), "root")).transpose()?;
+        let output = match root.is_none_or(|r| r == comm.rank()) {
+            true => Output::Bytes {
+                at: recv,
+                len: send.len(),
+            },
+            false => Output::Nothing,
+        };
         let x = Some(send.to_vec());
-        let len = send.len();
         let future = async move {
             let op = |a: &Option<Vec<u8>>, b: &Option<Vec<u8>>| reduction.combine(a, b);
-            match comm.iallreduce(x, op).await? {
-                Some(bytes) => Ok(Outcome::Bytes(bytes)),
-                None => Err(catena_algorithms::Error::Mismatch {
-                    what: "allreduce buffer sizes".into(),
+            let result = match root {
+                Some(root) => comm.ireduce(root, x, op).await?,
+                None => Some(comm.iallreduce(x, op).await?),
+            };
+            match result {
+                None => Ok(Outcome::Done),
+                Some(Some(bytes)) => Ok(Outcome::Bytes(bytes)),
+                Some(None) => Err(catena_algorithms::Error::Mismatch {
+                    what: "reduce buffer sizes".into(),
                 }),
             }
         };
-        self.post(future, Output::Bytes { at: recv, len })
+        self.post(future, output)
+    }
+
+    fn gather_post(
+        &mut self,
+        comm: Handle,
+        send: &[u8],
+        recv: *mut u8,
+        root: Option<u32>,
+    ) -> Result<Handle, Failure> {
+        let comm = Rc::clone(self.comm(comm)?);
+        let root = root.map(|r| rank_arg(r, comm.size(), "root")).transpose()?;
+        let output = match root.is_none_or(|r| r == comm.rank()) {
+            true => Output::Bytes {
+                at: recv,
+                len: send.len() * comm.size() as usize,
+            },
+            false => Output::Nothing,
+        };
+        let x = send.to_vec();
+        let future = async move {
+            let all = match root {
+                Some(root) => comm.igather(root, &x).await?,
+                None => Some(comm.iallgather(&x).await?),
+            };
+            let Some(parts) = all else {
+                return Ok(Outcome::Done);
+            };
+            if parts.iter().any(|part| part.len() != x.len()) {
+                return Err(catena_algorithms::Error::Mismatch {
+                    what: "gather sizes".into(),
+                });
+            }
+            Ok(Outcome::Bytes(parts.concat()))
+        };
+        self.post(future, output)
     }
 
     fn test(&mut self, request: Handle) -> Result<Option<Result<(), Failure>>, Failure> {

@@ -117,25 +117,42 @@ pub unsafe extern "C" fn catena_bcast_post(
     })
 }
 
-/// Posts an allreduce: `sendbuf` read now, `recvbuf` written when done.
+/// Posts an (all)reduce: `sendbuf` read now, `recvbuf` (every member, or
+/// the root) written when done.
 ///
 /// # Safety
 /// `sendbuf` is valid for the elements now, `recvbuf` until done.
-unsafe fn allreduce_post(
+unsafe fn reduce_post(
     comm: *const catena_comm_t,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: usize,
     reduction: Reduction,
+    root: Option<c_int>,
     request: *mut *mut catena_request_t,
 ) -> Result<(), Failure> {
     let bytes = element_bytes(count, reduction.element_size()?)?;
     // SAFETY: per the callers' contract.
     let send = unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?;
-    // SAFETY: per the callers' contract.
-    let recv = unsafe { bytes_mut_arg(recvbuf, bytes, "recvbuf") }?;
+    let root = root.map(|r| rank_from_c(r, "root")).transpose()?;
     post_into(request, |i| {
-        i.allreduce_post(comm_arg(comm)?, send, recv.as_mut_ptr(), reduction)
+        let comm = comm_arg(comm)?;
+        let receives = root.is_none_or(|r| i.rank(comm).is_ok_and(|me| me == r));
+        let recv = match receives {
+            // SAFETY: per the callers' contract.
+            true => unsafe { bytes_mut_arg(recvbuf, bytes, "recvbuf") }?.as_mut_ptr(),
+            false => std::ptr::null_mut(),
+        };
+        i.reduce_post(comm, send, recv, reduction, root)
+    })
+}
+
+fn user(op: catena_user_op_fn, ctx: *mut c_void, elem_size: usize) -> Result<Reduction, Failure> {
+    let op = op.ok_or_else(|| Failure::arg("the user operation is NULL"))?;
+    Ok(Reduction::User {
+        op,
+        ctx,
+        size: elem_size,
     })
 }
 
@@ -156,7 +173,37 @@ pub unsafe extern "C" fn catena_allreduce_post(
 ) -> c_int {
     let reduction = Reduction::Builtin { datatype, op };
     // SAFETY: per this function's contract.
-    call(|| unsafe { allreduce_post(comm, sendbuf, recvbuf, count, reduction, request) })
+    call(|| unsafe { reduce_post(comm, sendbuf, recvbuf, count, reduction, None, request) })
+}
+
+/// `catena_reduce`, nonblocking (`recvbuf` at the root only).
+///
+/// # Safety
+/// As `catena_allreduce_post`.
+#[no_mangle]
+pub unsafe extern "C" fn catena_reduce_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    datatype: c_int,
+    op: c_int,
+    root: c_int,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    let reduction = Reduction::Builtin { datatype, op };
+    // SAFETY: per this function's contract.
+    call(|| unsafe {
+        reduce_post(
+            comm,
+            sendbuf,
+            recvbuf,
+            count,
+            reduction,
+            Some(root),
+            request,
+        )
+    })
 }
 
 /// `catena_allreduce_user`, nonblocking.
@@ -176,15 +223,107 @@ pub unsafe extern "C" fn catena_allreduce_user_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        let op = op.ok_or_else(|| Failure::arg("the user operation is NULL"))?;
-        let reduction = Reduction::User {
-            op,
-            ctx,
-            size: elem_size,
-        };
+        let reduction = user(op, ctx, elem_size)?;
         // SAFETY: per this function's contract.
-        unsafe { allreduce_post(comm, sendbuf, recvbuf, count, reduction, request) }
+        unsafe { reduce_post(comm, sendbuf, recvbuf, count, reduction, None, request) }
     })
+}
+
+/// `catena_reduce_user`, nonblocking (`recvbuf` at the root only).
+///
+/// # Safety
+/// As `catena_allreduce_user_post`.
+#[no_mangle]
+pub unsafe extern "C" fn catena_reduce_user_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: usize,
+    elem_size: usize,
+    op: catena_user_op_fn,
+    ctx: *mut c_void,
+    root: c_int,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        let reduction = user(op, ctx, elem_size)?;
+        // SAFETY: per this function's contract.
+        unsafe {
+            reduce_post(
+                comm,
+                sendbuf,
+                recvbuf,
+                count,
+                reduction,
+                Some(root),
+                request,
+            )
+        }
+    })
+}
+
+/// Posts an (all)gather: `sendbuf` read now, `recvbuf` (size × `bytes`, on
+/// every member or at the root) written when done.
+///
+/// # Safety
+/// `sendbuf` is valid for `bytes` bytes now, `recvbuf` until done.
+unsafe fn gather_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    bytes: usize,
+    recvbuf: *mut c_void,
+    root: Option<c_int>,
+    request: *mut *mut catena_request_t,
+) -> Result<(), Failure> {
+    // SAFETY: per the callers' contract.
+    let send = unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?;
+    let root = root.map(|r| rank_from_c(r, "root")).transpose()?;
+    post_into(request, |i| {
+        let comm = comm_arg(comm)?;
+        let (me, size) = (i.rank(comm)?, i.size(comm)?);
+        let recv = match root.is_none_or(|r| r == me) {
+            true => {
+                let total = element_bytes(size as usize, bytes)?;
+                // SAFETY: per the callers' contract.
+                unsafe { bytes_mut_arg(recvbuf, total, "recvbuf") }?.as_mut_ptr()
+            }
+            false => std::ptr::null_mut(),
+        };
+        i.gather_post(comm, send, recv, root)
+    })
+}
+
+/// `catena_gather`, nonblocking.
+///
+/// # Safety
+/// As `catena_gather`; `recvbuf` until the request is done.
+#[no_mangle]
+pub unsafe extern "C" fn catena_gather_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    bytes: usize,
+    recvbuf: *mut c_void,
+    root: c_int,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    call(|| unsafe { gather_post(comm, sendbuf, bytes, recvbuf, Some(root), request) })
+}
+
+/// `catena_allgather`, nonblocking.
+///
+/// # Safety
+/// As `catena_allgather`; `recvbuf` until the request is done.
+#[no_mangle]
+pub unsafe extern "C" fn catena_allgather_post(
+    comm: *const catena_comm_t,
+    sendbuf: *const c_void,
+    bytes: usize,
+    recvbuf: *mut c_void,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    call(|| unsafe { gather_post(comm, sendbuf, bytes, recvbuf, None, request) })
 }
 
 /// Progresses `*request`; `*done` is 1 once it is done, and then the

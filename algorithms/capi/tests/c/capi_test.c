@@ -452,6 +452,39 @@ int main(int argc, char **argv) {
         }
         check_split(half, color, key, "posted split");
         OK(catena_comm_free(&half));
+        /* The rest of the posted collectives, waited for in post order. */
+        {
+            catena_request_t *more[5];
+            int64_t factor = me + 1, product = 0;
+            struct pair pair = {me, me}, first_last = {-1, -1}, at_root = {-1, -1};
+            int *all = calloc(n, sizeof(int)), *gathered = calloc(n, sizeof(int));
+            OK(catena_reduce_post(world, &factor, &product, 1, CATENA_INT64, CATENA_PROD, n - 1,
+                                  &more[0]));
+            OK(catena_allreduce_user_post(world, &pair, &first_last, 1, sizeof pair,
+                                          first_and_last, NULL, &more[1]));
+            OK(catena_reduce_user_post(world, &pair, &at_root, 1, sizeof pair, first_and_last,
+                                       NULL, 0, &more[2]));
+            OK(catena_allgather_post(world, &me, sizeof me, all, &more[3]));
+            OK(catena_gather_post(world, &me, sizeof me, me == 0 ? gathered : NULL, 0, &more[4]));
+            for (int r = 0; r < 5; r++)
+                OK(catena_request_wait(&more[r]));
+            if (me == n - 1) {
+                int64_t want = 1;
+                for (int q = 1; q <= n; q++)
+                    want *= q;
+                CHECK(product == want, "posted reduce at the root");
+            }
+            CHECK(first_last.first == 0 && first_last.last == n - 1, "posted user allreduce");
+            if (me == 0)
+                CHECK(at_root.first == 0 && at_root.last == n - 1, "posted user reduce");
+            for (int q = 0; q < n; q++) {
+                CHECK(all[q] == q, "posted allgather from %d", q);
+                if (me == 0)
+                    CHECK(gathered[q] == q, "posted gather from %d", q);
+            }
+            free(all);
+            free(gathered);
+        }
         OK(catena_barrier_post(world, &req));
         OK(catena_request_wait(&req));
         CHECK(req == NULL, "a waited request was not cleared");
