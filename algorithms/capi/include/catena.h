@@ -135,6 +135,11 @@
 #define CATENA_ERR_INTERNAL 10
 
 /**
+ * A receive buffer is too small (on some member; every member is told).
+ */
+#define CATENA_ERR_TRUNCATE 11
+
+/**
  * A communicator. Handles are never dereferenced: a freed or forged one
  * is refused with `CATENA_ERR_HANDLE`.
  */
@@ -156,6 +161,12 @@ typedef struct catena_request_t catena_request_t;
  * where `in` holds lower ranks' contributions (as `MPI_User_function`).
  */
 typedef void (*catena_user_op_fn)(const void *input, void *inout, size_t count, void *ctx);
+
+/**
+ * Routes one element of an alltoall_specific: the group rank it goes to,
+ * or a negative number to drop it.
+ */
+typedef int (*catena_route_fn)(const void *element, void *ctx);
 
 /**
  * Orders two keys of a split (`key_len` bytes each): negative, zero or
@@ -282,6 +293,30 @@ int catena_gather(const catena_comm_t *comm,
  * `sendbuf` is valid for `bytes` bytes, `recvbuf` for size × `bytes`.
  */
 int catena_allgather(const catena_comm_t *comm, const void *sendbuf, size_t bytes, void *recvbuf);
+
+/**
+ * `MPI_Alltoall_specific` (seed 002): each of this member's `count`
+ * elements of `elem_size` bytes (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96,
+ * 128 or 256) goes to the group rank `route` names; the elements sent to
+ * this member land in `recv` (room for `capacity`), their number in
+ * `*received`. Too little room anywhere is `CATENA_ERR_TRUNCATE` on every
+ * member (the last error names what this one needs); a target outside the
+ * group is `CATENA_ERR_ARG` on every member; nothing moves in either case.
+ *
+ * # Safety
+ * `send` is valid for `count` elements, `recv` for `capacity`; `route`
+ * may be called with each element and `ctx`; `received` is NULL or valid
+ * for a write.
+ */
+int catena_alltoall_specific(const catena_comm_t *comm,
+                             const void *send,
+                             size_t count,
+                             size_t elem_size,
+                             catena_route_fn route,
+                             void *ctx,
+                             void *recv,
+                             size_t capacity,
+                             size_t *received);
 
 /**
  * The communicator of every process of the job (the same handle on each

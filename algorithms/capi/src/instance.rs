@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use catena_algorithms::comm::DEFAULT_TIMEOUT;
-use catena_algorithms::{Algorithm, Comm, CreateAlgorithm, GroupMap};
+use catena_algorithms::{Algorithm, AlltoallOptions, Comm, CreateAlgorithm, GroupMap};
 use catena_fabric::Provider;
 
 use crate::catena_comm_t;
@@ -74,6 +74,16 @@ pub(crate) trait Api {
         out: Option<&mut [u8]>,
         root: Option<u32>,
     ) -> Result<(), Failure>;
+    /// alltoall_specific on elements of `size` bytes: `route` names each
+    /// one's target group rank (`None` drops it); the count received.
+    fn alltoall_specific(
+        &self,
+        comm: Handle,
+        send: &[u8],
+        recv: &mut [u8],
+        size: usize,
+        route: &mut dyn FnMut(&[u8]) -> Option<u32>,
+    ) -> Result<usize, Failure>;
     /// The number of processes in the job (the world of group maps).
     fn world_size(&self) -> u32;
     fn insert_group(&mut self, map: GroupMap) -> Handle;
@@ -420,6 +430,39 @@ impl<P: Provider + 'static> Api for Instance<P> {
             chunk[..part.len()].copy_from_slice(part);
         }
         Ok(())
+    }
+
+    fn alltoall_specific(
+        &self,
+        comm: Handle,
+        send: &[u8],
+        recv: &mut [u8],
+        size: usize,
+        route: &mut dyn FnMut(&[u8]) -> Option<u32>,
+    ) -> Result<usize, Failure> {
+        let comm = self.comm(comm)?;
+        // Elements are byte arrays of one of these sizes (Rust's alltoall
+        // moves `Pod` values of a size known when compiled).
+        macro_rules! sized {
+            ($($n:literal)*) => {
+                match size {
+                    $($n => {
+                        let send: &[[u8; $n]] = bytemuck::cast_slice(send);
+                        let recv: &mut [[u8; $n]] = bytemuck::cast_slice_mut(recv);
+                        Ok(comm.alltoall_specific(send, recv, AlltoallOptions::default(), |e, emit| {
+                            if let Some(target) = route(e) {
+                                emit.to(target);
+                            }
+                        })?)
+                    })*
+                    _ => Err(Failure::arg(format!(
+                        "alltoall_specific elements of {size} bytes; sizes are {}",
+                        [$($n),*].map(|n: usize| n.to_string()).join(", ")
+                    ))),
+                }
+            };
+        }
+        sized!(1 2 4 8 12 16 24 32 48 64 96 128 256)
     }
 
     fn world_size(&self) -> u32 {

@@ -32,6 +32,8 @@ pub const CATENA_ERR_UNAVAILABLE: c_int = 8;
 pub const CATENA_ERR_TRANSPORT: c_int = 9;
 /// A bug in catena (a caught panic); the message says where.
 pub const CATENA_ERR_INTERNAL: c_int = 10;
+/// A receive buffer is too small (on some member; every member is told).
+pub const CATENA_ERR_TRUNCATE: c_int = 11;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -63,6 +65,7 @@ impl From<Error> for Failure {
             Error::Transport(t) => fabric_code(t),
             Error::Mismatch { .. } => CATENA_ERR_MISMATCH,
             Error::UserCode { .. } => CATENA_ERR_USER,
+            Error::ReceiveOverflow { .. } => CATENA_ERR_TRUNCATE,
             _ => CATENA_ERR_ARG,
         };
         Failure::new(code, e.to_string())
@@ -115,6 +118,7 @@ pub extern "C" fn catena_strerror(code: c_int) -> *const c_char {
         CATENA_ERR_UNAVAILABLE => c"no provider could start",
         CATENA_ERR_TRANSPORT => c"transport failure",
         CATENA_ERR_INTERNAL => c"internal error",
+        CATENA_ERR_TRUNCATE => c"a receive buffer is too small",
         _ => c"unknown error code",
     };
     text.as_ptr()

@@ -129,6 +129,22 @@ static void first_and_last(const void *in, void *inout, size_t count, void *ctx)
         b[i].first = a[i].first;
 }
 
+struct parcel {
+    int target, from, seq;
+};
+
+/* Each parcel says where it goes; seq 0 is dropped. */
+static int to_its_target(const void *element, void *ctx) {
+    const struct parcel *p = element;
+    (void)ctx;
+    return p->seq == 0 ? -1 : p->target;
+}
+
+static int out_of_range(const void *element, void *ctx) {
+    (void)element;
+    return *(int *)ctx;
+}
+
 struct record {
     int weight, id;
 };
@@ -498,6 +514,46 @@ int main(int argc, char **argv) {
         OK(catena_barrier_post(world, &req));
         FAILS(catena_finalize(), CATENA_ERR_STATE);
         OK(catena_request_wait(&req));
+    }
+
+    /* alltoall_specific: parcel i of every rank goes to rank i mod n,
+     * except seq 0, which is dropped; too little room, a target outside
+     * the group and an unsupported size fail on every member. */
+    {
+        int count = 3 * n;
+        struct parcel *out = calloc(count, sizeof *out), *in = calloc(count, sizeof *in);
+        size_t received = 0;
+        for (int i = 0; i < count; i++)
+            out[i] = (struct parcel){i % n, me, i};
+        OK(catena_alltoall_specific(world, out, count, sizeof *out, to_its_target, NULL, in,
+                                    count, &received));
+        /* From each rank q: seqs me, me + n, me + 2n, minus seq 0 from all. */
+        size_t want = (size_t)n * (me == 0 ? 2 : 3);
+        CHECK(received == want, "alltoall_specific received %zu, want %zu", received, want);
+        int *seen = calloc((size_t)n * count, sizeof(int));
+        for (size_t e = 0; e < received; e++) {
+            CHECK(in[e].target == me && in[e].from >= 0 && in[e].from < n &&
+                      in[e].seq % n == me && in[e].seq != 0,
+                  "alltoall_specific delivered %d/%d/%d", in[e].target, in[e].from, in[e].seq);
+            CHECK(seen[in[e].from * count + in[e].seq]++ == 0, "a parcel arrived twice");
+        }
+        free(seen);
+        if (n > 1)
+            FAILS(catena_alltoall_specific(world, out, count, sizeof *out, to_its_target, NULL,
+                                           in, 1, &received),
+                  CATENA_ERR_TRUNCATE);
+        int far = n;
+        FAILS(catena_alltoall_specific(world, out, count, sizeof *out, out_of_range, &far, in,
+                                       count, &received),
+              CATENA_ERR_ARG);
+        FAILS(catena_alltoall_specific(world, out, count, 7, to_its_target, NULL, in, count,
+                                       &received),
+              CATENA_ERR_ARG);
+        FAILS(catena_alltoall_specific(world, out, count, sizeof *out, NULL, NULL, in, count,
+                                       &received),
+              CATENA_ERR_ARG);
+        free(out);
+        free(in);
     }
 
     OK(catena_comm_set_timeout(world, 30.0));
