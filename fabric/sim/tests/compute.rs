@@ -98,7 +98,13 @@ const MESSAGES: u32 = 2_000;
 fn reading_the_clock_is_not_charged() {
     let free = calls_without_computation(Sim::new(2, MODEL));
     let factor = ComputeFactor::new(10.0).unwrap();
-    let charged = calls_without_computation(Sim::new(2, MODEL).with_compute(factor));
+    // The fastest of five: a run in which the host takes the core away from
+    // a rank for a moment is charged that moment ten times over, whereas
+    // charging the clock's reads would slow every run alike.
+    let charged = (0..5)
+        .map(|_| calls_without_computation(Sim::new(2, MODEL).with_compute(factor)))
+        .min()
+        .expect("five runs");
     // Each call reads the CPU clock twice, about 170 ns on a VM: charged,
     // that alone would add 2 x 170 ns x 10 a call on each side.
     let per_call = (charged - free) / MESSAGES;
