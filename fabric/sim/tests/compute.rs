@@ -2,6 +2,7 @@
 //! calls moves its clock by that time times the factor, before the next send
 //! departs; with charging off a run is the hand-computed LogGP figure.
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use catena_fabric::{Error, Rma, Transport};
@@ -13,6 +14,14 @@ const MODEL: LogGp = LogGp {
     gap_ns: 50.0,
     per_byte_ns: 0.5,
 };
+
+/// The tests here measure host CPU time, so they run one at a time: a
+/// test spinning on the other core would slow the one measuring.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// CPU time spun by rank 0 before its send.
 const SPIN: Duration = Duration::from_millis(20);
@@ -58,12 +67,14 @@ fn spin_then_send(sim: Sim) -> Duration {
 
 #[test]
 fn computation_is_free_unless_charged() {
+    let _alone = alone();
     let one_way = Duration::from_nanos(100 + 1_000 + 50 + 100);
     assert_eq!(spin_then_send(Sim::new(2, MODEL)), one_way);
 }
 
 #[test]
 fn charged_computation_delays_the_send_after_it_and_the_end() {
+    let _alone = alone();
     let factor = ComputeFactor::new(3.0).unwrap();
     let charged = spin_then_send(Sim::new(2, MODEL).with_compute(factor));
     // Both spins lie on the critical path: rank 0's before its send departs,
@@ -96,6 +107,7 @@ const MESSAGES: u32 = 2_000;
 
 #[test]
 fn reading_the_clock_is_not_charged() {
+    let _alone = alone();
     let free = calls_without_computation(Sim::new(2, MODEL));
     let factor = ComputeFactor::new(10.0).unwrap();
     // The fastest of five: a run in which the host takes the core away from
