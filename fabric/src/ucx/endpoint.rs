@@ -157,7 +157,9 @@ impl Lanes {
         }
         Lanes {
             software_atomics: !atomics,
-            one_lane: carriers.len() <= 1,
+            // A table this parser cannot read claims no order: the data is
+            // then waited for, slower but never overtaken.
+            one_lane: carriers.len() == 1,
         }
     }
 
@@ -532,6 +534,7 @@ mod tests {
                 one_lane: true
             }
         );
+        assert!(!parse("an unknown format").one_lane);
         assert_eq!(
             parse(shm),
             Lanes {
