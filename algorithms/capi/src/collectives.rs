@@ -118,15 +118,6 @@ pub unsafe extern "C" fn catena_reduce(
     })
 }
 
-fn user_reduction(
-    op: catena_user_op_fn,
-    ctx: *mut c_void,
-    size: usize,
-) -> Result<Reduction, Failure> {
-    let op = op.ok_or_else(|| Failure::arg("the user operation is NULL"))?;
-    Ok(Reduction::User { op, ctx, size })
-}
-
 /// `catena_allreduce` with a user operation on elements of `elem_size`
 /// bytes (associative; `in` holds lower ranks' part).
 ///
@@ -144,7 +135,7 @@ pub unsafe extern "C" fn catena_allreduce_user(
     ctx: *mut c_void,
 ) -> c_int {
     call(|| {
-        let reduction = user_reduction(op, ctx, elem_size)?;
+        let reduction = Reduction::user(op, ctx, elem_size)?;
         // SAFETY: per this function's contract.
         unsafe { reduce_into(comm, sendbuf, recvbuf, count, reduction, None) }
     })
@@ -166,7 +157,7 @@ pub unsafe extern "C" fn catena_reduce_user(
     root: c_int,
 ) -> c_int {
     call(|| {
-        let reduction = user_reduction(op, ctx, elem_size)?;
+        let reduction = Reduction::user(op, ctx, elem_size)?;
         // SAFETY: per this function's contract.
         unsafe { reduce_into(comm, sendbuf, recvbuf, count, reduction, Some(root)) }
     })

@@ -69,6 +69,16 @@ macro_rules! for_each_type {
 }
 
 impl Reduction {
+    /// A user operation on elements of `size` bytes (checked when used).
+    pub(crate) fn user(
+        op: catena_user_op_fn,
+        ctx: *mut c_void,
+        size: usize,
+    ) -> Result<Reduction, Failure> {
+        let op = op.ok_or_else(|| Failure::arg("the user operation is NULL"))?;
+        Ok(Reduction::User { op, ctx, size })
+    }
+
     /// Checks the type and operation; the element size.
     pub(crate) fn element_size(&self) -> Result<usize, Failure> {
         match *self {

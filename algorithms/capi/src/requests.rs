@@ -147,15 +147,6 @@ unsafe fn reduce_post(
     })
 }
 
-fn user(op: catena_user_op_fn, ctx: *mut c_void, elem_size: usize) -> Result<Reduction, Failure> {
-    let op = op.ok_or_else(|| Failure::arg("the user operation is NULL"))?;
-    Ok(Reduction::User {
-        op,
-        ctx,
-        size: elem_size,
-    })
-}
-
 /// `catena_allreduce`, nonblocking.
 ///
 /// # Safety
@@ -223,7 +214,7 @@ pub unsafe extern "C" fn catena_allreduce_user_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        let reduction = user(op, ctx, elem_size)?;
+        let reduction = Reduction::user(op, ctx, elem_size)?;
         // SAFETY: per this function's contract.
         unsafe { reduce_post(comm, sendbuf, recvbuf, count, reduction, None, request) }
     })
@@ -246,7 +237,7 @@ pub unsafe extern "C" fn catena_reduce_user_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        let reduction = user(op, ctx, elem_size)?;
+        let reduction = Reduction::user(op, ctx, elem_size)?;
         // SAFETY: per this function's contract.
         unsafe {
             reduce_post(
