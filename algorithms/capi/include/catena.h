@@ -140,10 +140,22 @@
 #define CATENA_ERR_TRUNCATE 11
 
 /**
+ * A persistent alltoall on one communicator (its receive window and
+ * peers' keys kept across calls). Handles are never dereferenced.
+ */
+typedef struct catena_alltoall_plan_t catena_alltoall_plan_t;
+
+/**
  * A communicator. Handles are never dereferenced: a freed or forged one
  * is refused with `CATENA_ERR_HANDLE`.
  */
 typedef struct catena_comm_t catena_comm_t;
+
+/**
+ * Where a plan's route callback sends the element it was given: valid
+ * only during that callback, for `catena_emit_to` / `catena_emit_modified`.
+ */
+typedef struct catena_emit_t catena_emit_t;
 
 /**
  * A group of world ranks in an order (a compact group map). Handles are
@@ -157,16 +169,24 @@ typedef struct catena_group_t catena_group_t;
 typedef struct catena_request_t catena_request_t;
 
 /**
- * A user reduction: `inout[i] = in[i] op inout[i]` for `count` elements,
- * where `in` holds lower ranks' contributions (as `MPI_User_function`).
- */
-typedef void (*catena_user_op_fn)(const void *input, void *inout, size_t count, void *ctx);
-
-/**
  * Routes one element of an alltoall_specific: the group rank it goes to,
  * or a negative number to drop it.
  */
 typedef int (*catena_route_fn)(const void *element, void *ctx);
+
+/**
+ * Routes one element of a plan's exchange by calling `catena_emit_to` /
+ * `catena_emit_modified` on `emit` once per copy (none drops it); returns
+ * 0, or anything else to fail the exchange with `CATENA_ERR_USER` on every
+ * member before an element moves.
+ */
+typedef int (*catena_emit_fn)(const void *element, catena_emit_t *emit, void *ctx);
+
+/**
+ * A user reduction: `inout[i] = in[i] op inout[i]` for `count` elements,
+ * where `in` holds lower ranks' contributions (as `MPI_User_function`).
+ */
+typedef void (*catena_user_op_fn)(const void *input, void *inout, size_t count, void *ctx);
 
 /**
  * Orders two keys of a split (`key_len` bytes each): negative, zero or
@@ -199,6 +219,136 @@ int catena_finalize(void);
  * `flag` is NULL or valid for a write.
  */
 int catena_initialized(int *flag);
+
+/**
+ * Sends the element being routed to group rank `rank` (a rank outside
+ * the group fails the exchange with `CATENA_ERR_ARG` on every member).
+ * Only from a plan's route callback, on the `emit` it was given.
+ *
+ * # Safety
+ * None beyond the above: any other `emit` is refused.
+ */
+int catena_emit_to(catena_emit_t *emit, int rank);
+
+/**
+ * Sends a copy of one element's size at `copy` to group rank `rank` in
+ * the element's place (a modified copy). As `catena_emit_to`.
+ *
+ * # Safety
+ * `copy` is valid for the plan's element size.
+ */
+int catena_emit_modified(catena_emit_t *emit, int rank, const void *copy);
+
+/**
+ * `MPI_Alltoall_specific` (seed 002): each of this member's `count`
+ * elements of `elem_size` bytes (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96,
+ * 128 or 256) goes to the group rank `route` names; the elements sent to
+ * this member land in `recv` (room for `capacity`), their number in
+ * `*received`. Too little room anywhere is `CATENA_ERR_TRUNCATE` on every
+ * member (the last error names what this one needs); a target outside the
+ * group is `CATENA_ERR_ARG` on every member; nothing moves in either case.
+ * The `auto` variant, unordered; plans choose.
+ *
+ * # Safety
+ * `send` is valid for `count` elements, `recv` for `capacity`; `route`
+ * may be called with each element and `ctx`; `received` is NULL or valid
+ * for a write.
+ */
+int catena_alltoall_specific(const catena_comm_t *comm,
+                             const void *send,
+                             size_t count,
+                             size_t elem_size,
+                             catena_route_fn route,
+                             void *ctx,
+                             void *recv,
+                             size_t capacity,
+                             size_t *received);
+
+/**
+ * `catena_alltoall_specific`, nonblocking: `route` runs while the request
+ * progresses; `*received` is written when it is done.
+ *
+ * # Safety
+ * As `catena_alltoall_specific`, until the request is done; `request` is
+ * NULL or valid for a write.
+ */
+int catena_alltoall_specific_post(const catena_comm_t *comm,
+                                  const void *send,
+                                  size_t count,
+                                  size_t elem_size,
+                                  catena_route_fn route,
+                                  void *ctx,
+                                  void *recv,
+                                  size_t capacity,
+                                  size_t *received,
+                                  catena_request_t **request);
+
+/**
+ * Makes a plan on `comm` for repeated alltoalls of `elem_size`-byte
+ * elements (the sizes of `catena_alltoall_specific`), receiving up to
+ * `capacity` per call, by the variant named `variant` (`auto`,
+ * `alltoallv`, `sendrecv`, `put`, `put-stable`, `sort`; NULL: `auto`);
+ * `stable` nonzero delivers in (source rank, send position) order. Local:
+ * no messages.
+ *
+ * # Safety
+ * `variant` is NULL or a NUL-terminated string; `plan` is NULL or valid
+ * for a write.
+ */
+int catena_alltoall_plan_create(const catena_comm_t *comm,
+                                size_t elem_size,
+                                size_t capacity,
+                                const char *variant,
+                                int stable,
+                                catena_alltoall_plan_t **plan);
+
+/**
+ * One exchange of `plan` (collective over its communicator, in call
+ * order): `route` emits each of the `count` elements at `send` to any
+ * number of group ranks, as is or modified; the elements sent here land
+ * in `recv` (room for the plan's capacity), their number in `*received`.
+ * Errors as `catena_alltoall_specific`'s; a route returning nonzero is
+ * `CATENA_ERR_USER` on every member, before anything moves.
+ *
+ * # Safety
+ * `send` is valid for `count` elements, `recv` for the plan's capacity;
+ * `route` may be called with each element and `ctx`; `received` is NULL
+ * or valid for a write.
+ */
+int catena_alltoall_plan_exchange(const catena_alltoall_plan_t *plan,
+                                  const void *send,
+                                  size_t count,
+                                  catena_emit_fn route,
+                                  void *ctx,
+                                  void *recv,
+                                  size_t *received);
+
+/**
+ * `catena_alltoall_plan_exchange`, nonblocking: `route` runs while the
+ * request progresses; `*received` is written when it is done. One
+ * exchange of a plan at a time (another fails with `CATENA_ERR_ARG`).
+ *
+ * # Safety
+ * As `catena_alltoall_plan_exchange`, until the request is done;
+ * `request` is NULL or valid for a write.
+ */
+int catena_alltoall_plan_exchange_post(const catena_alltoall_plan_t *plan,
+                                       const void *send,
+                                       size_t count,
+                                       catena_emit_fn route,
+                                       void *ctx,
+                                       void *recv,
+                                       size_t *received,
+                                       catena_request_t **request);
+
+/**
+ * Frees `*plan` and sets it to NULL (an exchange in flight keeps it until
+ * done).
+ *
+ * # Safety
+ * `plan` is NULL or valid for reads and writes.
+ */
+int catena_alltoall_plan_free(catena_alltoall_plan_t **plan);
 
 /**
  * Returns once every member of `comm` has entered.
@@ -293,30 +443,6 @@ int catena_gather(const catena_comm_t *comm,
  * `sendbuf` is valid for `bytes` bytes, `recvbuf` for size × `bytes`.
  */
 int catena_allgather(const catena_comm_t *comm, const void *sendbuf, size_t bytes, void *recvbuf);
-
-/**
- * `MPI_Alltoall_specific` (seed 002): each of this member's `count`
- * elements of `elem_size` bytes (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96,
- * 128 or 256) goes to the group rank `route` names; the elements sent to
- * this member land in `recv` (room for `capacity`), their number in
- * `*received`. Too little room anywhere is `CATENA_ERR_TRUNCATE` on every
- * member (the last error names what this one needs); a target outside the
- * group is `CATENA_ERR_ARG` on every member; nothing moves in either case.
- *
- * # Safety
- * `send` is valid for `count` elements, `recv` for `capacity`; `route`
- * may be called with each element and `ctx`; `received` is NULL or valid
- * for a write.
- */
-int catena_alltoall_specific(const catena_comm_t *comm,
-                             const void *send,
-                             size_t count,
-                             size_t elem_size,
-                             catena_route_fn route,
-                             void *ctx,
-                             void *recv,
-                             size_t capacity,
-                             size_t *received);
 
 /**
  * The communicator of every process of the job (the same handle on each
@@ -539,6 +665,49 @@ int catena_comm_split_post(const catena_comm_t *comm,
                            int64_t key,
                            catena_comm_t **newcomm,
                            catena_request_t **request);
+
+/**
+ * `catena_comm_split_bytes`, nonblocking: the color is read at the post.
+ *
+ * # Safety
+ * As `catena_comm_split_bytes`, with `newcomm` valid until the request is
+ * done; `request` is NULL or valid for a write.
+ */
+int catena_comm_split_bytes_post(const catena_comm_t *comm,
+                                 const void *color,
+                                 size_t color_len,
+                                 int64_t key,
+                                 catena_comm_t **newcomm,
+                                 catena_request_t **request);
+
+/**
+ * `catena_comm_split_compare`, nonblocking: the color and key are read at
+ * the post; `compare` may be called until the request is done.
+ *
+ * # Safety
+ * As `catena_comm_split_compare`, with `compare`, `ctx` and `newcomm`
+ * valid until the request is done; `request` is NULL or valid for a write.
+ */
+int catena_comm_split_compare_post(const catena_comm_t *comm,
+                                   const void *color,
+                                   size_t color_len,
+                                   const void *key,
+                                   size_t key_len,
+                                   catena_compare_fn compare,
+                                   void *ctx,
+                                   catena_comm_t **newcomm,
+                                   catena_request_t **request);
+
+/**
+ * `catena_comm_dup`, nonblocking.
+ *
+ * # Safety
+ * `newcomm` stays valid for a write until the request is done; `request`
+ * is NULL or valid for a write.
+ */
+int catena_comm_dup_post(const catena_comm_t *comm,
+                         catena_comm_t **newcomm,
+                         catena_request_t **request);
 
 /**
  * `catena_comm_create_group`, nonblocking (members only).

@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::boundary::{
-    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, rank_from_c, with_instance,
+    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, rank_from_c, with_instance,
 };
 use crate::catena_comm_t;
 use crate::ops::{catena_user_op_fn, Reduction};
@@ -225,54 +225,4 @@ pub unsafe extern "C" fn catena_allgather(
 ) -> c_int {
     // SAFETY: per this function's contract.
     call(|| unsafe { gather_into(comm, sendbuf, bytes, recvbuf, None) })
-}
-
-/// Routes one element of an alltoall_specific: the group rank it goes to,
-/// or a negative number to drop it.
-pub type catena_route_fn =
-    Option<unsafe extern "C" fn(element: *const c_void, ctx: *mut c_void) -> c_int>;
-
-/// `MPI_Alltoall_specific` (seed 002): each of this member's `count`
-/// elements of `elem_size` bytes (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96,
-/// 128 or 256) goes to the group rank `route` names; the elements sent to
-/// this member land in `recv` (room for `capacity`), their number in
-/// `*received`. Too little room anywhere is `CATENA_ERR_TRUNCATE` on every
-/// member (the last error names what this one needs); a target outside the
-/// group is `CATENA_ERR_ARG` on every member; nothing moves in either case.
-///
-/// # Safety
-/// `send` is valid for `count` elements, `recv` for `capacity`; `route`
-/// may be called with each element and `ctx`; `received` is NULL or valid
-/// for a write.
-#[no_mangle]
-pub unsafe extern "C" fn catena_alltoall_specific(
-    comm: *const catena_comm_t,
-    send: *const c_void,
-    count: usize,
-    elem_size: usize,
-    route: catena_route_fn,
-    ctx: *mut c_void,
-    recv: *mut c_void,
-    capacity: usize,
-    received: *mut usize,
-) -> c_int {
-    call(|| {
-        let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
-        // SAFETY: per this function's contract.
-        let received = unsafe { out_arg(received, "received") }?;
-        // SAFETY: per this function's contract.
-        let send = unsafe { bytes_arg(send, element_bytes(count, elem_size)?, "send") }?;
-        // SAFETY: per this function's contract.
-        let recv = unsafe { bytes_mut_arg(recv, element_bytes(capacity, elem_size)?, "recv") }?;
-        // SAFETY: the user vouches for `route`; `e` is one whole element.
-        let mut target = |e: &[u8]| {
-            let rank = unsafe { route(e.as_ptr().cast(), ctx) };
-            // A negative rank drops the element.
-            u32::try_from(rank).ok()
-        };
-        *received = with_instance(|i| {
-            i.alltoall_specific(comm_arg(comm)?, send, recv, elem_size, &mut target)
-        })?;
-        Ok(())
-    })
 }

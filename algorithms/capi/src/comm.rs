@@ -164,11 +164,8 @@ pub unsafe extern "C" fn catena_comm_split_bytes(
     newcomm: *mut *mut catena_comm_t,
 ) -> c_int {
     call(|| {
-        let color = match color.is_null() {
-            true => SplitColor::Undefined,
-            // SAFETY: per this function's contract.
-            false => SplitColor::Bytes(unsafe { bytes_arg(color, color_len, "color") }?),
-        };
+        // SAFETY: per this function's contract.
+        let color = unsafe { bytes_color(color, color_len) }?;
         split_into(newcomm, comm, color, SplitKey::Int(key))
     })
 }
@@ -193,29 +190,51 @@ pub unsafe extern "C" fn catena_comm_split_compare(
     newcomm: *mut *mut catena_comm_t,
 ) -> c_int {
     call(|| {
-        let compare = compare.ok_or_else(|| Failure::arg("the comparator is NULL"))?;
-        let color = match color.is_null() {
-            true => SplitColor::Undefined,
-            // SAFETY: per this function's contract.
-            false => SplitColor::Bytes(unsafe { bytes_arg(color, color_len, "color") }?),
-        };
         // SAFETY: per this function's contract.
-        let key = unsafe { bytes_arg(key, key_len, "key") }?;
-        // SAFETY: both keys are `key_len` bytes (`instance` orders keys of
-        // other lengths without calling it); the user vouches for `compare`.
-        let order = |a: &[u8], b: &[u8]| {
-            unsafe { compare(a.as_ptr().cast(), b.as_ptr().cast(), ctx) }.cmp(&0)
-        };
-        split_into(
-            newcomm,
-            comm,
-            color,
-            SplitKey::Compared {
-                key,
-                compare: &order,
-            },
-        )
+        let (color, key) = unsafe { compared(color, color_len, key, key_len, compare, ctx) }?;
+        split_into(newcomm, comm, color, key)
     })
+}
+
+/// A byte-string color (NULL: no group).
+///
+/// # Safety
+/// `color` is NULL or valid for `color_len` bytes.
+pub(crate) unsafe fn bytes_color<'a>(
+    color: *const c_void,
+    color_len: usize,
+) -> Result<SplitColor<'a>, Failure> {
+    Ok(match color.is_null() {
+        true => SplitColor::Undefined,
+        // SAFETY: per this function's contract.
+        false => SplitColor::Bytes(unsafe { bytes_arg(color, color_len, "color") }?),
+    })
+}
+
+/// The color and the comparator-ordered key of `catena_comm_split_compare`.
+///
+/// # Safety
+/// As `catena_comm_split_compare`'s contract; `compare` and `ctx` for as
+/// long as the split runs.
+pub(crate) unsafe fn compared<'a>(
+    color: *const c_void,
+    color_len: usize,
+    key: *const c_void,
+    key_len: usize,
+    compare: catena_compare_fn,
+    ctx: *mut c_void,
+) -> Result<(SplitColor<'a>, SplitKey), Failure> {
+    let compare = compare.ok_or_else(|| Failure::arg("the comparator is NULL"))?;
+    // SAFETY: per this function's contract.
+    let color = unsafe { bytes_color(color, color_len) }?;
+    // SAFETY: per this function's contract.
+    let key = unsafe { bytes_arg(key, key_len, "key") }?.to_vec();
+    let compare = Box::new(move |a: &[u8], b: &[u8]| {
+        // SAFETY: the caller vouches for `compare` and `ctx`; keys reach
+        // it only in pairs of equal lengths (see `instance::split`).
+        unsafe { compare(a.as_ptr().cast(), b.as_ptr().cast(), ctx) }.cmp(&0)
+    });
+    Ok((color, SplitKey::Compared { key, compare }))
 }
 
 /// Chooses `comm`'s split algorithm by name (`Auto`, `AllgatherGroup`,

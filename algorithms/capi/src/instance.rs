@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use catena_algorithms::comm::DEFAULT_TIMEOUT;
 use catena_algorithms::{Algorithm, AlltoallOptions, Comm, CreateAlgorithm, GroupMap};
-use catena_fabric::Provider;
+use catena_fabric::{block_on, Provider};
+
+use crate::alltoall::{byte_plan, AlltoallTarget, Exchange, PlanCell};
 
 use crate::catena_comm_t;
 use crate::handles::{Handle, Handles};
@@ -27,13 +29,17 @@ pub(crate) enum SplitColor<'a> {
     Bytes(&'a [u8]),
 }
 
+/// The user's comparator over two keys' bytes.
+pub(crate) type Comparator = dyn Fn(&[u8], &[u8]) -> Ordering;
+
 /// A split's key, as C passes it.
-pub(crate) enum SplitKey<'a> {
+pub(crate) enum SplitKey {
     Int(i64),
-    /// Key bytes ordered by the user's comparator.
+    /// Key bytes ordered by the user's comparator (which a posted split
+    /// keeps until it is done).
     Compared {
-        key: &'a [u8],
-        compare: &'a dyn Fn(&[u8], &[u8]) -> Ordering,
+        key: Vec<u8>,
+        compare: Box<Comparator>,
     },
 }
 
@@ -74,16 +80,21 @@ pub(crate) trait Api {
         out: Option<&mut [u8]>,
         root: Option<u32>,
     ) -> Result<(), Failure>;
-    /// alltoall_specific on elements of `size` bytes: `route` names each
-    /// one's target group rank (`None` drops it); the count received.
-    fn alltoall_specific(
-        &self,
+    /// An alltoall_specific (one-shot or a plan's exchange): the count
+    /// received.
+    fn alltoall(&self, target: AlltoallTarget, exchange: Exchange) -> Result<usize, Failure>;
+    /// A plan for repeated alltoalls of `elem_size`-byte elements, receiving
+    /// up to `capacity` per call.
+    fn alltoall_plan(
+        &mut self,
         comm: Handle,
-        send: &[u8],
-        recv: &mut [u8],
-        size: usize,
-        route: &mut dyn FnMut(&[u8]) -> Option<u32>,
-    ) -> Result<usize, Failure>;
+        elem_size: usize,
+        capacity: usize,
+        options: AlltoallOptions,
+    ) -> Result<Handle, Failure>;
+    /// A plan's element size and capacity.
+    fn plan_shape(&self, plan: Handle) -> Result<(usize, usize), Failure>;
+    fn free_plan(&mut self, plan: Handle) -> Result<(), Failure>;
     /// The number of processes in the job (the world of group maps).
     fn world_size(&self) -> u32;
     fn insert_group(&mut self, map: GroupMap) -> Handle;
@@ -97,14 +108,15 @@ pub(crate) trait Api {
         group: Handle,
         tag: u32,
     ) -> Result<Option<Handle>, Failure>;
-    /// Posts a split (integer keys); its result goes to `out` when done.
+    /// Posts a split; its result goes to `out` when done.
     fn split_post(
         &mut self,
         comm: Handle,
         color: SplitColor,
-        key: i64,
+        key: SplitKey,
         out: *mut *mut catena_comm_t,
     ) -> Result<Handle, Failure>;
+    fn dup_post(&mut self, comm: Handle, out: *mut *mut catena_comm_t) -> Result<Handle, Failure>;
     fn create_group_post(
         &mut self,
         comm: Handle,
@@ -140,6 +152,14 @@ pub(crate) trait Api {
         recv: *mut u8,
         root: Option<u32>,
     ) -> Result<Handle, Failure>;
+    /// Posts a one-shot alltoall_specific (`plan` `None`) or a plan's
+    /// exchange; the count goes to `received` when done.
+    fn alltoall_post(
+        &mut self,
+        target: AlltoallTarget,
+        exchange: Exchange<'static>,
+        received: *mut usize,
+    ) -> Result<Handle, Failure>;
     /// Progresses `request`: `Some(outcome)` once it finished (and is
     /// gone); `Err` only for a handle that is not a live request.
     fn test(&mut self, request: Handle) -> Result<Option<Result<(), Failure>>, Failure>;
@@ -157,6 +177,8 @@ pub(crate) struct Instance<P: Provider + 'static> {
     comms: Handles<Rc<Comm<'static, P>>>,
     requests: Handles<Pending<P>>,
     groups: Handles<GroupMap>,
+    /// Alltoall plans, each holding its communicator.
+    plans: Handles<Rc<PlanCell>>,
     /// The world communicator: one per transport, never freed.
     world: Handle,
 }
@@ -171,6 +193,7 @@ impl<P: Provider + 'static> Instance<P> {
             comms,
             requests: Handles::default(),
             groups: Handles::default(),
+            plans: Handles::default(),
             world,
         }))
     }
@@ -179,6 +202,12 @@ impl<P: Provider + 'static> Instance<P> {
         self.comms
             .get(handle)
             .ok_or_else(|| Failure::new(CATENA_ERR_HANDLE, "not a live communicator handle"))
+    }
+
+    fn plan(&self, handle: Handle) -> Result<&Rc<PlanCell>, Failure> {
+        self.plans
+            .get(handle)
+            .ok_or_else(|| Failure::new(CATENA_ERR_HANDLE, "not a live alltoall plan handle"))
     }
 
     fn keep(&mut self, comm: Option<Comm<'static, P>>) -> Option<Handle> {
@@ -253,6 +282,10 @@ impl<P: Provider + 'static> Instance<P> {
                 // SAFETY: as above, `len` bytes at `at`.
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, len) };
             }
+            (Outcome::Count(n), Output::Count(at)) => {
+                // SAFETY: as above.
+                unsafe { *at = n };
+            }
             _ => {}
         }
         Ok(())
@@ -264,6 +297,7 @@ pub(crate) enum Outcome<P: Provider + 'static> {
     Done,
     Comm(Option<Comm<'static, P>>),
     Bytes(Vec<u8>),
+    Count(usize),
 }
 
 /// Where a request's result goes when it finishes: C memory the caller
@@ -272,6 +306,7 @@ pub(crate) enum Output {
     Nothing,
     Comm(*mut *mut crate::catena_comm_t),
     Bytes { at: *mut u8, len: usize },
+    Count(*mut usize),
 }
 
 pub(crate) struct Pending<P: Provider + 'static> {
@@ -319,19 +354,8 @@ impl<P: Provider + 'static> Api for Instance<P> {
         color: SplitColor,
         key: SplitKey,
     ) -> Result<Option<Handle>, Failure> {
-        let comm = self.comm(handle)?;
         let color = color_bytes(color);
-        let new = match key {
-            SplitKey::Int(k) => comm.split(color, k)?,
-            SplitKey::Compared { key, compare } => {
-                // Keys of differing lengths (a member passed another
-                // key_len) are ordered by length and never reach the C
-                // comparator, which would read past the shorter one.
-                let order =
-                    |a: &Vec<u8>, b: &Vec<u8>| a.len().cmp(&b.len()).then_with(|| compare(a, b));
-                comm.split_by(color, key.to_vec(), order)?
-            }
-        };
+        let new = block_on(self.transport, split(self.comm(handle)?, color, key))?;
         Ok(self.keep(new))
     }
 
@@ -432,37 +456,48 @@ impl<P: Provider + 'static> Api for Instance<P> {
         Ok(())
     }
 
-    fn alltoall_specific(
-        &self,
+    fn alltoall(&self, target: AlltoallTarget, exchange: Exchange) -> Result<usize, Failure> {
+        let received = match target {
+            AlltoallTarget::Once {
+                comm,
+                elem_size,
+                options,
+            } => {
+                let capacity = exchange.recv.len() / elem_size.max(1);
+                let plan = byte_plan(self.comm(comm)?, elem_size, capacity, options)?;
+                block_on(self.transport, plan.iexchange(exchange))
+            }
+            AlltoallTarget::Plan(plan) => {
+                block_on(self.transport, self.plan(plan)?.plan().iexchange(exchange))
+            }
+        };
+        Ok(received?)
+    }
+
+    fn alltoall_plan(
+        &mut self,
         comm: Handle,
-        send: &[u8],
-        recv: &mut [u8],
-        size: usize,
-        route: &mut dyn FnMut(&[u8]) -> Option<u32>,
-    ) -> Result<usize, Failure> {
-        let comm = self.comm(comm)?;
-        // Elements are byte arrays of one of these sizes (Rust's alltoall
-        // moves `Pod` values of a size known when compiled).
-        macro_rules! sized {
-            ($($n:literal)*) => {
-                match size {
-                    $($n => {
-                        let send: &[[u8; $n]] = bytemuck::cast_slice(send);
-                        let recv: &mut [[u8; $n]] = bytemuck::cast_slice_mut(recv);
-                        Ok(comm.alltoall_specific(send, recv, AlltoallOptions::default(), |e, emit| {
-                            if let Some(target) = route(e) {
-                                emit.to(target);
-                            }
-                        })?)
-                    })*
-                    _ => Err(Failure::arg(format!(
-                        "alltoall_specific elements of {size} bytes; sizes are {}",
-                        [$($n),*].map(|n: usize| n.to_string()).join(", ")
-                    ))),
-                }
-            };
-        }
-        sized!(1 2 4 8 12 16 24 32 48 64 96 128 256)
+        elem_size: usize,
+        capacity: usize,
+        options: AlltoallOptions,
+    ) -> Result<Handle, Failure> {
+        let comm = Rc::clone(self.comm(comm)?);
+        let plan = PlanCell::make(comm, elem_size, capacity, options)?;
+        Ok(self.plans.insert(Rc::new(plan)))
+    }
+
+    fn plan_shape(&self, plan: Handle) -> Result<(usize, usize), Failure> {
+        let plan = self.plan(plan)?.plan();
+        Ok((plan.elem_size(), plan.capacity()))
+    }
+
+    fn free_plan(&mut self, plan: Handle) -> Result<(), Failure> {
+        self.plans.remove(plan).map(drop).ok_or_else(|| {
+            Failure::new(
+                CATENA_ERR_HANDLE,
+                "not a live alltoall plan handle (freed twice?)",
+            )
+        })
     }
 
     fn world_size(&self) -> u32 {
@@ -500,12 +535,18 @@ impl<P: Provider + 'static> Api for Instance<P> {
         &mut self,
         comm: Handle,
         color: SplitColor,
-        key: i64,
+        key: SplitKey,
         out: *mut *mut catena_comm_t,
     ) -> Result<Handle, Failure> {
         let comm = Rc::clone(self.comm(comm)?);
         let color = color_bytes(color);
-        let future = async move { Ok(Outcome::Comm(comm.isplit(color, key).await?)) };
+        let future = async move { Ok(Outcome::Comm(split(&comm, color, key).await?)) };
+        self.post(future, Output::Comm(out))
+    }
+
+    fn dup_post(&mut self, comm: Handle, out: *mut *mut catena_comm_t) -> Result<Handle, Failure> {
+        let comm = Rc::clone(self.comm(comm)?);
+        let future = async move { Ok(Outcome::Comm(Some(comm.idup().await?))) };
         self.post(future, Output::Comm(out))
     }
 
@@ -623,6 +664,36 @@ impl<P: Provider + 'static> Api for Instance<P> {
         self.post(future, output)
     }
 
+    fn alltoall_post(
+        &mut self,
+        target: AlltoallTarget,
+        exchange: Exchange<'static>,
+        received: *mut usize,
+    ) -> Result<Handle, Failure> {
+        let output = Output::Count(received);
+        match target {
+            AlltoallTarget::Once {
+                comm,
+                elem_size,
+                options,
+            } => {
+                let comm = Rc::clone(self.comm(comm)?);
+                let capacity = exchange.recv.len() / elem_size.max(1);
+                let future = async move {
+                    let plan = byte_plan(&comm, elem_size, capacity, options)?;
+                    Ok(Outcome::Count(plan.iexchange(exchange).await?))
+                };
+                self.post(future, output)
+            }
+            AlltoallTarget::Plan(plan) => {
+                let plan = Rc::clone(self.plan(plan)?);
+                let future =
+                    async move { Ok(Outcome::Count(plan.plan().iexchange(exchange).await?)) };
+                self.post(future, output)
+            }
+        }
+    }
+
     fn test(&mut self, request: Handle) -> Result<Option<Result<(), Failure>>, Failure> {
         let pending = self
             .requests
@@ -652,6 +723,7 @@ impl<P: Provider + 'static> Api for Instance<P> {
     fn finalize(mut self: Box<Self>) -> Result<(), Failure> {
         let timeout = DEFAULT_TIMEOUT;
         drop(self.requests.drain().collect::<Vec<_>>());
+        drop(self.plans.drain().collect::<Vec<_>>());
         drop(self.comms.drain().collect::<Vec<_>>());
         drop(self.groups.drain().collect::<Vec<_>>());
         // SAFETY: leaked in `start`; every communicator borrowing it is
@@ -668,6 +740,30 @@ fn color_bytes(color: SplitColor) -> Option<Vec<u8>> {
         SplitColor::Undefined => None,
         SplitColor::Int(c) => Some(c.to_le_bytes().to_vec()),
         SplitColor::Bytes(b) => Some(b.to_vec()),
+    }
+}
+
+/// A split in progress: the new communicator, if this process joins one.
+type Splitting<'a, P> =
+    Pin<Box<dyn Future<Output = catena_algorithms::Result<Option<Comm<'static, P>>>> + 'a>>;
+
+/// A split of `comm` by `color` and `key` (started when called, so it
+/// takes its tags in call order).
+fn split<'a, P: Provider>(
+    comm: &'a Comm<'static, P>,
+    color: Option<Vec<u8>>,
+    key: SplitKey,
+) -> Splitting<'a, P> {
+    match key {
+        SplitKey::Int(k) => Box::pin(comm.isplit(color, k)),
+        SplitKey::Compared { key, compare } => {
+            // Keys of differing lengths (a member passed another key_len)
+            // are ordered by length and never reach the C comparator,
+            // which would read past the shorter one.
+            let order =
+                move |a: &Vec<u8>, b: &Vec<u8>| a.len().cmp(&b.len()).then_with(|| compare(a, b));
+            Box::pin(comm.isplit_by(color, key, order))
+        }
     }
 }
 

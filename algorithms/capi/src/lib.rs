@@ -4,6 +4,7 @@
 //! handle; see docs/c-api.md.
 #![allow(non_camel_case_types)]
 
+mod alltoall;
 mod boundary;
 mod collectives;
 mod comm;
@@ -18,6 +19,7 @@ use std::ffi::c_int;
 
 use catena_fabric::{with_provider, Provider, WithProvider, AUTO};
 
+pub use alltoall::*;
 use boundary::{call, out_arg, INSTANCE};
 pub use collectives::*;
 pub use comm::*;

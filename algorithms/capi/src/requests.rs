@@ -8,8 +8,9 @@ use std::ffi::{c_int, c_void};
 use crate::boundary::{
     bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, rank_from_c, with_instance,
 };
+use crate::comm::{bytes_color, catena_compare_fn, compared};
 use crate::handles::Handle;
-use crate::instance::SplitColor;
+use crate::instance::{SplitColor, SplitKey};
 use crate::ops::{catena_user_op_fn, Reduction};
 use crate::status::Failure;
 use crate::{catena_comm_t, catena_group_t, CATENA_UNDEFINED};
@@ -20,7 +21,7 @@ pub struct catena_request_t {
 }
 
 /// Stores the request `post` made.
-fn post_into(
+pub(crate) fn post_into(
     request: *mut *mut catena_request_t,
     post: impl FnOnce(&mut dyn crate::instance::Api) -> Result<Handle, Failure>,
 ) -> Result<(), Failure> {
@@ -53,8 +54,83 @@ pub unsafe extern "C" fn catena_comm_split_post(
             c => SplitColor::Int(c),
         };
         post_into(request, |i| {
+            i.split_post(comm_arg(comm)?, color, SplitKey::Int(key), newcomm)
+        })
+    })
+}
+
+/// `catena_comm_split_bytes`, nonblocking: the color is read at the post.
+///
+/// # Safety
+/// As `catena_comm_split_bytes`, with `newcomm` valid until the request is
+/// done; `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_split_bytes_post(
+    comm: *const catena_comm_t,
+    color: *const c_void,
+    color_len: usize,
+    key: i64,
+    newcomm: *mut *mut catena_comm_t,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        if newcomm.is_null() {
+            return Err(Failure::arg("newcomm is NULL"));
+        }
+        // SAFETY: per this function's contract.
+        let color = unsafe { bytes_color(color, color_len) }?;
+        post_into(request, |i| {
+            i.split_post(comm_arg(comm)?, color, SplitKey::Int(key), newcomm)
+        })
+    })
+}
+
+/// `catena_comm_split_compare`, nonblocking: the color and key are read at
+/// the post; `compare` may be called until the request is done.
+///
+/// # Safety
+/// As `catena_comm_split_compare`, with `compare`, `ctx` and `newcomm`
+/// valid until the request is done; `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_split_compare_post(
+    comm: *const catena_comm_t,
+    color: *const c_void,
+    color_len: usize,
+    key: *const c_void,
+    key_len: usize,
+    compare: catena_compare_fn,
+    ctx: *mut c_void,
+    newcomm: *mut *mut catena_comm_t,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        if newcomm.is_null() {
+            return Err(Failure::arg("newcomm is NULL"));
+        }
+        // SAFETY: per this function's contract.
+        let (color, key) = unsafe { compared(color, color_len, key, key_len, compare, ctx) }?;
+        post_into(request, |i| {
             i.split_post(comm_arg(comm)?, color, key, newcomm)
         })
+    })
+}
+
+/// `catena_comm_dup`, nonblocking.
+///
+/// # Safety
+/// `newcomm` stays valid for a write until the request is done; `request`
+/// is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_comm_dup_post(
+    comm: *const catena_comm_t,
+    newcomm: *mut *mut catena_comm_t,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        if newcomm.is_null() {
+            return Err(Failure::arg("newcomm is NULL"));
+        }
+        post_into(request, |i| i.dup_post(comm_arg(comm)?, newcomm))
     })
 }
 

@@ -145,6 +145,61 @@ static int out_of_range(const void *element, void *ctx) {
     return *(int *)ctx;
 }
 
+/* A plan's route: parcel i goes to i mod n as is, and every third one
+ * also goes, marked modified (from = -1 - from), to the next rank; seq 0
+ * is dropped. The context, when set, makes it fail or keep the emitter. */
+struct emit_ctx {
+    int fail;
+    catena_emit_t *kept;
+    int nested_rc;
+};
+
+static int to_target_and_next(const void *element, catena_emit_t *emit, void *ctx) {
+    const struct parcel *p = element;
+    struct emit_ctx *c = ctx;
+    if (c != NULL) {
+        c->kept = emit;
+        c->nested_rc = catena_barrier(NULL);
+        if (c->fail)
+            return c->fail;
+    }
+    if (p->seq == 0)
+        return 0;
+    if (catena_emit_to(emit, p->target) != CATENA_SUCCESS)
+        return 1;
+    if (p->seq % 3 == 0) {
+        struct parcel copy = {(p->target + 1) % n, -1 - p->from, p->seq};
+        if (catena_emit_modified(emit, copy.target, &copy) != CATENA_SUCCESS)
+            return 2;
+    }
+    return 0;
+}
+
+/* The parcels `to_target_and_next` delivers here, in stable order: sources
+ * in rank order, each source's in send order, an element's copies in
+ * emission order. */
+static size_t expected_parcels(int count, int seq_base, struct parcel *want) {
+    size_t k = 0;
+    for (int q = 0; q < n; q++)
+        for (int i = 0; i < count; i++) {
+            int seq = seq_base + i;
+            if (seq == 0)
+                continue;
+            if (i % n == me)
+                want[k++] = (struct parcel){me, q, seq};
+            if (seq % 3 == 0 && (i % n + 1) % n == me)
+                want[k++] = (struct parcel){me, -1 - q, seq};
+        }
+    return k;
+}
+
+static int parcel_order(const void *a, const void *b) {
+    const struct parcel *x = a, *y = b;
+    if (x->from != y->from)
+        return (x->from > y->from) - (x->from < y->from);
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 struct record {
     int weight, id;
 };
@@ -554,6 +609,151 @@ int main(int argc, char **argv) {
               CATENA_ERR_ARG);
         free(out);
         free(in);
+    }
+
+    /* The creation calls' other posted forms, tested in reverse order. */
+    {
+        catena_request_t *reqs[3];
+        catena_comm_t *copy = NULL, *by_name = NULL, *by_weight = NULL;
+        const char *name = me % 3 ? "rest" : "thirds";
+        struct record mine = {me % 4, me};
+        long calls = 0;
+        int done, left = 3;
+        OK(catena_comm_dup_post(world, &copy, &reqs[0]));
+        OK(catena_comm_split_bytes_post(world, name, strlen(name), -me, &by_name, &reqs[1]));
+        OK(catena_comm_split_compare_post(world, "all", 3, &mine, sizeof mine, heavier_first,
+                                          &calls, &by_weight, &reqs[2]));
+        while (left > 0)
+            for (int r = 2; r >= 0; r--)
+                if (reqs[r] != NULL) {
+                    OK(catena_request_test(&reqs[r], &done));
+                    left -= done;
+                }
+        for (int q = 0; q < n; q++) {
+            color[q] = q % 3 ? 1 : 0;
+            key[q] = -q;
+        }
+        check_split(by_name, color, key, "posted byte-color split");
+        for (int q = 0; q < n; q++) {
+            color[q] = 7;
+            key[q] = -(q % 4);
+        }
+        check_split(by_weight, color, key, "posted comparator split");
+        for (int q = 0; q < n; q++)
+            key[q] = q;
+        check_split(copy, color, key, "posted dup");
+        OK(catena_comm_free(&copy));
+        OK(catena_comm_free(&by_name));
+        OK(catena_comm_free(&by_weight));
+        FAILS(catena_comm_dup_post(world, NULL, &reqs[0]), CATENA_ERR_ARG);
+        FAILS(catena_comm_split_compare_post(world, "all", 3, &mine, sizeof mine, NULL, NULL,
+                                             &copy, &reqs[0]),
+              CATENA_ERR_ARG);
+    }
+
+    /* alltoall_specific posted, and plans of every variant, unordered and
+     * stable, each used twice (the second exchange posted), routes that
+     * emit several targets and modified copies; results against the
+     * sequential reference. */
+    {
+        int count = 3 * n;
+        struct parcel *out = calloc(count, sizeof *out), *in = calloc(4 * count, sizeof *in),
+                      *want = calloc(4 * count, sizeof *want);
+        size_t received = 0;
+        catena_request_t *req = NULL;
+        for (int i = 0; i < count; i++)
+            out[i] = (struct parcel){i % n, me, i};
+        OK(catena_alltoall_specific_post(world, out, count, sizeof *out, to_its_target, NULL, in,
+                                         count, &received, &req));
+        OK(catena_request_wait(&req));
+        CHECK(received == (size_t)n * (me == 0 ? 2 : 3), "posted alltoall_specific: %zu",
+              received);
+
+        const char *variants[] = {"auto", "alltoallv", "sendrecv", "put", "put-stable", "sort"};
+        for (int v = 0; v < 6; v++)
+            for (int stable = 0; stable < 2; stable++) {
+                catena_alltoall_plan_t *plan = NULL;
+                OK(catena_alltoall_plan_create(world, sizeof *out, 4 * count, variants[v], stable,
+                                               &plan));
+                for (int round = 0; round < 2; round++) {
+                    int base = round * 100;
+                    for (int i = 0; i < count; i++)
+                        out[i] = (struct parcel){i % n, me, base + i};
+                    memset(in, 0xff, 4 * count * sizeof *in);
+                    received = 0;
+                    if (round == 0) {
+                        OK(catena_alltoall_plan_exchange(plan, out, count, to_target_and_next,
+                                                         NULL, in, &received));
+                    } else {
+                        OK(catena_alltoall_plan_exchange_post(plan, out, count,
+                                                              to_target_and_next, NULL, in,
+                                                              &received, &req));
+                        OK(catena_request_wait(&req));
+                    }
+                    size_t k = expected_parcels(count, base, want);
+                    CHECK(received == k, "plan %s/%d: received %zu, want %zu", variants[v],
+                          stable, received, k);
+                    int ordered = stable || strcmp(variants[v], "alltoallv") == 0 ||
+                                  strcmp(variants[v], "put-stable") == 0 ||
+                                  strcmp(variants[v], "sort") == 0;
+                    if (!ordered) {
+                        qsort(in, received, sizeof *in, parcel_order);
+                        qsort(want, k, sizeof *want, parcel_order);
+                    }
+                    CHECK(received != k || memcmp(in, want, k * sizeof *in) == 0,
+                          "plan %s/%d round %d: other parcels (or order) than the reference",
+                          variants[v], stable, round);
+                }
+                OK(catena_alltoall_plan_free(&plan));
+                CHECK(plan == NULL, "plan free did not clear the handle");
+            }
+
+        /* A plan keeps its communicator; misuse fails alike everywhere. */
+        {
+            catena_comm_t *copy = NULL;
+            catena_alltoall_plan_t *plan = NULL;
+            struct emit_ctx ctx = {0, NULL, 0};
+            OK(catena_comm_dup(world, &copy));
+            OK(catena_alltoall_plan_create(copy, sizeof *out, 4 * count, "put", 0, &plan));
+            OK(catena_comm_free(&copy));
+            for (int i = 0; i < count; i++)
+                out[i] = (struct parcel){i % n, me, i};
+            OK(catena_alltoall_plan_exchange(plan, out, count, to_target_and_next, &ctx, in,
+                                             &received));
+            CHECK(received == expected_parcels(count, 0, want), "a plan on a freed dup");
+            CHECK(ctx.nested_rc == CATENA_ERR_STATE, "catena called from a route: %d",
+                  ctx.nested_rc);
+            FAILS(catena_emit_to(ctx.kept, 0), CATENA_ERR_ARG);
+            FAILS(catena_emit_to(NULL, 0), CATENA_ERR_ARG);
+            ctx.fail = 5;
+            FAILS(catena_alltoall_plan_exchange(plan, out, count, to_target_and_next, &ctx, in,
+                                                &received),
+                  CATENA_ERR_USER);
+            FAILS(catena_alltoall_plan_exchange(plan, out, count, NULL, NULL, in, &received),
+                  CATENA_ERR_ARG);
+            catena_alltoall_plan_t *stale = plan;
+            OK(catena_alltoall_plan_free(&plan));
+            FAILS(catena_alltoall_plan_free(&stale), CATENA_ERR_HANDLE);
+            FAILS(catena_alltoall_plan_exchange(stale, out, count, to_target_and_next, NULL, in,
+                                                &received),
+                  CATENA_ERR_HANDLE);
+            FAILS(catena_alltoall_plan_exchange((catena_alltoall_plan_t *)world, out, count,
+                                                to_target_and_next, NULL, in, &received),
+                  CATENA_ERR_HANDLE);
+            FAILS(catena_alltoall_plan_create(world, sizeof *out, count, "bogus", 0, &plan),
+                  CATENA_ERR_ARG);
+            FAILS(catena_alltoall_plan_create(world, 7, count, NULL, 0, &plan), CATENA_ERR_ARG);
+            if (n > 1) {
+                OK(catena_alltoall_plan_create(world, sizeof *out, 1, NULL, 0, &plan));
+                FAILS(catena_alltoall_plan_exchange(plan, out, count, to_target_and_next, NULL,
+                                                    in, &received),
+                      CATENA_ERR_TRUNCATE);
+                OK(catena_alltoall_plan_free(&plan));
+            }
+        }
+        free(out);
+        free(in);
+        free(want);
     }
 
     OK(catena_comm_set_timeout(world, 30.0));

@@ -1,0 +1,554 @@
+//! alltoall_specific in C (seed 002): one-shot calls with a route callback
+//! naming one target per element, and plans (a variant by name, stable
+//! order, a capacity kept across calls) whose route callback emits any
+//! number of targets or modified copies; blocking and posted forms.
+
+use std::any::Any;
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use bytemuck::Pod;
+use catena_algorithms::alltoall::Emit;
+use catena_algorithms::{AlltoallOptions, AlltoallPlan, AlltoallVariant, Comm, Error};
+use catena_fabric::Transport;
+
+use crate::boundary::{
+    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, with_instance,
+};
+use crate::catena_comm_t;
+use crate::handles::Handle;
+use crate::requests::{catena_request_t, post_into};
+use crate::status::Failure;
+
+/// A persistent alltoall on one communicator (its receive window and
+/// peers' keys kept across calls). Handles are never dereferenced.
+pub struct catena_alltoall_plan_t {
+    _private: [u8; 0],
+}
+
+/// Where a plan's route callback sends the element it was given: valid
+/// only during that callback, for `catena_emit_to` / `catena_emit_modified`.
+pub struct catena_emit_t {
+    _private: [u8; 0],
+}
+
+/// Routes one element of an alltoall_specific: the group rank it goes to,
+/// or a negative number to drop it.
+pub type catena_route_fn =
+    Option<unsafe extern "C" fn(element: *const c_void, ctx: *mut c_void) -> c_int>;
+
+/// Routes one element of a plan's exchange by calling `catena_emit_to` /
+/// `catena_emit_modified` on `emit` once per copy (none drops it); returns
+/// 0, or anything else to fail the exchange with `CATENA_ERR_USER` on every
+/// member before an element moves.
+pub type catena_emit_fn = Option<
+    unsafe extern "C" fn(
+        element: *const c_void,
+        emit: *mut catena_emit_t,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
+
+/// Where a route sends one element, whatever the element's size.
+pub(crate) trait Targets {
+    fn to(&mut self, rank: u32);
+    /// Sends `copy` (one element's bytes) in the element's place.
+    fn modified(&mut self, rank: u32, copy: &[u8]);
+}
+
+impl<const N: usize> Targets for Emit<'_, [u8; N]> {
+    fn to(&mut self, rank: u32) {
+        Emit::to(self, rank);
+    }
+
+    fn modified(&mut self, rank: u32, copy: &[u8]) {
+        let copy: [u8; N] = copy.try_into().expect("copies are read one element long");
+        Emit::modified(self, rank, copy);
+    }
+}
+
+/// A route over elements as bytes.
+pub(crate) type Route<'a> = Box<dyn FnMut(&[u8], &mut dyn Targets) + 'a>;
+
+/// One call's buffers and route, as bytes.
+pub(crate) struct Exchange<'a> {
+    pub(crate) send: &'a [u8],
+    /// Room for the capacity's elements.
+    pub(crate) recv: &'a mut [u8],
+    pub(crate) route: Route<'a>,
+}
+
+/// What an alltoall runs on: a communicator once, or a plan.
+pub(crate) enum AlltoallTarget {
+    Once {
+        comm: Handle,
+        elem_size: usize,
+        options: AlltoallOptions,
+    },
+    Plan(Handle),
+}
+
+type Exchanging<'a> = Pin<Box<dyn Future<Output = catena_algorithms::Result<usize>> + 'a>>;
+
+/// An [`AlltoallPlan`] of byte-array elements, their size known at run time.
+pub(crate) trait BytePlan {
+    fn elem_size(&self) -> usize;
+    fn capacity(&self) -> usize;
+    fn iexchange<'a>(&'a self, exchange: Exchange<'a>) -> Exchanging<'a>;
+}
+
+impl<T: Transport, const N: usize> BytePlan for AlltoallPlan<'_, '_, T, [u8; N]>
+where
+    [u8; N]: Pod,
+{
+    fn elem_size(&self) -> usize {
+        N
+    }
+
+    fn capacity(&self) -> usize {
+        AlltoallPlan::capacity(self)
+    }
+
+    fn iexchange<'a>(&'a self, x: Exchange<'a>) -> Exchanging<'a> {
+        let send: &[[u8; N]] = bytemuck::cast_slice(x.send);
+        let recv: &mut [[u8; N]] = bytemuck::cast_slice_mut(x.recv);
+        let mut route = x.route;
+        Box::pin(self.iexchange(send, recv, move |e, emit| route(e, emit)))
+    }
+}
+
+/// A plan on `comm` for elements of `size` bytes: a byte array of one of
+/// these sizes (Rust's alltoall moves `Pod` values of a size known when
+/// compiled).
+pub(crate) fn byte_plan<'c, T: Transport>(
+    comm: &'c Comm<'static, T>,
+    size: usize,
+    capacity: usize,
+    options: AlltoallOptions,
+) -> catena_algorithms::Result<Box<dyn BytePlan + 'c>> {
+    macro_rules! sized {
+        ($($n:literal)*) => {
+            match size {
+                $($n => Ok(Box::new(comm.alltoall_plan::<[u8; $n]>(capacity, options)?)),)*
+                _ => Err(Error::InvalidArgument(format!(
+                    "alltoall_specific elements of {size} bytes; sizes are {}",
+                    [$($n),*].map(|n: usize| n.to_string()).join(", ")
+                ))),
+            }
+        };
+    }
+    sized!(1 2 4 8 12 16 24 32 48 64 96 128 256)
+}
+
+type PlanOf<'c> = Box<dyn BytePlan + 'c>;
+
+self_cell::self_cell!(
+    /// A plan and the communicator it runs on, which it keeps alive (a
+    /// request in flight on the plan keeps both).
+    pub(crate) struct PlanCell {
+        owner: Rc<dyn Any>,
+        #[covariant]
+        dependent: PlanOf,
+    }
+);
+
+impl PlanCell {
+    /// A plan on `comm` (a `Comm<'static, T>`).
+    pub(crate) fn make<T: Transport + 'static>(
+        comm: Rc<Comm<'static, T>>,
+        size: usize,
+        capacity: usize,
+        options: AlltoallOptions,
+    ) -> catena_algorithms::Result<PlanCell> {
+        PlanCell::try_new(comm, |owner| {
+            let comm = owner
+                .downcast_ref::<Comm<'static, T>>()
+                .expect("made from a communicator of this transport");
+            byte_plan(comm, size, capacity, options)
+        })
+    }
+
+    pub(crate) fn plan(&self) -> &dyn BytePlan {
+        self.borrow_dependent().as_ref()
+    }
+}
+
+/// A route calling the C callback for one target per element.
+fn one_target<'a>(
+    route: unsafe extern "C" fn(*const c_void, *mut c_void) -> c_int,
+    ctx: *mut c_void,
+) -> Route<'a> {
+    Box::new(move |e, targets| {
+        // SAFETY: the caller vouches for `route` and `ctx`; `e` is one whole
+        // element.
+        let rank = unsafe { route(e.as_ptr().cast(), ctx) };
+        // A negative rank drops the element.
+        if let Ok(rank) = u32::try_from(rank) {
+            targets.to(rank);
+        }
+    })
+}
+
+/// What `catena_emit_t` points to during a route callback.
+struct Emitter<'e> {
+    targets: &'e mut dyn Targets,
+    elem_size: usize,
+}
+
+thread_local! {
+    /// The emitter of the route callback running on this thread (null
+    /// outside one): a `catena_emit_t` that is not it is refused, never
+    /// dereferenced.
+    static CURRENT_EMITTER: Cell<*mut c_void> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// A route calling the C callback that emits its targets.
+fn emitting<'a>(
+    route: unsafe extern "C" fn(*const c_void, *mut catena_emit_t, *mut c_void) -> c_int,
+    ctx: *mut c_void,
+    elem_size: usize,
+) -> Route<'a> {
+    Box::new(move |e, targets| {
+        let mut emitter = Emitter { targets, elem_size };
+        let at: *mut Emitter = &mut emitter;
+        let outer = CURRENT_EMITTER.replace(at.cast());
+        // SAFETY: the caller vouches for `route` and `ctx`; `e` is one whole
+        // element; `at` lives until the callback returns.
+        let rc = unsafe { route(e.as_ptr().cast(), at.cast(), ctx) };
+        CURRENT_EMITTER.set(outer);
+        if rc != 0 {
+            // Unwinds to the alltoall's guard of user code (without the
+            // panic hook's message): `CATENA_ERR_USER` on every member.
+            std::panic::resume_unwind(Box::new(format!("the route callback returned {rc}")));
+        }
+    })
+}
+
+/// Runs `body` on the emitter `emit` names, if it is the running one.
+fn with_emitter(
+    emit: *mut catena_emit_t,
+    body: impl FnOnce(&mut Emitter) -> Result<(), Failure>,
+) -> c_int {
+    call(|| {
+        if emit.is_null() || CURRENT_EMITTER.get() != emit.cast() {
+            return Err(Failure::arg(
+                "not the emitter of a route callback running now",
+            ));
+        }
+        // SAFETY: `emit` is the live emitter `emitting` made (checked above).
+        body(unsafe { &mut *emit.cast::<Emitter>() })
+    })
+}
+
+fn target_rank(rank: c_int) -> Result<u32, Failure> {
+    u32::try_from(rank).map_err(|_| Failure::arg(format!("an element emitted to rank {rank}")))
+}
+
+/// Sends the element being routed to group rank `rank` (a rank outside
+/// the group fails the exchange with `CATENA_ERR_ARG` on every member).
+/// Only from a plan's route callback, on the `emit` it was given.
+///
+/// # Safety
+/// None beyond the above: any other `emit` is refused.
+#[no_mangle]
+pub unsafe extern "C" fn catena_emit_to(emit: *mut catena_emit_t, rank: c_int) -> c_int {
+    with_emitter(emit, |e| {
+        e.targets.to(target_rank(rank)?);
+        Ok(())
+    })
+}
+
+/// Sends a copy of one element's size at `copy` to group rank `rank` in
+/// the element's place (a modified copy). As `catena_emit_to`.
+///
+/// # Safety
+/// `copy` is valid for the plan's element size.
+#[no_mangle]
+pub unsafe extern "C" fn catena_emit_modified(
+    emit: *mut catena_emit_t,
+    rank: c_int,
+    copy: *const c_void,
+) -> c_int {
+    with_emitter(emit, |e| {
+        let rank = target_rank(rank)?;
+        // SAFETY: per this function's contract.
+        let copy = unsafe { bytes_arg(copy, e.elem_size, "copy") }?;
+        e.targets.modified(rank, copy);
+        Ok(())
+    })
+}
+
+/// The options a variant name and a stable flag ask for.
+///
+/// # Safety
+/// `variant` is NULL or a NUL-terminated string.
+unsafe fn options_arg(variant: *const c_char, stable: c_int) -> Result<AlltoallOptions, Failure> {
+    let variant = match variant.is_null() {
+        true => AlltoallVariant::Auto,
+        // SAFETY: per this function's contract.
+        false => unsafe { CStr::from_ptr(variant) }
+            .to_str()
+            .map_err(|_| Failure::arg("the variant name is not UTF-8"))?
+            .parse()?,
+    };
+    let options = AlltoallOptions::new(variant);
+    Ok(if stable != 0 {
+        options.stable()
+    } else {
+        options
+    })
+}
+
+/// The buffers of one call, checked: `count` elements to send, room for
+/// `capacity` to receive.
+///
+/// # Safety
+/// As the C functions' contracts: `send` valid for `count` elements,
+/// `recv` for `capacity`, for `'a`.
+unsafe fn buffers<'a>(
+    send: *const c_void,
+    count: usize,
+    recv: *mut c_void,
+    capacity: usize,
+    elem_size: usize,
+) -> Result<(&'a [u8], &'a mut [u8]), Failure> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        Ok((
+            bytes_arg(send, element_bytes(count, elem_size)?, "send")?,
+            bytes_mut_arg(recv, element_bytes(capacity, elem_size)?, "recv")?,
+        ))
+    }
+}
+
+/// `MPI_Alltoall_specific` (seed 002): each of this member's `count`
+/// elements of `elem_size` bytes (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96,
+/// 128 or 256) goes to the group rank `route` names; the elements sent to
+/// this member land in `recv` (room for `capacity`), their number in
+/// `*received`. Too little room anywhere is `CATENA_ERR_TRUNCATE` on every
+/// member (the last error names what this one needs); a target outside the
+/// group is `CATENA_ERR_ARG` on every member; nothing moves in either case.
+/// The `auto` variant, unordered; plans choose.
+///
+/// # Safety
+/// `send` is valid for `count` elements, `recv` for `capacity`; `route`
+/// may be called with each element and `ctx`; `received` is NULL or valid
+/// for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_specific(
+    comm: *const catena_comm_t,
+    send: *const c_void,
+    count: usize,
+    elem_size: usize,
+    route: catena_route_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+    capacity: usize,
+    received: *mut usize,
+) -> c_int {
+    call(|| {
+        let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
+        // SAFETY: per this function's contract.
+        let received = unsafe { out_arg(received, "received") }?;
+        // SAFETY: per this function's contract.
+        let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
+        let exchange = Exchange {
+            send,
+            recv,
+            route: one_target(route, ctx),
+        };
+        *received = with_instance(|i| {
+            let target = AlltoallTarget::Once {
+                comm: comm_arg(comm)?,
+                elem_size,
+                options: AlltoallOptions::default(),
+            };
+            i.alltoall(target, exchange)
+        })?;
+        Ok(())
+    })
+}
+
+/// `catena_alltoall_specific`, nonblocking: `route` runs while the request
+/// progresses; `*received` is written when it is done.
+///
+/// # Safety
+/// As `catena_alltoall_specific`, until the request is done; `request` is
+/// NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_specific_post(
+    comm: *const catena_comm_t,
+    send: *const c_void,
+    count: usize,
+    elem_size: usize,
+    route: catena_route_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+    capacity: usize,
+    received: *mut usize,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
+        if received.is_null() {
+            return Err(Failure::arg("received is NULL"));
+        }
+        // SAFETY: per this function's contract, until the request is done.
+        let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
+        let exchange = Exchange {
+            send,
+            recv,
+            route: one_target(route, ctx),
+        };
+        post_into(request, |i| {
+            let target = AlltoallTarget::Once {
+                comm: comm_arg(comm)?,
+                elem_size,
+                options: AlltoallOptions::default(),
+            };
+            i.alltoall_post(target, exchange, received)
+        })
+    })
+}
+
+/// Makes a plan on `comm` for repeated alltoalls of `elem_size`-byte
+/// elements (the sizes of `catena_alltoall_specific`), receiving up to
+/// `capacity` per call, by the variant named `variant` (`auto`,
+/// `alltoallv`, `sendrecv`, `put`, `put-stable`, `sort`; NULL: `auto`);
+/// `stable` nonzero delivers in (source rank, send position) order. Local:
+/// no messages.
+///
+/// # Safety
+/// `variant` is NULL or a NUL-terminated string; `plan` is NULL or valid
+/// for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_plan_create(
+    comm: *const catena_comm_t,
+    elem_size: usize,
+    capacity: usize,
+    variant: *const c_char,
+    stable: c_int,
+    plan: *mut *mut catena_alltoall_plan_t,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let out = unsafe { out_arg(plan, "plan") }?;
+        // SAFETY: per this function's contract.
+        let options = unsafe { options_arg(variant, stable) }?;
+        let made =
+            with_instance(|i| i.alltoall_plan(comm_arg(comm)?, elem_size, capacity, options))?;
+        *out = made.to_ptr();
+        Ok(())
+    })
+}
+
+fn plan_arg(plan: *const catena_alltoall_plan_t) -> Result<Handle, Failure> {
+    Handle::from_ptr(plan).ok_or_else(|| Failure::arg("the plan is NULL"))
+}
+
+/// The plan's buffers for one call, checked against its shape.
+///
+/// # Safety
+/// As `catena_alltoall_plan_exchange`.
+unsafe fn plan_exchange_args<'a>(
+    plan: Handle,
+    send: *const c_void,
+    count: usize,
+    route: catena_emit_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+) -> Result<Exchange<'a>, Failure> {
+    let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
+    let (elem_size, capacity) = with_instance(|i| i.plan_shape(plan))?;
+    // SAFETY: per the caller's contract.
+    let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
+    Ok(Exchange {
+        send,
+        recv,
+        route: emitting(route, ctx, elem_size),
+    })
+}
+
+/// One exchange of `plan` (collective over its communicator, in call
+/// order): `route` emits each of the `count` elements at `send` to any
+/// number of group ranks, as is or modified; the elements sent here land
+/// in `recv` (room for the plan's capacity), their number in `*received`.
+/// Errors as `catena_alltoall_specific`'s; a route returning nonzero is
+/// `CATENA_ERR_USER` on every member, before anything moves.
+///
+/// # Safety
+/// `send` is valid for `count` elements, `recv` for the plan's capacity;
+/// `route` may be called with each element and `ctx`; `received` is NULL
+/// or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_emit_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+    received: *mut usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let received = unsafe { out_arg(received, "received") }?;
+        let plan = plan_arg(plan)?;
+        // SAFETY: per this function's contract.
+        let exchange = unsafe { plan_exchange_args(plan, send, count, route, ctx, recv) }?;
+        *received = with_instance(|i| i.alltoall(AlltoallTarget::Plan(plan), exchange))?;
+        Ok(())
+    })
+}
+
+/// `catena_alltoall_plan_exchange`, nonblocking: `route` runs while the
+/// request progresses; `*received` is written when it is done. One
+/// exchange of a plan at a time (another fails with `CATENA_ERR_ARG`).
+///
+/// # Safety
+/// As `catena_alltoall_plan_exchange`, until the request is done;
+/// `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange_post(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_emit_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+    received: *mut usize,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        if received.is_null() {
+            return Err(Failure::arg("received is NULL"));
+        }
+        let plan = plan_arg(plan)?;
+        // SAFETY: per this function's contract, until the request is done.
+        let exchange = unsafe { plan_exchange_args(plan, send, count, route, ctx, recv) }?;
+        post_into(request, |i| {
+            i.alltoall_post(AlltoallTarget::Plan(plan), exchange, received)
+        })
+    })
+}
+
+/// Frees `*plan` and sets it to NULL (an exchange in flight keeps it until
+/// done).
+///
+/// # Safety
+/// `plan` is NULL or valid for reads and writes.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_plan_free(
+    plan: *mut *mut catena_alltoall_plan_t,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let slot = unsafe { out_arg(plan, "plan") }?;
+        with_instance(|i| i.free_plan(plan_arg(*slot)?))?;
+        *slot = std::ptr::null_mut();
+        Ok(())
+    })
+}
