@@ -13,9 +13,13 @@ use crate::{block_on, wait_until, Blocking, Error, Result, Transport};
 pub trait Provider: Transport + Blocking + Sized + 'static {
     /// The name users choose it by (`shm`, `ofi`, `ucx`).
     const NAME: &'static str;
-    /// Joins the job this process was started into (see [`Job::from_env`]),
+    /// Joins the job `job` describes (its bootstrap already made),
     /// configured by the provider's `CATENA_*` variables.
-    fn from_env() -> Result<Self>;
+    fn from_job(job: Job) -> Result<Self>;
+    /// Joins the job this process was started into (see [`Job::from_env`]).
+    fn from_env() -> Result<Self> {
+        Self::from_job(Job::from_env()?)
+    }
     /// Waits until every rank finalized, so that no peer still puts into
     /// windows this rank is about to free; serves peers meanwhile, as
     /// `MPI_Finalize` does.

@@ -208,6 +208,21 @@ extern "C" {
 int catena_init(void);
 
 /**
+ * Joins the job of the processes of the program's MPI communicator at
+ * `mpi_comm` (a pointer to an `MPI_Comm`, e.g. `&comm`), ranked as in it,
+ * in a program that initialized MPI; catena works on a duplicate of it.
+ * Call `catena_finalize` before `MPI_Finalize`. The provider is chosen as
+ * by `catena_init`. `CATENA_ERR_UNAVAILABLE` in a build without MPI, for
+ * `MPI_COMM_NULL`, an intercommunicator, or MPI not initialized.
+ *
+ * # Safety
+ * `mpi_comm` is NULL or points to `MPI_COMM_NULL` or a live communicator
+ * handle of the MPI this library was built with (any other is MPI's
+ * error, which by default aborts the job).
+ */
+int catena_init_mpi(const void *mpi_comm);
+
+/**
  * Frees every communicator and leaves the job, after every rank called it.
  */
 int catena_finalize(void);

@@ -15,8 +15,10 @@ mod ops;
 mod requests;
 mod status;
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
+use catena_fabric::bootstrap::Bootstrap;
+use catena_fabric::job::Job;
 use catena_fabric::{with_provider, Provider, WithProvider, AUTO};
 
 pub use alltoall::*;
@@ -33,14 +35,22 @@ pub use status::*;
 /// `ucx`; default `auto`: shm on one host, the network across hosts).
 const ENV_PROVIDER: &str = "CATENA_PROVIDER";
 
-/// Starts a provider for the job this process was started into.
-struct Start;
+/// Starts a provider for the job this process was started into, or for
+/// the one a bootstrap describes.
+struct Start(Option<Box<dyn Bootstrap>>);
 
 impl WithProvider for Start {
     type Output = Result<Box<dyn Api>, Failure>;
 
     fn run<P: Provider>(self) -> Self::Output {
-        Instance::<P>::start()
+        let transport = match self.0 {
+            None => P::from_env()?,
+            Some(bootstrap) => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                P::from_job(Job::new(bootstrap, cores))?
+            }
+        };
+        Ok(Instance::start(transport))
     }
 }
 
@@ -51,21 +61,63 @@ impl WithProvider for Start {
 /// from the same thread.
 #[no_mangle]
 pub extern "C" fn catena_init() -> c_int {
+    call(|| start(|| Ok(None)))
+}
+
+/// Joins the job of the processes of the program's MPI communicator at
+/// `mpi_comm` (a pointer to an `MPI_Comm`, e.g. `&comm`), ranked as in it,
+/// in a program that initialized MPI; catena works on a duplicate of it.
+/// Call `catena_finalize` before `MPI_Finalize`. The provider is chosen as
+/// by `catena_init`. `CATENA_ERR_UNAVAILABLE` in a build without MPI, for
+/// `MPI_COMM_NULL`, an intercommunicator, or MPI not initialized.
+///
+/// # Safety
+/// `mpi_comm` is NULL or points to `MPI_COMM_NULL` or a live communicator
+/// handle of the MPI this library was built with (any other is MPI's
+/// error, which by default aborts the job).
+#[no_mangle]
+pub unsafe extern "C" fn catena_init_mpi(mpi_comm: *const c_void) -> c_int {
     call(|| {
-        INSTANCE.with(|cell| {
-            let mut slot = cell.try_borrow_mut().map_err(|_| {
-                Failure::new(CATENA_ERR_STATE, "catena_init from a catena callback")
-            })?;
-            if slot.is_some() {
-                return Err(Failure::new(
-                    CATENA_ERR_STATE,
-                    "catena is already initialized",
-                ));
+        if mpi_comm.is_null() {
+            return Err(Failure::arg("mpi_comm is NULL"));
+        }
+        start(|| {
+            #[cfg(feature = "mpi")]
+            {
+                use catena_fabric::bootstrap::{MpiBootstrap, MpiComm};
+                // SAFETY: per this function's contract.
+                let comm = unsafe { mpi_comm.cast::<MpiComm>().read_unaligned() };
+                // SAFETY: per this function's contract.
+                let bootstrap = unsafe { MpiBootstrap::on_comm(comm) }?;
+                Ok(Some(Box::new(bootstrap) as Box<dyn Bootstrap>))
             }
-            let provider = std::env::var(ENV_PROVIDER).unwrap_or_else(|_| AUTO.into());
-            *slot = Some(with_provider(&provider, Start)??);
-            Ok(())
+            #[cfg(not(feature = "mpi"))]
+            Err(Failure::new(
+                CATENA_ERR_UNAVAILABLE,
+                "this libcatena was built without MPI (cargo feature mpi)",
+            ))
         })
+    })
+}
+
+/// Starts this thread's instance, on the job `bootstrap` describes (`None`:
+/// the one this process was started into).
+fn start(
+    bootstrap: impl FnOnce() -> Result<Option<Box<dyn Bootstrap>>, Failure>,
+) -> Result<(), Failure> {
+    INSTANCE.with(|cell| {
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| Failure::new(CATENA_ERR_STATE, "catena_init from a catena callback"))?;
+        if slot.is_some() {
+            return Err(Failure::new(
+                CATENA_ERR_STATE,
+                "catena is already initialized",
+            ));
+        }
+        let provider = std::env::var(ENV_PROVIDER).unwrap_or_else(|_| AUTO.into());
+        *slot = Some(with_provider(&provider, Start(bootstrap()?))??);
+        Ok(())
     })
 }
 

@@ -106,6 +106,32 @@ fn capi_test_under_mpiexec_against_mpich() {
     }
 }
 
+/// `catena_init_mpi` on each half of `MPI_COMM_WORLD`: two catena jobs in
+/// one `mpiexec`, each ranked as its half, matching MPI on it.
+#[cfg(feature = "mpi")]
+#[test]
+fn catena_on_a_program_communicator() {
+    let program = compile("init_mpi", "init_mpi", &mpich_flags());
+    for ranks in [1, 2, 3, 5] {
+        let out = Command::new("timeout")
+            .args(["120", "mpiexec", "-n", &ranks.to_string()])
+            .arg(&program)
+            .output()
+            .expect("mpiexec (apt-get install mpich)");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "init_mpi under mpiexec -n {ranks}: {}\n{text}",
+            out.status
+        );
+        assert!(text.contains("checks passed"), "{text}");
+    }
+}
+
 /// `install.sh` puts the library, header and `catena.pc` under a prefix,
 /// and a program built with `pkg-config --cflags --libs catena` alone runs.
 #[test]

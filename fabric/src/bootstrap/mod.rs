@@ -14,6 +14,9 @@ use std::time::Duration;
 pub use local::{JobSegment, LocalBootstrap};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiBootstrap;
+/// MPI's communicator handle, as the MPI this build links declares it.
+#[cfg(feature = "mpi")]
+pub type MpiComm = ::mpi::ffi::MPI_Comm;
 pub use tcp::TcpBootstrap;
 
 use crate::config::{

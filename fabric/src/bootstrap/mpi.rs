@@ -1,5 +1,6 @@
 //! Bootstrap from MPI, for binaries started by `mpiexec` (feature `mpi`):
-//! rank and size come from `MPI_COMM_WORLD`, provider addresses are
+//! rank and size come from `MPI_COMM_WORLD` (or from a communicator the
+//! program names, which catena duplicates), provider addresses are
 //! exchanged with two allgathers (lengths, then blocks padded to the longest)
 //! and barriers are `MPI_Ibarrier` + `MPI_Test`. MPI stays initialized for
 //! the life of the bootstrap, so catena coexists with MPI use by the program.
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use mpi::collective::{CommunicatorCollectives, Root};
 use mpi::environment::Universe;
+use mpi::raw::FromRaw;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 
@@ -29,12 +31,14 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(120);
 const POLL: Duration = Duration::from_millis(1);
 
 /// Bootstrap of a rank started by `mpiexec`: identity, the allgather and
-/// barriers come from `MPI_COMM_WORLD`; rank 0 hands out the job id.
+/// barriers come from `MPI_COMM_WORLD` (or a duplicate of the program's
+/// communicator); its rank 0 hands out the job id.
 pub struct MpiBootstrap {
     /// `Some` when catena initialized MPI (and so finalizes it on drop, or
     /// aborts the job if this rank did not reach the finalize barrier);
     /// `None` when the program had initialized MPI itself.
     universe: Option<Universe>,
+    /// `MPI_COMM_WORLD`, or the duplicate of the program's communicator.
     world: SimpleCommunicator,
     rank: Rank,
     size: u32,
@@ -76,6 +80,52 @@ impl MpiBootstrap {
                 Err(e)
             }
         }
+    }
+
+    /// The job of the processes of `comm`, a communicator of a program that
+    /// initialized MPI itself, ranked as in it. catena works on a
+    /// duplicate, so its collectives never meet the program's on `comm`;
+    /// the program finalizes catena before MPI.
+    ///
+    /// # Safety
+    /// `comm` is `MPI_COMM_NULL` or a live communicator handle (an invalid
+    /// one is MPI's error, which by default aborts the job).
+    pub unsafe fn on_comm(comm: mpi::ffi::MPI_Comm) -> Result<MpiBootstrap> {
+        if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
+            return Err(Error::Bootstrap(
+                "a communicator given before MPI_Init or after MPI_Finalize".into(),
+            ));
+        }
+        // SAFETY: reads MPI's constant.
+        if comm == unsafe { mpi::ffi::RSMPI_COMM_NULL } {
+            return Err(Error::Bootstrap("the communicator is MPI_COMM_NULL".into()));
+        }
+        let mut inter = 0;
+        // SAFETY: `comm` is live (this function's contract).
+        unsafe { mpi::ffi::MPI_Comm_test_inter(comm, &mut inter) };
+        if inter != 0 {
+            return Err(Error::Bootstrap(
+                "an intercommunicator: catena's job is one group of processes".into(),
+            ));
+        }
+        // SAFETY: as above; the duplicate is a fresh handle owned from here.
+        let own = unsafe {
+            let mut dup = mpi::ffi::RSMPI_COMM_NULL;
+            mpi::ffi::MPI_Comm_dup(comm, &mut dup);
+            SimpleCommunicator::from_raw(dup)
+        };
+        let (job, local_size) = Self::join(&own)?;
+        Ok(MpiBootstrap {
+            universe: None,
+            rank: own.rank() as Rank,
+            size: own.size() as u32,
+            world: own,
+            job,
+            local_size,
+            gathered: Cell::new(false),
+            barrier: RefCell::new(None),
+            barriers_done: Cell::new(0),
+        })
     }
 
     /// The job id (from rank 0) and the number of ranks on this machine.
@@ -261,6 +311,14 @@ impl Drop for MpiBootstrap {
             std::mem::forget(in_flight);
             true
         });
+        if mpi::environment::is_finalized() {
+            // A duplicate made by `on_comm` cannot be freed after
+            // MPI_Finalize; the world handle stands in (never freed).
+            std::mem::forget(std::mem::replace(
+                &mut self.world,
+                SimpleCommunicator::world(),
+            ));
+        }
         let finalized = self.barriers_done.get() > 0 && !barrier_pending;
         if let Some(universe) = self.universe.take() {
             if !finalized {

@@ -647,8 +647,8 @@ impl EagerMessaging for OfiTransport {
 impl Provider for OfiTransport {
     const NAME: &'static str = "ofi";
 
-    fn from_env() -> Result<OfiTransport> {
-        OfiTransport::from_env()
+    fn from_job(job: Job) -> Result<OfiTransport> {
+        OfiTransport::new(job)
     }
 
     fn finalize(self, timeout: Duration) -> Result<()> {

@@ -324,8 +324,8 @@ impl EagerMessaging for ShmTransport {
 impl Provider for ShmTransport {
     const NAME: &'static str = "shm";
 
-    fn from_env() -> Result<ShmTransport> {
-        ShmTransport::from_env()
+    fn from_job(job: Job) -> Result<ShmTransport> {
+        ShmTransport::new(job)
     }
 
     fn finalize(self, timeout: Duration) -> Result<()> {

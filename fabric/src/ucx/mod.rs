@@ -601,8 +601,8 @@ impl EagerMessaging for UcxTransport {
 impl Provider for UcxTransport {
     const NAME: &'static str = "ucx";
 
-    fn from_env() -> Result<UcxTransport> {
-        UcxTransport::from_env()
+    fn from_job(job: Job) -> Result<UcxTransport> {
+        UcxTransport::new(job)
     }
 
     fn finalize(self, timeout: Duration) -> Result<()> {

@@ -224,6 +224,12 @@ int main(int argc, char **argv) {
     FAILS(catena_comm_world(&world), CATENA_ERR_STATE);
     OK(catena_initialized(&flag));
     CHECK(flag == 0, "initialized before catena_init");
+    FAILS(catena_init_mpi(NULL), CATENA_ERR_ARG);
+#ifndef WITH_MPI
+    /* Without MPI running (or built in) there is no communicator to join. */
+    int not_a_comm = 0;
+    FAILS(catena_init_mpi(&not_a_comm), CATENA_ERR_UNAVAILABLE);
+#endif
     OK(catena_init());
     FAILS(catena_init(), CATENA_ERR_STATE);
     OK(catena_initialized(&flag));
