@@ -5,11 +5,9 @@
  * (duplicated with MPI_Comm_dup, freed with the communicator); and
  * MPI_Comm_split of a known intracommunicator runs catena's split, then
  * builds the MPI communicator from the new group's member list with
- * PMPI_Comm_create (disjoint groups, MPI-2.2): MPI then agrees on a context
- * id over the parent (an allreduce) but does no allgather of colors and
- * keys. (PMPI_Comm_create_group, over the members alone, would be cheaper,
- * but MPICH 4.0.2 crashes in it on any communicator made by MPI_Comm_dup,
- * with or without catena.)
+ * PMPI_Comm_create_group, which the new group's members alone call: MPI
+ * agrees on a context id among them, with no step over the whole parent
+ * and no allgather of colors and keys.
  * Anything else goes to PMPI_Comm_split. CATENA_MPI=off turns it off;
  * CATENA_MPI_REPORT=1 has rank 0 say at MPI_Finalize how many splits
  * catena ran. See docs/c-api.md. */
@@ -25,6 +23,9 @@ static int enabled;
 static int keyval = MPI_KEYVAL_INVALID;
 static long by_catena, by_mpi;
 /* Seconds in catena's splits and in building their MPI communicators. */
+/* PMPI_Comm_create_group's tag: a process builds one communicator at a
+ * time, so one tag serves every split. */
+#define CREATE_TAG 0x6361
 static double in_split, in_create;
 
 static void warn(const char *what, int rc) {
@@ -97,22 +98,28 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     return rc;
 }
 
-/* The MPI communicator of catena's new group `sub` (a member's view):
- * its members' world ranks, as runs where they are consecutive. */
+/* The MPI communicator of catena's new group `sub` (a member's view),
+ * made by its members alone. The members' world ranks (as runs where they
+ * are consecutive) are turned into a group of the parent's own group:
+ * MPICH 4.0.2 crashes in MPI_Comm_create_group on a communicator made by
+ * MPI_Comm_dup when the group was made from another communicator's group,
+ * even an identical one (MPICH alone reproduces it). */
 static int create_for(MPI_Comm parent, catena_comm_t *sub, MPI_Comm *newcomm) {
-    int size, rc, runs = 0;
-    MPI_Group world_group, group;
+    int size, rc = CATENA_SUCCESS, runs = 0;
+    MPI_Group world_group, members, parent_group, group;
     if ((rc = catena_comm_size(sub, &size)) != CATENA_SUCCESS)
         return rc;
     int (*ranges)[3] = malloc(sizeof *ranges * (size_t)size);
-    if (ranges == NULL)
-        return CATENA_ERR_INTERNAL;
+    int *in_members = malloc(sizeof(int) * (size_t)size);
+    int *in_parent = malloc(sizeof(int) * (size_t)size);
+    if (ranges == NULL || in_members == NULL || in_parent == NULL) {
+        rc = CATENA_ERR_INTERNAL;
+        goto out;
+    }
     for (int r = 0; r < size; r++) {
         int world;
-        if ((rc = catena_comm_world_rank(sub, r, &world)) != CATENA_SUCCESS) {
-            free(ranges);
-            return rc;
-        }
+        if ((rc = catena_comm_world_rank(sub, r, &world)) != CATENA_SUCCESS)
+            goto out;
         if (runs > 0 && ranges[runs - 1][1] + 1 == world)
             ranges[runs - 1][1] = world;
         else {
@@ -120,14 +127,24 @@ static int create_for(MPI_Comm parent, catena_comm_t *sub, MPI_Comm *newcomm) {
             ranges[runs][2] = 1;
             runs++;
         }
+        in_members[r] = r;
     }
     PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
-    PMPI_Group_range_incl(world_group, runs, ranges, &group);
-    free(ranges);
-    rc = PMPI_Comm_create(parent, group, newcomm);
+    PMPI_Group_range_incl(world_group, runs, ranges, &members);
+    PMPI_Comm_group(parent, &parent_group);
+    PMPI_Group_translate_ranks(members, size, in_members, parent_group, in_parent);
+    PMPI_Group_incl(parent_group, size, in_parent, &group);
+    if (PMPI_Comm_create_group(parent, group, CREATE_TAG, newcomm) != MPI_SUCCESS)
+        rc = CATENA_ERR_TRANSPORT;
     PMPI_Group_free(&group);
+    PMPI_Group_free(&parent_group);
+    PMPI_Group_free(&members);
     PMPI_Group_free(&world_group);
-    return rc == MPI_SUCCESS ? CATENA_SUCCESS : CATENA_ERR_TRANSPORT;
+out:
+    free(ranges);
+    free(in_members);
+    free(in_parent);
+    return rc;
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
@@ -148,10 +165,9 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
         return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER), MPI_ERR_OTHER;
     }
     by_catena++;
-    if (sub == NULL) { /* Every member of the parent takes part in the create. */
-        rc = PMPI_Comm_create(comm, MPI_GROUP_EMPTY, newcomm);
-        in_create += PMPI_Wtime() - split_done;
-        return rc;
+    if (sub == NULL) { /* No group: nothing to build. */
+        *newcomm = MPI_COMM_NULL;
+        return MPI_SUCCESS;
     }
     rc = create_for(comm, sub, newcomm);
     in_create += PMPI_Wtime() - split_done;
@@ -172,7 +188,7 @@ int MPI_Finalize(void) {
         if (report != NULL && strcmp(report, "1") == 0 && rank == 0)
             fprintf(stderr,
                     "libcatena-mpi: rank 0: %ld splits by catena, %ld by MPI; "
-                    "%.3f ms in catena's splits, %.3f ms in PMPI_Comm_create\n",
+                    "%.3f ms in catena's splits, %.3f ms in PMPI_Comm_create_group\n",
                     by_catena, by_mpi, in_split * 1e3, in_create * 1e3);
         /* Attributes still set are deleted by MPI later; their handles are
          * then refused, harmlessly. */
