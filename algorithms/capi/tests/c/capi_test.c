@@ -727,6 +727,18 @@ int main(int argc, char **argv) {
             OK(catena_alltoall_plan_exchange(plan, out, count, to_target_and_next, &ctx, in,
                                              &received));
             CHECK(received == expected_parcels(count, 0, want), "a plan on a freed dup");
+            /* An exchange in flight keeps its plan when the handle is freed. */
+            {
+                catena_alltoall_plan_t *posted = NULL;
+                OK(catena_alltoall_plan_create(world, sizeof *out, 4 * count, "sort", 1, &posted));
+                OK(catena_alltoall_plan_exchange_post(posted, out, count, to_target_and_next,
+                                                      NULL, in, &received, &req));
+                OK(catena_alltoall_plan_free(&posted));
+                OK(catena_request_wait(&req));
+                CHECK(received == expected_parcels(count, 0, want) &&
+                          memcmp(in, want, received * sizeof *in) == 0,
+                      "a freed plan's posted exchange");
+            }
             CHECK(ctx.nested_rc == CATENA_ERR_STATE, "catena called from a route: %d",
                   ctx.nested_rc);
             FAILS(catena_emit_to(ctx.kept, 0), CATENA_ERR_ARG);
@@ -749,6 +761,13 @@ int main(int argc, char **argv) {
             FAILS(catena_alltoall_plan_create(world, sizeof *out, count, "bogus", 0, &plan),
                   CATENA_ERR_ARG);
             FAILS(catena_alltoall_plan_create(world, 7, count, NULL, 0, &plan), CATENA_ERR_ARG);
+            FAILS(catena_alltoall_plan_create(world, sizeof *out, SIZE_MAX, "put", 0, &plan),
+                  CATENA_ERR_ARG);
+            OK(catena_alltoall_plan_create(world, sizeof *out, SIZE_MAX, "alltoallv", 0, &plan));
+            FAILS(catena_alltoall_plan_exchange(plan, out, count, to_target_and_next, NULL, in,
+                                                &received),
+                  CATENA_ERR_ARG);
+            OK(catena_alltoall_plan_free(&plan));
             if (n > 1) {
                 OK(catena_alltoall_plan_create(world, sizeof *out, 1, NULL, 0, &plan));
                 FAILS(catena_alltoall_plan_exchange(plan, out, count, to_target_and_next, NULL,
