@@ -287,3 +287,48 @@ fn interposed_mpi_comm_split_gives_mpichs_results() {
     assert_eq!(whole, mpiexec(4, &program, &[], None).0);
     assert!(report.contains("22 splits by catena"), "{report}");
 }
+
+/// A Fortran program (MPICH's `mpi` module) gets catena's split too: MPICH's
+/// Fortran bindings call the C `MPI_*` entry points the interposer defines.
+/// Its lines (printed by several ranks, so sorted) are the same with and
+/// without the interposer.
+#[cfg(feature = "mpi")]
+#[test]
+fn interposed_fortran_mpi_comm_split_gives_mpichs_results() {
+    let interposer = build_interposer();
+    let program = library_dir().join("split_patterns_f");
+    let status = Command::new("mpif90")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&program)
+        .arg(here().join("tests/fortran/split_patterns.f90"))
+        .status()
+        .expect("mpif90 (libmpich-dev brings gfortran)");
+    assert!(status.success(), "mpif90 failed on split_patterns.f90");
+    let preload = interposer.to_str().expect("a UTF-8 path");
+    let sorted = |text: String| {
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        lines.sort();
+        lines
+    };
+    for ranks in [1, 3, 4, 5] {
+        let plain = sorted(mpiexec(ranks, &program, &[], None).0);
+        let (interposed, report) = mpiexec(
+            ranks,
+            &program,
+            &[("LD_PRELOAD", preload), ("CATENA_MPI_REPORT", "1")],
+            None,
+        );
+        assert!(plain.len() > 12, "{plain:?}");
+        assert!(!plain.iter().any(|l| l.contains("wrong") || l.contains("got a")));
+        assert_eq!(
+            plain,
+            sorted(interposed),
+            "results differ on {ranks} ranks\n{report}"
+        );
+        // Rank 0 calls all 13 (every third joins the sparse one).
+        assert!(
+            report.contains("13 splits by catena, 0 by MPI"),
+            "the interposer did not run every split on {ranks} ranks: {report}"
+        );
+    }
+}
