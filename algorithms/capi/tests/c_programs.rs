@@ -319,7 +319,9 @@ fn interposed_fortran_mpi_comm_split_gives_mpichs_results() {
             None,
         );
         assert!(plain.len() > 12, "{plain:?}");
-        assert!(!plain.iter().any(|l| l.contains("wrong") || l.contains("got a")));
+        assert!(!plain
+            .iter()
+            .any(|l| l.contains("wrong") || l.contains("got a")));
         assert_eq!(
             plain,
             sorted(interposed),

@@ -29,10 +29,16 @@ impl ComputeFactor {
     }
 }
 
+/// Reads the CPU time of the thread that runs the ranks' code, in
+/// nanoseconds: [`thread_cpu_ns`], or a test's own clock (which makes
+/// charged runs exact).
+pub type CpuClock = fn() -> u64;
+
 /// Where the running rank's uncharged computation began, if its own code
 /// (rather than the simulator's) runs now.
 pub(crate) struct Meter {
     factor: ComputeFactor,
+    clock: CpuClock,
     /// What reading the clock twice costs by itself, taken off every
     /// interval: about 170 ns of syscall on a VM, as much as a short
     /// stretch of real code, paid at every transport call.
@@ -44,16 +50,17 @@ pub(crate) struct Meter {
 const CALIBRATION: usize = 201;
 
 impl Meter {
-    pub(crate) fn new(factor: ComputeFactor) -> Meter {
+    pub(crate) fn new(factor: ComputeFactor, clock: CpuClock) -> Meter {
         let mut empty: Vec<u64> = (0..CALIBRATION)
             .map(|_| {
-                let start = thread_cpu_ns();
-                thread_cpu_ns().saturating_sub(start)
+                let start = clock();
+                clock().saturating_sub(start)
             })
             .collect();
         empty.sort_unstable();
         Meter {
             factor,
+            clock,
             reading_ns: empty[CALIBRATION / 2],
             since: Cell::new(None),
         }
@@ -61,7 +68,7 @@ impl Meter {
 
     /// The rank's code starts (or resumes) running now.
     pub(crate) fn start(&self) {
-        self.since.set(Some(thread_cpu_ns()));
+        self.since.set(Some((self.clock)()));
     }
 
     /// The rank's code stops (a transport call, or the end of a poll):
@@ -69,7 +76,7 @@ impl Meter {
     pub(crate) fn stop(&self) -> u64 {
         match self.since.take() {
             Some(since) => {
-                let spent = thread_cpu_ns()
+                let spent = (self.clock)()
                     .saturating_sub(since)
                     .saturating_sub(self.reading_ns);
                 (spent as f64 * self.factor.get()).round() as u64
@@ -79,8 +86,9 @@ impl Meter {
     }
 }
 
-/// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
-fn thread_cpu_ns() -> u64 {
+/// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`; 0
+/// where it cannot be read).
+pub fn thread_cpu_ns() -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

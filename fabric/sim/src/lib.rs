@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-pub use compute::ComputeFactor;
+pub use compute::{thread_cpu_ns, ComputeFactor, CpuClock};
 pub use eager::EagerRank;
 pub use jitter::{Delays, Enumerated, Seeded};
 pub use model::{CostModel, LogGp, Routed};
@@ -295,8 +295,15 @@ impl Sim {
     /// calls) to its clock, times `factor`: the simulated machine computes
     /// `factor` times slower than this host. Virtual times then vary a
     /// little from run to run, with the host's load.
-    pub fn with_compute(mut self, factor: ComputeFactor) -> Sim {
-        self.compute = Some(Meter::new(factor));
+    pub fn with_compute(self, factor: ComputeFactor) -> Sim {
+        self.with_compute_clock(factor, thread_cpu_ns)
+    }
+
+    /// [`Sim::with_compute`] with CPU time read from `clock`: a test's
+    /// clock, which moves only where the test says, makes the charges
+    /// exact (the caller owns the clock).
+    pub fn with_compute_clock(mut self, factor: ComputeFactor, clock: CpuClock) -> Sim {
+        self.compute = Some(Meter::new(factor, clock));
         self
     }
 

@@ -1,12 +1,15 @@
 //! Charged computation: the CPU time a rank's code spends between transport
 //! calls moves its clock by that time times the factor, before the next send
-//! departs; with charging off a run is the hand-computed LogGP figure.
+//! departs; with charging off a run is the hand-computed LogGP figure. Exact
+//! figures come from a test-owned CPU clock; the host's clock is checked
+//! with bounds.
 
+use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use catena_fabric::{Error, Rma, Transport};
-use catena_sim::{ComputeFactor, LogGp, Sim, SimRank};
+use catena_fabric::{Error, Rank, Rma, Time, Transport};
+use catena_sim::{ComputeFactor, CostModel, LogGp, Sim, SimRank};
 
 const MODEL: LogGp = LogGp {
     latency_ns: 1_000.0,
@@ -15,8 +18,8 @@ const MODEL: LogGp = LogGp {
     per_byte_ns: 0.5,
 };
 
-/// The tests here measure host CPU time, so they run one at a time: a
-/// test spinning on the other core would slow the one measuring.
+/// The tests on the host's clock measure its CPU time, so they run one at a
+/// time: a test spinning on the other core would slow the one measuring.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn alone() -> MutexGuard<'static, ()> {
@@ -105,25 +108,82 @@ fn calls_without_computation(sim: Sim) -> Duration {
 
 const MESSAGES: u32 = 2_000;
 
+thread_local! {
+    /// The test clock's time: the CPU time of the thread running the ranks.
+    static TEST_CPU_NS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// What one read of the test clock costs, as a real clock's syscall does.
+const READ_NS: u64 = 170;
+
+/// A CPU clock that moves only where the test says: by `READ_NS` at every
+/// read, by what `compute` and `BusyModel` spend, and by nothing else.
+fn test_clock() -> u64 {
+    TEST_CPU_NS.with(|now| {
+        now.set(now.get() + READ_NS);
+        now.get()
+    })
+}
+
+/// The running rank computes for `ns` of the test clock's CPU time.
+fn compute(ns: u64) {
+    TEST_CPU_NS.with(|now| now.set(now.get() + ns));
+}
+
+/// LogGP whose every send costs the simulator 1 ms of the test clock's CPU
+/// time: its own work, inside the transport call, never to be charged.
+struct BusyModel(LogGp);
+
+impl CostModel for BusyModel {
+    fn arrival(&mut self, from: Rank, to: Rank, bytes: usize, depart: Time) -> Time {
+        compute(1_000_000);
+        self.0.arrival(from, to, bytes, depart)
+    }
+
+    fn overhead_ns(&self) -> u64 {
+        self.0.overhead_ns()
+    }
+
+    fn gap_ns(&self, bytes: usize) -> u64 {
+        self.0.gap_ns(bytes)
+    }
+}
+
 #[test]
-fn reading_the_clock_is_not_charged() {
-    let _alone = alone();
+fn reading_the_clock_and_the_simulators_work_are_not_charged() {
     let free = calls_without_computation(Sim::new(2, MODEL));
     let factor = ComputeFactor::new(10.0).unwrap();
-    // The fastest of five: a run in which the host takes the core away from
-    // a rank for a moment is charged that moment ten times over, whereas
-    // charging the clock's reads would slow every run alike.
-    let charged = (0..5)
-        .map(|_| calls_without_computation(Sim::new(2, MODEL).with_compute(factor)))
-        .min()
-        .expect("five runs");
-    // Each call reads the CPU clock twice, about 170 ns on a VM: charged,
-    // that alone would add 2 x 170 ns x 10 a call on each side.
-    let per_call = (charged - free) / MESSAGES;
-    eprintln!("free {free:?}, charged {charged:?}: {per_call:?} a call");
-    assert!(
-        per_call < Duration::from_nanos(1_500),
-        "{per_call:?} a call"
+    let charged = calls_without_computation(
+        Sim::new(2, BusyModel(MODEL)).with_compute_clock(factor, test_clock),
+    );
+    // Charging a read would add 2 x 170 ns x 10 a call on each side, the
+    // simulator's work 1 ms x 10 a send.
+    assert_eq!(charged, free);
+}
+
+#[test]
+fn computation_is_charged_exactly_on_the_test_clock() {
+    let deadline = |t: &SimRank<'_>| t.deadline_in(Duration::from_secs(3600));
+    let factor = ComputeFactor::new(3.0).unwrap();
+    let sim = Sim::new(2, BusyModel(MODEL)).with_compute_clock(factor, test_clock);
+    let (_, report) = sim
+        .run(async |t: &SimRank<'_>| {
+            if t.rank() == 0 {
+                compute(20_000);
+                t.send(1, 1, 1, &[7u8; 100], deadline(t)).await?;
+            } else {
+                t.recv(Some(0), 1, 1, deadline(t)).await?;
+                compute(20_000);
+            }
+            Ok::<(), Error>(())
+        })
+        .unwrap();
+    // Rank 0's 20 µs x 3 before the send departs, the one-way message, rank
+    // 1's 20 µs x 3 after it.
+    let one_way = Duration::from_nanos(100 + 1_000 + 50 + 100);
+    assert_eq!(
+        report.completion,
+        one_way + Duration::from_nanos(2 * 60_000)
     );
 }
 
