@@ -350,24 +350,12 @@ pub unsafe extern "C" fn catena_alltoall_specific(
     received: *mut usize,
 ) -> c_int {
     call(|| {
-        let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
         // SAFETY: per this function's contract.
         let received = unsafe { out_arg(received, "received") }?;
         // SAFETY: per this function's contract.
-        let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
-        let exchange = Exchange {
-            send,
-            recv,
-            route: one_target(route, ctx),
-        };
-        *received = with_instance(|i| {
-            let target = AlltoallTarget::Once {
-                comm: comm_arg(comm)?,
-                elem_size,
-                options: AlltoallOptions::default(),
-            };
-            i.alltoall(target, exchange)
-        })?;
+        let (target, exchange) =
+            unsafe { once(comm, send, count, elem_size, route, ctx, recv, capacity) }?;
+        *received = with_instance(|i| i.alltoall(target, exchange))?;
         Ok(())
     })
 }
@@ -392,26 +380,41 @@ pub unsafe extern "C" fn catena_alltoall_specific_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
         if received.is_null() {
             return Err(Failure::arg("received is NULL"));
         }
         // SAFETY: per this function's contract, until the request is done.
-        let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
-        let exchange = Exchange {
-            send,
-            recv,
-            route: one_target(route, ctx),
-        };
-        post_into(request, |i| {
-            let target = AlltoallTarget::Once {
-                comm: comm_arg(comm)?,
-                elem_size,
-                options: AlltoallOptions::default(),
-            };
-            i.alltoall_post(target, exchange, received)
-        })
+        let (target, exchange) =
+            unsafe { once(comm, send, count, elem_size, route, ctx, recv, capacity) }?;
+        post_into(request, |i| i.alltoall_post(target, exchange, received))
     })
+}
+
+/// A one-shot call's target and exchange, checked.
+///
+/// # Safety
+/// As `catena_alltoall_specific`'s contract, for `'a`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn once<'a>(
+    comm: *const catena_comm_t,
+    send: *const c_void,
+    count: usize,
+    elem_size: usize,
+    route: catena_route_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+    capacity: usize,
+) -> Result<(AlltoallTarget, Exchange<'a>), Failure> {
+    let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
+    // SAFETY: per this function's contract.
+    let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
+    let target = AlltoallTarget::Once {
+        comm: comm_arg(comm)?,
+        elem_size,
+        options: AlltoallOptions::default(),
+    };
+    let route = one_target(route, ctx);
+    Ok((target, Exchange { send, recv, route }))
 }
 
 /// Makes a plan on `comm` for repeated alltoalls of `elem_size`-byte

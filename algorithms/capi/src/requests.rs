@@ -31,6 +31,18 @@ pub(crate) fn post_into(
     Ok(())
 }
 
+/// Posts a call whose result, a communicator, goes to `*newcomm`.
+fn post_comm(
+    newcomm: *mut *mut catena_comm_t,
+    request: *mut *mut catena_request_t,
+    post: impl FnOnce(&mut dyn crate::instance::Api) -> Result<Handle, Failure>,
+) -> Result<(), Failure> {
+    if newcomm.is_null() {
+        return Err(Failure::arg("newcomm is NULL"));
+    }
+    post_into(request, post)
+}
+
 /// `catena_comm_split`, nonblocking: `*newcomm` is written when the
 /// request is done.
 ///
@@ -46,14 +58,11 @@ pub unsafe extern "C" fn catena_comm_split_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        if newcomm.is_null() {
-            return Err(Failure::arg("newcomm is NULL"));
-        }
         let color = match color {
             c if c == i64::from(CATENA_UNDEFINED) => SplitColor::Undefined,
             c => SplitColor::Int(c),
         };
-        post_into(request, |i| {
+        post_comm(newcomm, request, |i| {
             i.split_post(comm_arg(comm)?, color, SplitKey::Int(key), newcomm)
         })
     })
@@ -74,12 +83,9 @@ pub unsafe extern "C" fn catena_comm_split_bytes_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        if newcomm.is_null() {
-            return Err(Failure::arg("newcomm is NULL"));
-        }
         // SAFETY: per this function's contract.
         let color = unsafe { bytes_color(color, color_len) }?;
-        post_into(request, |i| {
+        post_comm(newcomm, request, |i| {
             i.split_post(comm_arg(comm)?, color, SplitKey::Int(key), newcomm)
         })
     })
@@ -104,12 +110,9 @@ pub unsafe extern "C" fn catena_comm_split_compare_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        if newcomm.is_null() {
-            return Err(Failure::arg("newcomm is NULL"));
-        }
         // SAFETY: per this function's contract.
         let (color, key) = unsafe { compared(color, color_len, key, key_len, compare, ctx) }?;
-        post_into(request, |i| {
+        post_comm(newcomm, request, |i| {
             i.split_post(comm_arg(comm)?, color, key, newcomm)
         })
     })
@@ -126,12 +129,7 @@ pub unsafe extern "C" fn catena_comm_dup_post(
     newcomm: *mut *mut catena_comm_t,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        if newcomm.is_null() {
-            return Err(Failure::arg("newcomm is NULL"));
-        }
-        post_into(request, |i| i.dup_post(comm_arg(comm)?, newcomm))
-    })
+    call(|| post_comm(newcomm, request, |i| i.dup_post(comm_arg(comm)?, newcomm)))
 }
 
 /// `catena_comm_create_group`, nonblocking (members only).
@@ -147,12 +145,9 @@ pub unsafe extern "C" fn catena_comm_create_group_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     call(|| {
-        if newcomm.is_null() {
-            return Err(Failure::arg("newcomm is NULL"));
-        }
         let tag = rank_from_c(tag, "tag")?;
         let group = Handle::from_ptr(group).ok_or_else(|| Failure::arg("the group is NULL"))?;
-        post_into(request, |i| {
+        post_comm(newcomm, request, |i| {
             i.create_group_post(comm_arg(comm)?, group, tag, newcomm)
         })
     })

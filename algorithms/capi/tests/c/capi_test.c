@@ -2,36 +2,12 @@
  * computed here (and, built with -DWITH_MPI under mpiexec, against MPICH's
  * own MPI_Comm_split in the same program); misuse must give error codes.
  * Exits non-zero, naming the first failed check. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "catena.h"
+#include "check.h"
 #ifdef WITH_MPI
 #include <mpi.h>
 #endif
 
-static int me, n, checks;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        checks++;                                                               \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "rank %d: check failed at line %d: ", me, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, " (last error: %s)\n", catena_last_error());        \
-            exit(1);                                                            \
-        }                                                                       \
-    } while (0)
-
-#define OK(call) CHECK((call) == CATENA_SUCCESS, "%s failed", #call)
-#define FAILS(call, code)                                                      \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        CHECK(rc_ == (code), "%s gave %d (%s), want %s", #call, rc_,           \
-              catena_strerror(rc_), #code);                                    \
-        CHECK(strlen(catena_last_error()) > 0, "no message after %s", #call);  \
-    } while (0)
+static int n;
 
 /* The reference split: rank and size of `r` among the members of its color,
  * ordered by (key, parent rank). */

@@ -4,35 +4,18 @@
  * program has in flight on it, and catena's results match MPI's on the
  * same communicator. */
 #include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#include "catena.h"
-
-static int wrank, checks;
-
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        checks++;                                                                \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "rank %d: check failed at line %d: ", wrank, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fprintf(stderr, " (last error: %s)\n", catena_last_error());         \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
-
-#define OK(call) CHECK((call) == CATENA_SUCCESS, "%s failed", #call)
+#include "check.h"
 
 int main(int argc, char **argv) {
     int wsize;
     MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
 
     /* Halves in reversed order: catena's ranks must be the half's. */
     MPI_Comm half;
-    MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, -wrank, &half);
+    MPI_Comm_split(MPI_COMM_WORLD, me % 2, -me, &half);
     int hrank, hsize;
     MPI_Comm_rank(half, &hrank);
     MPI_Comm_size(half, &hsize);
@@ -46,7 +29,7 @@ int main(int argc, char **argv) {
         int last_even = (wsize - 1) - (wsize - 1) % 2;
         int last_odd = (wsize - 1) % 2 ? wsize - 1 : wsize - 2;
         MPI_Comm inter;
-        MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, wrank % 2 ? last_even : last_odd, 7,
+        MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, me % 2 ? last_even : last_odd, 7,
                              &inter);
         CHECK(catena_init_mpi(&inter) == CATENA_ERR_UNAVAILABLE, "an intercommunicator");
         MPI_Comm_free(&inter);
@@ -68,7 +51,7 @@ int main(int argc, char **argv) {
     CHECK(rank == hrank && size == hsize, "catena %d of %d, the half %d of %d", rank, size, hrank,
           hsize);
 
-    long mine = wrank, sum = 0, mpi_sum = 0;
+    long mine = me, sum = 0, mpi_sum = 0;
     OK(catena_allreduce(world, &mine, &sum, 1, CATENA_INT64, CATENA_SUM));
     MPI_Allreduce(&mine, &mpi_sum, 1, MPI_LONG, MPI_SUM, half);
     CHECK(sum == mpi_sum, "allreduce %ld, MPI %ld", sum, mpi_sum);
@@ -76,8 +59,8 @@ int main(int argc, char **argv) {
     /* A split of catena's world against MPI's of the half. */
     catena_comm_t *sub;
     MPI_Comm mpi_sub;
-    OK(catena_comm_split(world, hrank % 3, wrank, &sub));
-    MPI_Comm_split(half, hrank % 3, wrank, &mpi_sub);
+    OK(catena_comm_split(world, hrank % 3, me, &sub));
+    MPI_Comm_split(half, hrank % 3, me, &mpi_sub);
     int srank, ssize, mrank, msize;
     OK(catena_comm_rank(sub, &srank));
     OK(catena_comm_size(sub, &ssize));
@@ -103,7 +86,7 @@ int main(int argc, char **argv) {
     MPI_Wait(&program, MPI_STATUS_IGNORE);
     MPI_Comm_free(&half);
     MPI_Finalize();
-    if (wrank == 0)
+    if (me == 0)
         printf("init_mpi: %d checks passed on each of %d processes\n", checks, wsize);
     return 0;
 }
