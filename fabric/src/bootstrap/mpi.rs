@@ -101,19 +101,28 @@ impl MpiBootstrap {
             return Err(Error::Bootstrap("the communicator is MPI_COMM_NULL".into()));
         }
         let mut inter = 0;
-        // SAFETY: `comm` is live (this function's contract).
-        unsafe { mpi::ffi::MPI_Comm_test_inter(comm, &mut inter) };
+        // SAFETY: `comm` is live (this function's contract). Under
+        // `MPI_ERRORS_RETURN` a bad handle comes back as an error code.
+        if unsafe { mpi::ffi::MPI_Comm_test_inter(comm, &mut inter) } != 0 {
+            return Err(Error::Bootstrap(
+                "MPI_Comm_test_inter failed: not a live communicator".into(),
+            ));
+        }
         if inter != 0 {
             return Err(Error::Bootstrap(
                 "an intercommunicator: catena's job is one group of processes".into(),
             ));
         }
-        // SAFETY: as above; the duplicate is a fresh handle owned from here.
-        let own = unsafe {
-            let mut dup = mpi::ffi::RSMPI_COMM_NULL;
-            mpi::ffi::MPI_Comm_dup(comm, &mut dup);
-            SimpleCommunicator::from_raw(dup)
-        };
+        // SAFETY: as above.
+        let mut dup = unsafe { mpi::ffi::RSMPI_COMM_NULL };
+        // SAFETY: as above; `dup` is written by MPI.
+        let rc = unsafe { mpi::ffi::MPI_Comm_dup(comm, &mut dup) };
+        // SAFETY: reads MPI's constant.
+        if rc != 0 || dup == unsafe { mpi::ffi::RSMPI_COMM_NULL } {
+            return Err(Error::Bootstrap(format!("MPI_Comm_dup failed ({rc})")));
+        }
+        // SAFETY: the duplicate is a fresh, live handle owned from here.
+        let own = unsafe { SimpleCommunicator::from_raw(dup) };
         let (job, local_size) = Self::join(&own)?;
         Ok(MpiBootstrap {
             universe: None,

@@ -34,6 +34,19 @@ int main(int argc, char **argv) {
         CHECK(catena_init_mpi(&inter) == CATENA_ERR_UNAVAILABLE, "an intercommunicator");
         MPI_Comm_free(&inter);
     }
+    {
+        /* A freed handle, with MPI told to return errors: an error, not a
+         * start on a dead communicator. */
+        MPI_Comm gone;
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        MPI_Comm_dup(MPI_COMM_SELF, &gone);
+        MPI_Comm stale = gone;
+        MPI_Comm_free(&gone);
+        CHECK(catena_init_mpi(&stale) == CATENA_ERR_UNAVAILABLE, "a freed communicator");
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    }
     int flag;
     OK(catena_initialized(&flag));
     CHECK(flag == 0, "started on what it refused");
