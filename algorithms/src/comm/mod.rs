@@ -5,6 +5,7 @@
 //! one executor and in the simulator.
 
 pub(crate) mod alltoallv;
+mod buffers;
 mod collectives;
 mod create;
 mod hierarchy;
