@@ -34,6 +34,9 @@ pub const ENV_RING_BYTES: &str = "CATENA_EAGER_RING_BYTES";
 /// Per peer, the bytes of unreceived eager messages held before that peer's
 /// sends wait for the receiver.
 pub const ENV_INBOX_BYTES: &str = "CATENA_EAGER_INBOX_BYTES";
+/// Bytes of each process's host arena, the memory its host peers share
+/// (virtual: pages are made where regions are used).
+pub const ENV_HOST_ARENA_BYTES: &str = "CATENA_HOST_ARENA_BYTES";
 /// `off`, `on` or a core number: a thread that drives ofi/ucx progress.
 pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
 /// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).

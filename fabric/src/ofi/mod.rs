@@ -638,6 +638,8 @@ impl ControlWindows for OfiTransport {
     }
 }
 
+crate::host::host_memory_through_job!(OfiTransport);
+
 impl EagerMessaging for OfiTransport {
     fn messenger(&self) -> &Messenger<OfiWindow> {
         &self.messenger

@@ -592,6 +592,8 @@ impl ControlWindows for UcxTransport {
     }
 }
 
+crate::host::host_memory_through_job!(UcxTransport);
+
 impl EagerMessaging for UcxTransport {
     fn messenger(&self) -> &Messenger<UcxWindow> {
         &self.messenger
