@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
+use crate::host::Team;
 use crate::scan::allreduce_in;
 use crate::split::{split, split_by, Algorithm, Color, Key, Split};
 use crate::{Chain, Result, Wire};
@@ -57,6 +58,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Comm<'t, T: Transport> {
     t: &'t T,
     chain: Chain,
+    /// The members' shared memory, when they all share this host: the
+    /// collectives run through it instead of the chain.
+    team: Option<Team<'t, T>>,
     timeout: Duration,
     algorithm: Algorithm,
     /// The rank-to-world map, made on the first lookup that needs it.
@@ -68,15 +72,23 @@ pub struct Comm<'t, T: Transport> {
 impl<'t, T: Transport> Comm<'t, T> {
     /// Every process of the job, in world rank order, with the world's
     /// context (one world per transport: libraries [`Comm::dup`] it).
+    ///
+    /// When every rank shares this host, the first world of a process
+    /// takes the host's shared memory for its collectives (every rank
+    /// decides alike from the job's shape); later worlds of the same
+    /// process run the chain algorithms, so make one and dup it.
     pub fn world(t: &'t T) -> Comm<'t, T> {
         let map = GroupMap::world_group(t.size());
-        Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map))
+        let mut world = Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map));
+        world.team = Team::world(t);
+        world
     }
 
     fn new(t: &'t T, chain: Chain, map: Option<GroupMap>) -> Comm<'t, T> {
         Comm {
             t,
             chain,
+            team: None,
             timeout: DEFAULT_TIMEOUT,
             algorithm: Algorithm::Auto,
             map: map.map(OnceCell::from).unwrap_or_default(),
@@ -135,6 +147,12 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// The transport.
     pub fn transport(&self) -> &'t T {
         self.t
+    }
+
+    /// Whether the collectives run through the host's shared memory (every
+    /// member shares this host, and the communicator was made with it).
+    pub fn in_host_memory(&self) -> bool {
+        self.team.is_some()
     }
 
     /// The deadline of a call made now.
@@ -310,6 +328,7 @@ impl<T: Transport> std::fmt::Debug for Comm<'_, T> {
             .field("size", &self.size())
             .field("context", &format_args!("{:#x}", self.context()))
             .field("timeout", &self.timeout)
+            .field("host_memory", &self.team.is_some())
             .field("map", &self.map.get().map(|m| m.to_string()))
             .finish()
     }

@@ -1,0 +1,276 @@
+//! Collectives among the members of a communicator that share one host,
+//! through the host's shared memory instead of messages (issue 32): a
+//! [`Team`] gives each member a region of its host arena; flags and small
+//! values move through mailbox lines that peers store into, larger data
+//! through cells the writer exposes and its readers copy out of. Written
+//! once against `HostMemory`, so the simulator runs them too, with a cost
+//! model of their own. One file per collective; `select` picks among them.
+
+mod allgather;
+mod allreduce;
+mod barrier;
+mod bcast;
+mod gather;
+mod layout;
+mod mailbox;
+mod message;
+mod reduce;
+mod scatter;
+pub(crate) mod select;
+mod stream;
+mod tree;
+pub(crate) mod values;
+
+use std::cell::{Cell, OnceCell};
+use std::time::Duration;
+
+use catena_fabric::{wait_until, HostMemory, HostRegion, Rank, Time};
+
+pub(crate) use allgather::{allgather, allgather_any};
+pub(crate) use allreduce::allreduce;
+pub(crate) use barrier::barrier;
+pub(crate) use bcast::{bcast, Value};
+pub(crate) use gather::{gather, gather_any};
+pub(crate) use layout::{Layout, MAX_MEMBERS};
+pub(crate) use reduce::reduce;
+pub(crate) use scatter::{scatter, scatter_any};
+
+use crate::{Error, Result};
+
+/// How often a writer that waits for a peer to finish a call looks again:
+/// it reads the peer's memory, and nothing wakes it when that changes.
+const PEER_POLL: Duration = Duration::from_micros(20);
+
+/// Whether elements of `elem` bytes fit a cell whole, as host reductions
+/// need.
+pub(crate) fn stream_fits(elem: usize) -> bool {
+    stream::chunk_for(elem).is_some()
+}
+
+/// A reduction over bytes: `acc = acc ⊕ x`, `acc` on the left.
+pub(crate) type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8]) -> Result<()>;
+
+/// The members of a communicator on one host, and where each one's region
+/// lies. Holds O(members) state: a host has a bounded number of cores.
+pub(crate) struct Team<'t, T: HostMemory> {
+    t: &'t T,
+    /// Members' world ranks, in group rank order.
+    ranks: Vec<Rank>,
+    /// Members' arenas, mapped on first use.
+    peers: Vec<OnceCell<T::HostPeer>>,
+    /// Each member's region.
+    regions: Vec<u64>,
+    me: u32,
+    own: HostRegion,
+    layout: Layout,
+    /// The world's region is never given back.
+    world: bool,
+    next_seq: Cell<u64>,
+    finished: Cell<u64>,
+    /// A call waits for an earlier one to end.
+    queued: Cell<bool>,
+    /// The last call every member is known to have entered.
+    entered: Cell<u64>,
+    /// What each member last showed as finished (a lower bound).
+    seen_finished: Vec<Cell<u64>>,
+    /// Chunks exposed to, and consumed from, each member so far.
+    sent_to: Vec<Cell<u64>>,
+    got_from: Vec<Cell<u64>>,
+}
+
+impl<'t, T: HostMemory> Team<'t, T> {
+    /// The world's team, if every rank of the job shares this host: every
+    /// rank finds its region at the same offset, so this needs no exchange.
+    /// Only the first world of a process gets it; the decision depends on
+    /// nothing but the job's shape and program order, so every rank takes
+    /// the same one.
+    pub(crate) fn world(t: &'t T) -> Option<Team<'t, T>> {
+        let ranks = t.host_ranks().to_vec();
+        let size = ranks.len() as u32;
+        if size != t.size() || !(2..=MAX_MEMBERS).contains(&size) {
+            return None;
+        }
+        let own = t.host_world_region(Layout::new(size).bytes())?;
+        let regions = vec![own.at; ranks.len()];
+        let me = ranks.iter().position(|&r| r == t.rank())? as u32;
+        Some(Team::new(t, ranks, regions, me, own, true))
+    }
+
+    /// A team of `ranks` (group order) whose regions are `regions`, this
+    /// member being `me` with region `own`.
+    pub(crate) fn new(
+        t: &'t T,
+        ranks: Vec<Rank>,
+        regions: Vec<u64>,
+        me: u32,
+        own: HostRegion,
+        world: bool,
+    ) -> Team<'t, T> {
+        let n = ranks.len();
+        let cells = || (0..n).map(|_| Cell::new(0)).collect();
+        Team {
+            t,
+            peers: (0..n).map(|_| OnceCell::new()).collect(),
+            layout: Layout::new(n as u32),
+            ranks,
+            regions,
+            me,
+            own,
+            world,
+            next_seq: Cell::new(1),
+            finished: Cell::new(0),
+            queued: Cell::new(false),
+            entered: Cell::new(0),
+            seen_finished: cells(),
+            sent_to: cells(),
+            got_from: cells(),
+        }
+    }
+
+    /// The region a member of a team of `members` needs.
+    pub(crate) fn region_bytes(members: u32) -> usize {
+        Layout::new(members).bytes()
+    }
+
+    /// The number of members.
+    pub(crate) fn size(&self) -> u32 {
+        self.ranks.len() as u32
+    }
+
+    /// This member's index.
+    pub(crate) fn me(&self) -> u32 {
+        self.me
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The transport.
+    pub(crate) fn t(&self) -> &'t T {
+        self.t
+    }
+
+    /// Member `m`'s arena, mapped on first use.
+    pub(crate) fn peer(&self, m: u32) -> Result<&T::HostPeer> {
+        let t = self.t;
+        let cell = &self.peers[m as usize];
+        if let Some(peer) = cell.get() {
+            return Ok(peer);
+        }
+        let peer = t.host_peer(self.ranks[m as usize])?;
+        Ok(cell.get_or_init(|| peer))
+    }
+
+    /// The offset of `at` in member `m`'s region.
+    pub(crate) fn at(&self, m: u32, at: u64) -> u64 {
+        self.regions[m as usize] + at
+    }
+
+    /// Takes the next call's sequence number; called when a collective is
+    /// called, before its first await, so calls take theirs in call order.
+    pub(crate) fn call(&self) -> u64 {
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq + 1);
+        seq
+    }
+
+    /// Runs `body` as call `seq` once every earlier call on this team has
+    /// ended (calls on a team run one after another, in call order: so
+    /// their cells and counts never interleave), then publishes that it
+    /// ended, for writers that wait to reuse a mailbox slot. A failed call
+    /// ends too, so later calls go on.
+    pub(crate) async fn run<R>(
+        &self,
+        seq: u64,
+        deadline: Time,
+        body: impl std::future::Future<Output = Result<R>>,
+    ) -> Result<R> {
+        wait_until(self.t, deadline, "an earlier host collective", || {
+            let ready = self.finished.get() + 1 == seq;
+            self.queued.set(self.queued.get() || !ready);
+            Ok(ready.then_some(()))
+        })
+        .await?;
+        let out = body.await;
+        self.finished.set(seq);
+        let own = self.peer(self.me)?;
+        self.t
+            .host_store(own, self.at(self.me, Layout::FINISHED), seq)?;
+        // A later call waits for this one and nothing from outside will
+        // poll it again: ask to be polled now.
+        if self.queued.replace(false) {
+            self.t.wake_at(self.t.now());
+        }
+        out
+    }
+
+    /// Records that every member has entered call `seq` (this member got
+    /// something from each, directly or through others): so each finished
+    /// every call before it.
+    pub(crate) fn all_entered(&self, seq: u64) {
+        self.entered.set(self.entered.get().max(seq));
+    }
+
+    /// Waits until member `m` has finished call `need`, so that call `seq`
+    /// may write the mailbox slot `need` used. It reads `m`'s memory, which
+    /// nothing signals, so it polls every [`PEER_POLL`]; when it must wait,
+    /// it waits for half the slots more, so the next calls need not look.
+    pub(crate) async fn await_finished(
+        &self,
+        m: u32,
+        seq: u64,
+        need: u64,
+        deadline: Time,
+    ) -> Result<()> {
+        let seen = &self.seen_finished[m as usize];
+        if need < self.entered.get() || seen.get() >= need {
+            return Ok(());
+        }
+        let t = self.t;
+        let peer = self.peer(m)?;
+        let at = self.at(m, Layout::FINISHED);
+        let finished = t.host_load(peer, at)?;
+        seen.set(seen.get().max(finished));
+        if finished >= need {
+            return Ok(());
+        }
+        // `m` needs nothing from call `seq` on to finish the calls before it.
+        let goal = (need + layout::SLOTS / 2).min(seq - 1);
+        wait_until(t, deadline, "a host peer to finish a call", || {
+            let finished = t.host_load(peer, at)?;
+            seen.set(seen.get().max(finished));
+            if finished >= goal {
+                return Ok(Some(()));
+            }
+            t.wake_at(t.now().saturating_add(PEER_POLL).min(deadline));
+            Ok(None)
+        })
+        .await
+        .map_err(Error::from)
+    }
+
+    pub(crate) fn sent_to(&self, m: u32) -> &Cell<u64> {
+        &self.sent_to[m as usize]
+    }
+
+    pub(crate) fn got_from(&self, m: u32) -> &Cell<u64> {
+        &self.got_from[m as usize]
+    }
+}
+
+/// Letting go of a team: every member's region loses a user, and this
+/// member's own is given back, to be reused once nobody uses it.
+impl<T: HostMemory> Drop for Team<'_, T> {
+    fn drop(&mut self) {
+        if self.world {
+            return;
+        }
+        for m in 0..self.size() {
+            if let Ok(peer) = self.peer(m) {
+                let _ = self.t.host_add(peer, self.at(m, Layout::USERS), u64::MAX);
+            }
+        }
+        self.t.host_release(self.own);
+    }
+}
