@@ -218,6 +218,160 @@ async fn every_collective<T: Transport>(t: &T, seed: u64) -> Outcome {
     world.ibarrier().await.map_err(fail(t, "the last barrier"))
 }
 
+/// The sequential split of members `0..n` by `colors` (`None`: no group)
+/// and `keys`: the members of `me`'s group in order.
+fn reference<K: Ord + Clone>(colors: &[Option<u32>], keys: &[K], me: u32) -> Option<Vec<u32>> {
+    let color = colors[me as usize]?;
+    let mut group: Vec<(K, u32)> = (0..colors.len() as u32)
+        .filter(|&m| colors[m as usize] == Some(color))
+        .map(|m| (keys[m as usize].clone(), m))
+        .collect();
+    group.sort();
+    Some(group.into_iter().map(|(_, m)| m).collect())
+}
+
+/// Checks that `comm` is the group `members` (world ranks in order) and
+/// that its collectives work, in host memory when it has two members.
+async fn check_group<T: Transport>(
+    t: &T,
+    comm: &Comm<'_, T>,
+    members: &[u32],
+    what: &str,
+) -> Outcome {
+    let at = members.iter().position(|&m| m == t.rank());
+    if at != Some(comm.rank() as usize) || comm.size() as usize != members.len() {
+        return Err(format!(
+            "rank {}: {what}: {comm:?} for {members:?}",
+            t.rank()
+        ));
+    }
+    if comm.in_host_memory() != (members.len() > 1) {
+        return Err(format!("rank {}: {what}: host memory {comm:?}", t.rank()));
+    }
+    let sum = comm
+        .iallreduce(t.rank(), |a, b| a + b)
+        .await
+        .map_err(fail(t, what))?;
+    expect(t, what, sum, members.iter().sum())?;
+    let order = comm.iallgather(&t.rank()).await.map_err(fail(t, what))?;
+    expect(t, what, order, members.to_vec())
+}
+
+async fn every_split<T: Transport>(t: &T, seed: u64) -> Outcome {
+    let world = Comm::world(t);
+    let (me, n) = (world.rank(), world.size());
+    for round in 0..4u64 {
+        let mut rng = Rng::new(seed, round as u32 + 100);
+        let colors: Vec<Option<u32>> = (0..n)
+            .map(|_| Some(rng.below(3) as u32).filter(|&c| c < 2 || round == 0))
+            .collect();
+        let keys: Vec<i64> = (0..n).map(|_| rng.below(4) as i64 - 2).collect();
+        let texts: Vec<String> = keys.iter().map(|k| format!("k{}", k + 7)).collect();
+        // Integer keys sort by their images.
+        let got = world
+            .isplit(colors[me as usize], keys[me as usize])
+            .await
+            .map_err(fail(t, "split"))?;
+        let want = reference(&colors, &keys, me);
+        match (&got, &want) {
+            (Some(c), Some(w)) => check_group(t, c, w, "split by integer keys").await?,
+            (None, None) => {}
+            _ => return Err(format!("rank {me}: split gave {got:?} for {want:?}")),
+        }
+        // Keys ordered by a comparator, checked across each group.
+        let got = world
+            .isplit_by(
+                colors[me as usize],
+                texts[me as usize].clone(),
+                |a: &String, b| b.cmp(a),
+            )
+            .await
+            .map_err(fail(t, "split_by"))?;
+        let reversed: Vec<std::cmp::Reverse<String>> =
+            texts.iter().cloned().map(std::cmp::Reverse).collect();
+        let want = reference(&colors, &reversed, me);
+        match (&got, &want) {
+            (Some(c), Some(w)) => check_group(t, c, w, "split by a comparator").await?,
+            (None, None) => {}
+            _ => return Err(format!("rank {me}: split_by gave {got:?} for {want:?}")),
+        }
+        // A dup keeps the group and the order, with a team of its own.
+        let dup = world.idup().await.map_err(fail(t, "dup"))?;
+        check_group(t, &dup, &(0..n).collect::<Vec<_>>(), "dup").await?;
+        // A nested split of the split.
+        if let Some(c) = &got {
+            let nested = c
+                .isplit_by_color(Some(c.rank() % 2))
+                .await
+                .map_err(fail(t, "nested"))?;
+            let members: Vec<u32> = want.as_ref().expect("a member").to_vec();
+            let mine: Vec<u32> = members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 2 == c.rank() as usize % 2)
+                .map(|(_, &m)| m)
+                .collect();
+            check_group(
+                t,
+                nested.as_ref().expect("a member"),
+                &mine,
+                "a nested split",
+            )
+            .await?;
+        }
+    }
+    // A comparator that answers differently on different processes fails
+    // the split on every process.
+    let lies = world
+        .isplit_by(
+            Some(0),
+            me,
+            move |a: &u32, b: &u32| if me % 2 == 0 { a.cmp(b) } else { b.cmp(a) },
+        )
+        .await;
+    match (lies, n) {
+        (Err(Error::UserCode { .. }), 3..) | (Ok(_), 1..=2) => {}
+        (other, _) if n > 2 => return Err(format!("rank {me}: a lying comparator gave {other:?}")),
+        _ => {}
+    }
+    // Processes that pass different key types fail alike.
+    let mixed = match me % 2 {
+        0 => world.isplit(Some(0), me).await,
+        _ => world.isplit(Some(0), u64::from(me)).await,
+    };
+    match (mixed, n) {
+        (Err(Error::Mismatch { .. }), 2..) | (Ok(_), 1) => {}
+        (other, _) => return Err(format!("rank {me}: mixed key types gave {other:?}")),
+    }
+    // Many splits one after another reuse their regions.
+    for i in 0..300u32 {
+        let c = world
+            .isplit(Some((me + i) % 2), me)
+            .await
+            .map_err(fail(t, "a split in a loop"))?;
+        drop(c);
+    }
+    world.ibarrier().await.map_err(fail(t, "the last barrier"))
+}
+
+#[test]
+fn sim_host_splits_1_to_9() {
+    for n in [1, 2, 3, 4, 5, 9] {
+        for seed in 0..3 {
+            let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(n);
+            let (results, _) = sim
+                .run(async |t: &SimRank<'_>| every_split(t, seed).await)
+                .unwrap_or_else(|e| panic!("{n} ranks, seed {seed}: {e}"));
+            let failed: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+            assert!(failed.is_empty(), "{n} ranks, seed {seed}: {failed:#?}");
+        }
+    }
+}
+
+fn splits<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
+    catena_fabric::block_on(t, every_split(t, 5)).map_err(catena_fabric::Error::Protocol)
+}
+
 #[test]
 fn sim_host_collectives_1_to_17() {
     let sizes: Vec<u32> = std::env::var("HOST_SIZES")
@@ -247,6 +401,8 @@ common::provider_cases! {
     shm_host_collectives_2: catena_fabric::shm::ShmTransport, 2, &[], collectives;
     shm_host_collectives_5: catena_fabric::shm::ShmTransport, 5, &[], collectives;
     shm_host_collectives_9: catena_fabric::shm::ShmTransport, 9, &[], collectives;
+    shm_host_splits_2: catena_fabric::shm::ShmTransport, 2, &[], splits;
+    shm_host_splits_5: catena_fabric::shm::ShmTransport, 5, &[], splits;
 }
 
 #[cfg(feature = "ofi")]

@@ -431,7 +431,7 @@ pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
             t.rank()
         ))
     })?;
-    let region = t.host_alloc(64 + SLOT as usize * peers.len())?;
+    let region = t.host_alloc(64 + SLOT as usize * peers.len(), 0)?;
     if t.host_load(&t.host_peer(t.rank())?, region.at)? != 1 {
         return Err(fail("a new region's users count is not 1"));
     }

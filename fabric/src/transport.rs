@@ -183,10 +183,10 @@ pub trait Blocking: Rma {
 }
 
 /// A region of a rank's host arena: `len` bytes at arena offset `at`. Its
-/// first word counts the region's users: 1 when allocated; the owner sets
-/// it to its group's size before it tells the group where the region is,
-/// and each member subtracts 1 when it lets go. A released region is reused
-/// only once the count is zero.
+/// first word counts the region's users: 1 when allocated; the owner adds
+/// its group's other members once the group is made, and each member
+/// subtracts 1 when it lets go. A released region is reused only once the
+/// count is zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostRegion {
     /// Offset in the owner's arena; what peers pass to the `host_*` calls.
@@ -214,9 +214,12 @@ pub trait HostMemory: Rma {
 
     /// The job's ranks on this rank's host, ascending (this rank included).
     fn host_ranks(&self) -> &[Rank];
-    /// A zeroed region of `len` bytes of this rank's arena, its users count
-    /// 1; `ArenaFull` when the arena has no room.
-    fn host_alloc(&self, len: usize) -> Result<HostRegion>;
+    /// A region of `len` bytes of this rank's arena, its users count 1;
+    /// `ArenaFull` when the arena has no room. A new region is zeroed; a
+    /// reused one has its first `reset` bytes zeroed and the rest as its
+    /// last group left it (a group resets what it relies on, not its
+    /// data cells), but for its users count.
+    fn host_alloc(&self, len: usize, reset: usize) -> Result<HostRegion>;
     /// The region every rank reserves at the same offset for the world's
     /// group (so the world needs no exchange to find it), `len` bytes of
     /// it: `Some` on the first call only, and only if the reserve holds

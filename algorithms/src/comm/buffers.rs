@@ -344,11 +344,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                         None => (0..size).map(|m| &s[m * piece..(m + 1) * piece]).collect(),
                     });
                     let mut scratch = Vec::new();
+                    // Its own piece is empty then too.
                     let recv = match &wrong {
-                        Some(_) => {
-                            scratch.resize(0, 0);
-                            &mut scratch[..]
-                        }
+                        Some(_) => &mut scratch[..],
                         None => recv,
                     };
                     let body = async {

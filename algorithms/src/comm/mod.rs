@@ -25,8 +25,8 @@ use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
 use crate::host::Team;
 use crate::scan::allreduce_in;
-use crate::split::{split, split_by, Algorithm, Color, Key, Split};
-use crate::{Chain, Result, Wire};
+use crate::split::{dense, split, split_by, Algorithm, Color, Key, Split};
+use crate::{Chain, Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
 
@@ -60,7 +60,7 @@ pub struct Comm<'t, T: Transport> {
     chain: Chain,
     /// The members' shared memory, when they all share this host: the
     /// collectives run through it instead of the chain.
-    team: Option<Team<'t, T>>,
+    team: Option<Box<Team<'t, T>>>,
     timeout: Duration,
     algorithm: Algorithm,
     /// The rank-to-world map, made on the first lookup that needs it.
@@ -80,7 +80,7 @@ impl<'t, T: Transport> Comm<'t, T> {
     pub fn world(t: &'t T) -> Comm<'t, T> {
         let map = GroupMap::world_group(t.size());
         let mut world = Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map));
-        world.team = Team::world(t);
+        world.team = Team::world(t).map(Box::new);
         world
     }
 
@@ -161,12 +161,28 @@ impl<'t, T: Transport> Comm<'t, T> {
     }
 
     /// A communicator of the same group with a new context (collective):
-    /// a library's messages on it never meet the caller's.
+    /// a library's messages on it never meet the caller's. In host memory
+    /// it is the dense split that keeps everyone in order, and gets a team
+    /// of its own.
     pub fn idup(&self) -> impl Future<Output = Result<Comm<'t, T>>> + '_ {
-        let tags = self.chain.next_call();
-        let proposal = Proposal::new(self.t);
+        let in_host = self.team.is_some();
+        let on_host = in_host.then(|| {
+            self.split_as(
+                Color::<()>::Everyone,
+                Key::<()>::ParentOrder,
+                Algorithm::Dense,
+            )
+        });
+        let on_chain = (!in_host).then(|| (self.chain.next_call(), Proposal::new(self.t)));
         let deadline = self.deadline();
         async move {
+            if let Some(dup) = on_host {
+                let dup = dup
+                    .await?
+                    .ok_or_else(|| Error::InvalidArgument("a dup without this member".into()))?;
+                return Ok(dup);
+            }
+            let (tags, proposal) = on_chain.expect("the chain's when not in host memory");
             let agreed = allreduce_in(
                 self.t,
                 &self.chain,
@@ -218,9 +234,78 @@ impl<'t, T: Transport> Comm<'t, T> {
         C: Serialize + 'a,
         K: Wire + Clone + Ord + 'static,
     {
+        self.split_as(color, key, self.algorithm)
+    }
+
+    fn split_as<'a, C, K>(
+        &'a self,
+        color: Color<C>,
+        key: Key<K>,
+        algorithm: Algorithm,
+    ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
+    where
+        C: Serialize + 'a,
+        K: Wire + Clone + Ord + 'static,
+    {
         let deadline = self.deadline();
-        let split = split(self.t, &self.chain, color, key, self.algorithm, deadline);
-        async move { Ok(self.member_of(split.await?)) }
+        let image = match &key {
+            Key::Is(k) => crate::split::integer_image(k),
+            Key::ParentOrder => None,
+        };
+        let mut args = Some((color, key));
+        let path = self.dense_path(algorithm, || {
+            let (color, key) = args.take().expect("taken once");
+            split(self.t, &self.chain, color, key, algorithm, deadline)
+        });
+        async move {
+            match path {
+                DensePath::Chain(split) => Ok(self.member_of(split.await?)),
+                DensePath::Dense(team, seqs, proposal) => {
+                    let (color, key) = args.take().expect("taken once");
+                    let order = &K::cmp;
+                    let body = dense::split(
+                        team,
+                        seqs,
+                        &self.chain,
+                        proposal,
+                        color,
+                        key,
+                        order,
+                        image,
+                        algorithm,
+                        deadline,
+                    );
+                    Ok(self.member_of_dense(body.await?))
+                }
+            }
+        }
+    }
+
+    /// Chooses how a split called now runs: the dense path on a
+    /// communicator in host memory (with the team's two calls and a context
+    /// proposal, taken now), else `chain()`, which takes the chain's tags.
+    fn dense_path<F>(
+        &self,
+        algorithm: Algorithm,
+        chain: impl FnOnce() -> F,
+    ) -> DensePath<'_, 't, T, F> {
+        match &self.team {
+            Some(team) if matches!(algorithm, Algorithm::Auto | Algorithm::Dense) => {
+                DensePath::Dense(team, (team.call(), team.call()), Proposal::new(self.t))
+            }
+            _ => DensePath::Chain(chain()),
+        }
+    }
+
+    fn member_of_dense(&self, dense: dense::Dense<'t, T>) -> Option<Comm<'t, T>> {
+        match dense.split {
+            Split::Member(group) => {
+                let mut comm = self.derived(group.chain, dense.map);
+                comm.team = dense.team.map(Box::new);
+                Some(comm)
+            }
+            Split::NotMember { .. } => None,
+        }
     }
 
     /// [`Comm::isplit`] keeping this communicator's order in each group
@@ -244,17 +329,40 @@ impl<'t, T: Transport> Comm<'t, T> {
         K: Wire + Clone + 'a,
     {
         let deadline = self.deadline();
-        let (color, key) = (color.into(), Key::Is(key));
-        let split = split_by(
-            self.t,
-            &self.chain,
-            color,
-            key,
-            order,
-            self.algorithm,
-            deadline,
-        );
-        async move { Ok(self.member_of(split.await?)) }
+        let mut args = Some((color.into(), Key::Is(key), order));
+        let path = self.dense_path(self.algorithm, || {
+            let (color, key, order) = args.take().expect("taken once");
+            split_by(
+                self.t,
+                &self.chain,
+                color,
+                key,
+                order,
+                self.algorithm,
+                deadline,
+            )
+        });
+        async move {
+            match path {
+                DensePath::Chain(split) => Ok(self.member_of(split.await?)),
+                DensePath::Dense(team, seqs, proposal) => {
+                    let (color, key, order) = args.take().expect("taken once");
+                    let body = dense::split(
+                        team,
+                        seqs,
+                        &self.chain,
+                        proposal,
+                        color,
+                        key,
+                        &order,
+                        None,
+                        self.algorithm,
+                        deadline,
+                    );
+                    Ok(self.member_of_dense(body.await?))
+                }
+            }
+        }
     }
 
     fn member_of(&self, split: Split) -> Option<Comm<'t, T>> {
@@ -263,6 +371,14 @@ impl<'t, T: Transport> Comm<'t, T> {
             Split::NotMember { .. } => None,
         }
     }
+}
+
+/// How a split runs: the dense path through the host team (its two calls
+/// and a context proposal) or a chain split (its future, which took its
+/// tags).
+enum DensePath<'a, 't, T: Transport, F> {
+    Dense(&'a Team<'t, T>, (u64, u64), Proposal),
+    Chain(F),
 }
 
 /// Joins the job on the default provider (shm; see

@@ -33,6 +33,9 @@ pub(crate) struct Layout {
 impl Layout {
     /// The users count (the region's first word, see `HostRegion`).
     pub(crate) const USERS: u64 = 0;
+    /// The highest sequence number a team used in this region, which its
+    /// next team starts above (so stale mailbox slots never look posted).
+    pub(crate) const HIGH_WATER: u64 = 8;
     /// The last call this member finished (read by writers before they
     /// reuse a mailbox slot of it).
     pub(crate) const FINISHED: u64 = LINE;
@@ -59,8 +62,25 @@ impl Layout {
         Self::BARRIER + LINE * u64::from(round)
     }
 
+    /// How many chunks writer `from` has exposed to this member, in all.
+    pub(crate) fn ready(&self, from: u32) -> u64 {
+        Self::BARRIER + LINE * (self.rounds + u64::from(from))
+    }
+
+    /// How many of this member's chunks reader `by` has consumed, in all.
+    pub(crate) fn consumed(&self, by: u32) -> u64 {
+        self.ready(0) + LINE * (self.members + u64::from(by))
+    }
+
+    /// The bytes a new team must find zeroed (past the users count and the
+    /// high-water mark): its flags and counts. Mailbox slots need not be:
+    /// the team's calls are numbered above the high-water mark.
+    pub(crate) fn reset_bytes(&self) -> usize {
+        self.consumed(0) as usize + (LINE * self.members) as usize
+    }
+
     fn mailboxes(&self) -> u64 {
-        Self::BARRIER + LINE * self.rounds
+        self.reset_bytes() as u64
     }
 
     /// Writer `from`'s mailbox slot for call `seq`: its sequence word, a
@@ -69,29 +89,9 @@ impl Layout {
         self.mailboxes() + self.slot * ((seq % SLOTS) * self.members + u64::from(from))
     }
 
-    /// How many chunks writer `from` has exposed to this member, in all.
-    pub(crate) fn ready(&self, from: u32) -> u64 {
-        self.mailboxes() + self.slot * SLOTS * self.members + LINE * u64::from(from)
-    }
-
-    /// How many of this member's chunks reader `by` has consumed, in all.
-    pub(crate) fn consumed(&self, by: u32) -> u64 {
-        self.ready(0) + LINE * (self.members + u64::from(by))
-    }
-
-    /// This member's own count of the chunks it exposed to `to`.
-    pub(crate) fn sent_to(&self, to: u32) -> u64 {
-        self.consumed(0) + LINE * self.members + 8 * u64::from(to)
-    }
-
-    /// This member's own count of the chunks it consumed from `from`.
-    pub(crate) fn got_from(&self, from: u32) -> u64 {
-        self.sent_to(0) + 8 * (self.members + u64::from(from))
-    }
-
     /// Cell `index`'s first byte.
     pub(crate) fn cell(&self, index: u64) -> u64 {
-        let cells = (self.got_from(0) + 16 * self.members).next_multiple_of(4096);
+        let cells = (self.mailboxes() + self.slot * SLOTS * self.members).next_multiple_of(4096);
         cells + (index % CELLS) * CELL as u64
     }
 
@@ -120,8 +120,8 @@ mod tests {
                 }
                 spans.push((l.ready(m), LINE));
                 spans.push((l.consumed(m), LINE));
-                spans.push((l.sent_to(m), 8));
-                spans.push((l.got_from(m), 8));
+                assert!(l.consumed(m) + LINE <= l.reset_bytes() as u64);
+                assert!(l.mailbox(0, m) >= l.reset_bytes() as u64);
             }
             for c in 0..CELLS {
                 spans.push((l.cell(c), CELL as u64));
@@ -135,6 +135,11 @@ mod tests {
         }
         assert!(Layout::new(16).bytes() < 256 << 10);
         assert_eq!(Layout::new(2).inline(), MAX_INLINE);
+        // A group split off a team fits in a region sized for the team.
+        for (small, large) in [(1, 2), (2, 16), (15, 16), (16, 17), (17, 64), (64, 1024)] {
+            let (small, large) = (Layout::new(small), Layout::new(large));
+            assert!(small.bytes() <= large.bytes() && small.reset_bytes() <= large.reset_bytes());
+        }
         assert!(Layout::new(MAX_MEMBERS).bytes() <= catena_fabric::host::WORLD_REGION_BYTES);
     }
 }

@@ -69,8 +69,8 @@ pub(crate) struct Team<'t, T: HostMemory> {
     finished: Cell<u64>,
     /// A call waits for an earlier one to end.
     queued: Cell<bool>,
-    /// The last call every member is known to have entered.
-    entered: Cell<u64>,
+    /// The last call every member is known to have finished.
+    all_finished: Cell<u64>,
     /// What each member last showed as finished (a lower bound).
     seen_finished: Vec<Cell<u64>>,
     /// Chunks exposed to, and consumed from, each member so far.
@@ -93,11 +93,12 @@ impl<'t, T: HostMemory> Team<'t, T> {
         let own = t.host_world_region(Layout::new(size).bytes())?;
         let regions = vec![own.at; ranks.len()];
         let me = ranks.iter().position(|&r| r == t.rank())? as u32;
-        Some(Team::new(t, ranks, regions, me, own, true))
+        Some(Team::new(t, ranks, regions, me, own, true, 0))
     }
 
     /// A team of `ranks` (group order) whose regions are `regions`, this
-    /// member being `me` with region `own`.
+    /// member being `me` with region `own`, numbering its calls from
+    /// `base + 1` (above every region's high-water mark).
     pub(crate) fn new(
         t: &'t T,
         ranks: Vec<Rank>,
@@ -105,9 +106,10 @@ impl<'t, T: HostMemory> Team<'t, T> {
         me: u32,
         own: HostRegion,
         world: bool,
+        base: u64,
     ) -> Team<'t, T> {
         let n = ranks.len();
-        let cells = || (0..n).map(|_| Cell::new(0)).collect();
+        let cells = |value| (0..n).map(|_| Cell::new(value)).collect();
         Team {
             t,
             peers: (0..n).map(|_| OnceCell::new()).collect(),
@@ -117,19 +119,19 @@ impl<'t, T: HostMemory> Team<'t, T> {
             me,
             own,
             world,
-            next_seq: Cell::new(1),
-            finished: Cell::new(0),
+            next_seq: Cell::new(base + 1),
+            finished: Cell::new(base),
             queued: Cell::new(false),
-            entered: Cell::new(0),
-            seen_finished: cells(),
-            sent_to: cells(),
-            got_from: cells(),
+            all_finished: Cell::new(base),
+            seen_finished: cells(base),
+            sent_to: cells(0),
+            got_from: cells(0),
         }
     }
 
-    /// The region a member of a team of `members` needs.
-    pub(crate) fn region_bytes(members: u32) -> usize {
-        Layout::new(members).bytes()
+    /// Member `m`'s world rank.
+    pub(crate) fn rank_of(&self, m: u32) -> Rank {
+        self.ranks[m as usize]
     }
 
     /// The number of members.
@@ -209,7 +211,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
     /// something from each, directly or through others): so each finished
     /// every call before it.
     pub(crate) fn all_entered(&self, seq: u64) {
-        self.entered.set(self.entered.get().max(seq));
+        self.all_finished.set(self.all_finished.get().max(seq - 1));
     }
 
     /// Waits until member `m` has finished call `need`, so that call `seq`
@@ -224,7 +226,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
         deadline: Time,
     ) -> Result<()> {
         let seen = &self.seen_finished[m as usize];
-        if need < self.entered.get() || seen.get() >= need {
+        if need <= self.all_finished.get() || seen.get() >= need {
             return Ok(());
         }
         let t = self.t;
@@ -265,6 +267,14 @@ impl<T: HostMemory> Drop for Team<'_, T> {
     fn drop(&mut self) {
         if self.world {
             return;
+        }
+        // Peers post at most the calls this member made; the margin covers
+        // a call a peer began where this one failed.
+        let high = self.next_seq.get() + layout::SLOTS;
+        if let Ok(own) = self.peer(self.me) {
+            let _ = self
+                .t
+                .host_store(own, self.at(self.me, Layout::HIGH_WATER), high);
         }
         for m in 0..self.size() {
             if let Ok(peer) = self.peer(m) {

@@ -12,6 +12,7 @@ mod allgather_group;
 mod bins;
 pub(crate) mod bitonic;
 mod cheng;
+pub(crate) mod dense;
 mod fault;
 mod gather_scatter;
 mod hash;
@@ -19,6 +20,7 @@ mod item;
 mod mix;
 mod numbering;
 mod radix;
+pub(crate) use radix::integer_image;
 mod sorted;
 
 use std::cmp::Ordering;
@@ -90,8 +92,13 @@ pub enum Algorithm {
     Hash,
     /// Hash, finishing chains shorter than 64 with AllgatherGroup.
     Hash64,
-    /// The paper's findings, with thresholds from the simulator (BG/P-like
-    /// LogGP, computation charged, docs/scaling.md): the serial GatherScatter up to
+    /// On a communicator in host memory, one allgather of colors and keys
+    /// through shared memory and a local sort (the dense path); elsewhere
+    /// AllgatherGroup.
+    Dense,
+    /// Dense on a communicator in host memory; elsewhere the paper's
+    /// findings, with thresholds from the simulator (BG/P-like LogGP,
+    /// computation charged, docs/scaling.md): the serial GatherScatter up to
     /// [`AUTO_SERIAL_MAX_REORDER`] processes when reordering and
     /// [`AUTO_SERIAL_MAX_SPLIT`] when only splitting; above, Bitonic when
     /// reordering and Hash when only splitting.
@@ -114,7 +121,7 @@ pub const CHENG_MAX_ITEMS: std::ops::RangeInclusive<u32> = 2..=1 << 20;
 
 impl Algorithm {
     /// Every algorithm, Cheng with the paper's smallest, middle and largest M.
-    pub const ALL: [Algorithm; 10] = [
+    pub const ALL: [Algorithm; 11] = [
         Algorithm::AllgatherGroup,
         Algorithm::GatherScatter,
         Algorithm::Cheng(128),
@@ -124,6 +131,7 @@ impl Algorithm {
         Algorithm::Radix,
         Algorithm::Hash,
         Algorithm::Hash64,
+        Algorithm::Dense,
         Algorithm::Auto,
     ];
 
@@ -137,6 +145,7 @@ impl Algorithm {
             Algorithm::Hash => 4,
             Algorithm::Hash64 => 5,
             Algorithm::Auto => 6,
+            Algorithm::Dense => 7,
             Algorithm::Cheng(m) => 64 + m,
         }
     }
@@ -163,6 +172,7 @@ impl Algorithm {
             Algorithm::Auto if size <= AUTO_SERIAL_MAX_SPLIT => Algorithm::GatherScatter,
             Algorithm::Auto if reorder => Algorithm::Bitonic,
             Algorithm::Auto => Algorithm::Hash,
+            Algorithm::Dense => Algorithm::AllgatherGroup,
             chosen => chosen,
         }
     }
@@ -178,6 +188,7 @@ impl fmt::Display for Algorithm {
             Algorithm::Radix => f.write_str("Radix"),
             Algorithm::Hash => f.write_str("Hash"),
             Algorithm::Hash64 => f.write_str("Hash64"),
+            Algorithm::Dense => f.write_str("Dense"),
             Algorithm::Auto => f.write_str("Auto"),
         }
     }
@@ -463,6 +474,6 @@ where
             let serial_below = Some(HASH64_SERIAL_BELOW);
             hash::place(t, parent, calls, me, agreed, order, serial_below, deadline).await?
         }
-        Algorithm::Auto => unreachable!("resolved above"),
+        Algorithm::Auto | Algorithm::Dense => unreachable!("resolved above"),
     })
 }

@@ -160,8 +160,8 @@ impl HostMemory for EagerRank<'_> {
         self.rank.host_ranks()
     }
 
-    fn host_alloc(&self, len: usize) -> Result<catena_fabric::HostRegion> {
-        self.rank.host_alloc(len)
+    fn host_alloc(&self, len: usize, reset: usize) -> Result<catena_fabric::HostRegion> {
+        self.rank.host_alloc(len, reset)
     }
 
     fn host_world_region(&self, len: usize) -> Option<catena_fabric::HostRegion> {

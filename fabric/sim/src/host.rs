@@ -149,7 +149,7 @@ impl HostMemory for SimRank<'_> {
         &all[first..(first + per).min(all.len())]
     }
 
-    fn host_alloc(&self, len: usize) -> Result<HostRegion> {
+    fn host_alloc(&self, len: usize, _reset: usize) -> Result<HostRegion> {
         let regions = &self.sim().state(self.rank_id()).host_regions;
         let id = regions.get() + 1;
         regions.set(id);

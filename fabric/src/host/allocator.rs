@@ -2,7 +2,9 @@
 //! from 256 bytes, a bump pointer and a free list per class. A released
 //! region is reused only once its users count (its first word, which every
 //! member of its group decrements when it lets go) has reached zero, so a
-//! late peer never writes into a region that serves another group.
+//! late peer never writes into a region that serves another group; only
+//! the part its next group asks for is zeroed then (a group of a host's
+//! cores takes hundreds of KiB, mostly data cells).
 
 use super::ArenaMap;
 use crate::{Error, HostRegion, Result};
@@ -33,8 +35,14 @@ impl Allocator {
         }
     }
 
-    /// A zeroed region of at least `len` bytes of `arena`.
-    pub(crate) fn alloc(&mut self, len: usize, arena: &ArenaMap) -> Result<HostRegion> {
+    /// A region of at least `len` bytes of `arena`: zeroed when new, its
+    /// first `reset` bytes zeroed when reused.
+    pub(crate) fn alloc(
+        &mut self,
+        len: usize,
+        reset: usize,
+        arena: &ArenaMap,
+    ) -> Result<HostRegion> {
         let len = len as u64;
         if len > self.end {
             return Err(Error::ArenaFull {
@@ -46,8 +54,8 @@ impl Allocator {
         self.reclaim(arena);
         let at = match self.free[class as usize].pop() {
             Some(at) => {
-                // Its last group is gone: it starts from zero like a new one.
-                arena.write(at, &vec![0; 1 << class])?;
+                // Its last group is gone; the next resets what it relies on.
+                arena.write(at, &vec![0; reset.min(len as usize)])?;
                 at
             }
             None => {
@@ -95,23 +103,26 @@ mod tests {
     fn regions_are_reused_only_when_nobody_uses_them() {
         let host = Host::create(0, "test", 1 << 21).unwrap();
         let own = host.own().clone();
-        let a = host.alloc(3000).unwrap();
-        own.write(a.at + 8, &[7; 64]).unwrap();
+        let a = host.alloc(3000, 0).unwrap();
+        own.write(a.at + 8, &[7; 120]).unwrap();
         host.release(a);
-        let b = host.alloc(4000).unwrap();
+        let b = host.alloc(4000, 0).unwrap();
         assert_ne!(a.at, b.at, "a region still counted as used is not reused");
+        let mut bytes = [1; 128];
+        own.read(b.at, &mut bytes).unwrap();
+        assert!(bytes[8..].iter().all(|&b| b == 0), "a new region is zeroed");
         own.add(a.at, u64::MAX).unwrap();
-        let c = host.alloc(2049).unwrap();
+        let c = host.alloc(2049, 64).unwrap();
         assert_eq!(c.at, a.at, "a region nobody uses is reused");
-        let mut bytes = [1; 72];
         own.read(c.at, &mut bytes).unwrap();
         assert_eq!(own.load(c.at).unwrap(), 1, "a new users count");
-        assert!(bytes[8..].iter().all(|&b| b == 0), "zeroed: {bytes:?}");
+        assert!(bytes[8..64].iter().all(|&b| b == 0), "reset: {bytes:?}");
+        assert!(bytes[64..].iter().all(|&b| b == 7), "kept: {bytes:?}");
         assert!(matches!(
-            host.alloc(1 << 22),
+            host.alloc(1 << 22, 0),
             Err(crate::Error::ArenaFull { .. })
         ));
-        assert!(host.alloc(usize::MAX).is_err());
+        assert!(host.alloc(usize::MAX, 0).is_err());
     }
 
     /// The world's region is handed out once, and only as large as reserved.

@@ -108,8 +108,8 @@ impl Host {
     }
 
     /// See [`crate::HostMemory::host_alloc`].
-    pub fn alloc(&self, len: usize) -> Result<HostRegion> {
-        let region = self.allocator.borrow_mut().alloc(len, &self.own)?;
+    pub fn alloc(&self, len: usize, reset: usize) -> Result<HostRegion> {
+        let region = self.allocator.borrow_mut().alloc(len, reset, &self.own)?;
         self.own.store(region.at, 1)?;
         Ok(region)
     }
@@ -200,8 +200,8 @@ macro_rules! host_memory_through_job {
                 self.job.host_memory().map_or(&[], |host| host.ranks())
             }
 
-            fn host_alloc(&self, len: usize) -> $crate::Result<$crate::HostRegion> {
-                self.job.host_memory()?.alloc(len)
+            fn host_alloc(&self, len: usize, reset: usize) -> $crate::Result<$crate::HostRegion> {
+                self.job.host_memory()?.alloc(len, reset)
             }
 
             fn host_world_region(&self, len: usize) -> Option<$crate::HostRegion> {

@@ -1,0 +1,354 @@
+//! The split of a communicator in host memory (issue 32's dense path): one
+//! allgather through shared memory of every member's color, key, context
+//! proposal and the region its new group's team would use, then a local
+//! sort of its own group. Members check the same agreement as the chain
+//! split's (every process sees every record, so a disagreement fails all
+//! alike); a user comparator's answers are checked across the group in a
+//! second call, so one that lies fails every process instead of making
+//! groups that disagree. Integer keys sort by their images, no comparator.
+
+use std::cmp::Ordering;
+
+use catena_fabric::{HostMemory, HostRegion, Rank, Time, Transport};
+use serde::{Deserialize, Serialize};
+
+use super::agreement::{disagreement, modes, types, KEYED, SPLIT};
+use super::item::KeyOrder;
+use super::mix::digest;
+use super::{Algorithm, Color, Group, Key, Split};
+use crate::chain::Chain;
+use crate::codec::{decode, encode, Wire};
+use crate::context::Proposal;
+use crate::error::user_code;
+use crate::groupmap::{GroupMap, Strategy};
+use crate::host::{allgather_any, Layout, Team};
+use crate::{Error, Result};
+
+/// No region: its owner's arena had no room, so its group gets no team.
+const NO_REGION: u64 = u64::MAX;
+
+/// What each member tells every other.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    types: u64,
+    algorithm: u32,
+    modes: u8,
+    proposal: Proposal,
+    /// The member's region for its new group's team, and its high-water mark.
+    region: u64,
+    high: u64,
+    color: Vec<u8>,
+    /// The key: its integer image (ordered as bytes) or its encoding.
+    key: Vec<u8>,
+    image: bool,
+    /// Why this member's color or key could not be encoded, which fails
+    /// the split on every process.
+    refused: Option<String>,
+}
+
+/// A member's new group, with its team and its world ranks in group order.
+pub(crate) struct Dense<'t, T: HostMemory> {
+    pub split: Split,
+    pub team: Option<Team<'t, T>>,
+    pub map: Option<GroupMap>,
+}
+
+/// Gives a region back unless a group took it.
+struct Claim<'a, T: HostMemory> {
+    t: &'a T,
+    region: Option<HostRegion>,
+}
+
+impl<T: HostMemory> Drop for Claim<'_, T> {
+    fn drop(&mut self) {
+        if let Some(region) = self.region.take() {
+            if let Ok(own) = self.t.host_peer(self.t.rank()) {
+                let _ = self.t.host_add(&own, region.at + Layout::USERS, u64::MAX);
+            }
+            self.t.host_release(region);
+        }
+    }
+}
+
+/// Splits the communicator of `team` and `parent` (calls `seqs` of the
+/// team, taken when the split was called, as `proposal` was); `image` is
+/// the key's integer image where it has one. Both calls run whatever
+/// happens, so the team's later calls go on.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn split<'t, T, C, K>(
+    team: &Team<'t, T>,
+    seqs: (u64, u64),
+    parent: &Chain,
+    proposal: Proposal,
+    color: Color<C>,
+    key: Key<K>,
+    order: KeyOrder<'_, K>,
+    image: Option<Vec<u8>>,
+    algorithm: Algorithm,
+    deadline: Time,
+) -> Result<Dense<'t, T>>
+where
+    T: Transport,
+    C: Serialize,
+    K: Wire,
+{
+    let ran = std::cell::Cell::new(0);
+    let out = split_in(
+        team, seqs, &ran, parent, proposal, color, key, order, image, algorithm, deadline,
+    )
+    .await;
+    for seq in [seqs.0, seqs.1].into_iter().skip(ran.get()) {
+        team.run(seq, deadline, async { Ok(()) }).await?;
+    }
+    out
+}
+
+/// [`split`], counting in `ran` the calls it ran.
+#[allow(clippy::too_many_arguments)]
+async fn split_in<'t, T, C, K>(
+    team: &Team<'t, T>,
+    seqs: (u64, u64),
+    ran: &std::cell::Cell<usize>,
+    parent: &Chain,
+    proposal: Proposal,
+    color: Color<C>,
+    key: Key<K>,
+    order: KeyOrder<'_, K>,
+    image: Option<Vec<u8>>,
+    algorithm: Algorithm,
+    deadline: Time,
+) -> Result<Dense<'t, T>>
+where
+    T: Transport,
+    C: Serialize,
+    K: Wire,
+{
+    let t = team.t();
+    let layout = Layout::new(team.size());
+    let mut claim = Claim {
+        t,
+        region: t.host_alloc(layout.bytes(), layout.reset_bytes()).ok(),
+    };
+    let own = t.host_peer(t.rank())?;
+    let (region, high) = match claim.region {
+        Some(r) => (r.at, t.host_load(&own, r.at + Layout::HIGH_WATER)?),
+        None => (NO_REGION, 0),
+    };
+    let mut refused = None;
+    let mut encoded = |what: &'static str, bytes: Result<Vec<u8>>| {
+        bytes.unwrap_or_else(|e| {
+            refused.get_or_insert(format!("{what}: {e}"));
+            Vec::new()
+        })
+    };
+    let color_bytes = match &color {
+        Color::Is(c) => encoded("a color", encode(c, "a color")),
+        _ => Vec::new(),
+    };
+    let key_bytes = match (&key, &image) {
+        (Key::Is(_), Some(image)) => image.clone(),
+        (Key::Is(k), None) => encoded("a key", encode(k, "a key")),
+        (Key::ParentOrder, _) => Vec::new(),
+    };
+    let mine = Record {
+        types: types::<C, K>(),
+        algorithm: algorithm.id(),
+        modes: modes(&color, &key, false),
+        proposal,
+        region,
+        high,
+        color: color_bytes,
+        image: image.is_some(),
+        key: key_bytes,
+        refused,
+    };
+    let bytes = encode(&mine, "a split record")?;
+    ran.set(1);
+    let all = team
+        .run(
+            seqs.0,
+            deadline,
+            allgather_any(team, seqs.0, &bytes, deadline),
+        )
+        .await?;
+    let records: Vec<Record> = all
+        .iter()
+        .map(|b| decode(b, "a split record"))
+        .collect::<Result<_>>()?;
+    if let Some((m, why)) = records
+        .iter()
+        .enumerate()
+        .find_map(|(m, r)| r.refused.as_ref().map(|why| (m, why)))
+    {
+        return Err(Error::Codec {
+            action: "encode",
+            what: "a split's color or key",
+            message: format!("member {m} could not encode {why}"),
+        });
+    }
+    let span = |f: &dyn Fn(&Record) -> u64| {
+        let values = records.iter().map(f);
+        (values.clone().min().unwrap_or(0), values.max().unwrap_or(0))
+    };
+    let kinds = span(&|r| r.types);
+    let algorithms = span(&|r| u64::from(r.algorithm));
+    let modes = records.iter().fold(0, |m, r| m | r.modes);
+    let algorithms = (algorithms.0 as u32, algorithms.1 as u32);
+    if let Some(e) = disagreement::<C, K>(kinds, algorithms, modes, algorithm) {
+        return Err(e);
+    }
+    let context = records[0].proposal.context(t.size())?;
+    let members: Vec<u32> = (0..records.len() as u32)
+        .filter(|&m| records[m as usize].modes != 0)
+        .collect();
+    // Groups by color, in the order of their lowest parent rank.
+    let mut leaders: Vec<u32> = Vec::new();
+    for &m in &members {
+        let color = &records[m as usize].color;
+        if !leaders.iter().any(|&l| records[l as usize].color == *color) {
+            leaders.push(m);
+        }
+    }
+    let keyed = modes & KEYED != 0;
+    let comparing = keyed && records.iter().any(|r| r.modes != 0 && !r.image);
+    // Every member decodes every key, so a key that does not decode fails
+    // every process alike.
+    let keys: Vec<Option<K>> = match comparing {
+        true => records
+            .iter()
+            .map(|r| match r.modes & KEYED != 0 {
+                true => decode(&r.key, "a key").map(Some),
+                false => Ok(None),
+            })
+            .collect::<Result<_>>()?,
+        false => Vec::new(),
+    };
+    let me = team.me();
+    let mut group: Vec<u32> = match mine.modes & (SPLIT | super::agreement::EVERYONE) {
+        0 => Vec::new(),
+        _ => members
+            .iter()
+            .copied()
+            .filter(|&m| records[m as usize].color == mine.color)
+            .collect(),
+    };
+    let sorted = sort(&mut group, &records, &keys, keyed, comparing, order);
+    if comparing {
+        // Every member shows what order its group came out in; any fault
+        // or disagreement fails every process.
+        let shown = match &sorted {
+            Ok(()) => {
+                digest(
+                    &group
+                        .iter()
+                        .flat_map(|m| m.to_le_bytes())
+                        .collect::<Vec<_>>(),
+                ) | 1
+            }
+            Err(_) => 0,
+        };
+        ran.set(2);
+        let all = team
+            .run(
+                seqs.1,
+                deadline,
+                allgather_any(team, seqs.1, &shown.to_le_bytes(), deadline),
+            )
+            .await?;
+        let shown: Vec<u64> = all
+            .iter()
+            .map(|b| b.as_slice().try_into().map(u64::from_le_bytes).unwrap_or(0))
+            .collect();
+        let lies = members.iter().any(|&m| {
+            let color = &records[m as usize].color;
+            let first = members
+                .iter()
+                .find(|&&l| records[l as usize].color == *color)
+                .expect("m itself");
+            shown[m as usize] == 0 || shown[m as usize] != shown[*first as usize]
+        });
+        if lies {
+            sorted?;
+            return Err(Error::UserCode {
+                what: "the key comparator",
+                message: "it ordered one group differently on different processes".into(),
+            });
+        }
+    }
+    sorted?;
+    let count = leaders.len() as u32;
+    let Some(at) = group.iter().position(|&m| m == me) else {
+        return Ok(Dense {
+            split: Split::NotMember { groups: count },
+            team: None,
+            map: None,
+        });
+    };
+    let id = leaders
+        .iter()
+        .position(|&l| records[l as usize].color == mine.color)
+        .expect("a member's color leads a group") as u32;
+    let ranks: Vec<Rank> = group.iter().map(|&m| team.rank_of(m)).collect();
+    let size = ranks.len() as u32;
+    let chain = Chain::from_links(
+        at as u32,
+        size,
+        parent.address(),
+        at.checked_sub(1).map(|l| ranks[l]),
+        ranks.get(at + 1).copied(),
+        context,
+    )?;
+    let map = GroupMap::from_ranks(t.size(), &ranks, Strategy::Auto).ok();
+    let regions: Vec<u64> = group.iter().map(|&m| records[m as usize].region).collect();
+    let team = match claim.region {
+        Some(own_region) if size >= 2 && !regions.contains(&NO_REGION) => {
+            // The other members let go of this region as well.
+            t.host_add(&own, own_region.at + Layout::USERS, u64::from(size - 1))?;
+            claim.region = None;
+            let base = group
+                .iter()
+                .map(|&m| records[m as usize].high)
+                .max()
+                .unwrap_or(0);
+            Some(Team::new(
+                t, ranks, regions, at as u32, own_region, false, base,
+            ))
+        }
+        _ => None,
+    };
+    Ok(Dense {
+        split: Split::Member(Group { chain, id, count }),
+        team,
+        map,
+    })
+}
+
+/// Orders a group's members by key (integer images as bytes, else the
+/// user's order), then by parent rank.
+fn sort<K>(
+    group: &mut [u32],
+    records: &[Record],
+    keys: &[Option<K>],
+    keyed: bool,
+    comparing: bool,
+    order: KeyOrder<'_, K>,
+) -> Result<()> {
+    if !keyed {
+        return Ok(());
+    }
+    if !comparing {
+        group.sort_by(|&a, &b| {
+            records[a as usize]
+                .key
+                .cmp(&records[b as usize].key)
+                .then(a.cmp(&b))
+        });
+        return Ok(());
+    }
+    user_code("the key comparator", || {
+        group.sort_by(|&a, &b| match (&keys[a as usize], &keys[b as usize]) {
+            (Some(x), Some(y)) => order(x, y).then(a.cmp(&b)),
+            _ => Ordering::Equal,
+        })
+    })
+}
