@@ -7,7 +7,7 @@
 use catena_fabric::{HostMemory, Time};
 
 use super::bcast::{bcast, Value};
-use super::mailbox::{post, take};
+use super::mailbox::{arrived, post, read};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose, pull_into, Readers};
 use super::{select, Combine, Team};
@@ -92,21 +92,21 @@ async fn exchange<T: HostMemory>(
     }
     let mut mismatch = None;
     for m in 0..n {
-        let got;
-        let value = match m == me {
-            true => send,
-            false => {
-                got = take(team, m, seq, deadline).await?;
-                if got.len != send.len() as u64 {
-                    mismatch.get_or_insert((m, got.len));
-                    continue;
-                }
-                got.bytes()
+        if m != me {
+            let len = arrived(team, m, seq, deadline).await?;
+            if len != send.len() as u64 {
+                mismatch.get_or_insert((m, len));
+                continue;
             }
-        };
-        match m {
-            0 => recv.copy_from_slice(value),
-            _ => combine(recv, value)?,
+        }
+        match (m, m == me) {
+            (0, true) => recv.copy_from_slice(send),
+            (0, false) => read(team, m, seq, recv)?,
+            (_, true) => combine(recv, send)?,
+            (_, false) => team.with_scratch(send.len(), |value| {
+                read(team, m, seq, value)?;
+                combine(recv, value)
+            })?,
         }
     }
     match mismatch {

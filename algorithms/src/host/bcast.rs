@@ -6,7 +6,7 @@
 use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
-use super::mailbox::{post, take};
+use super::mailbox::{arrived, post, read};
 use super::stream::{expose, pull, pull_into, Readers};
 use super::tree::{children, member_of, parent, virtual_of};
 use super::{select, Team};
@@ -32,61 +32,69 @@ pub(crate) async fn bcast<T: HostMemory>(
     let (me, n) = (team.me(), team.size());
     let (radix, inline) = (select::radix(n), team.layout().inline());
     let v = virtual_of(me, root, n);
-    let got = match me == root {
-        true => None,
-        false => {
-            let from = member_of(parent(v, radix).expect("not the root"), root, n);
-            Some(take(team, from, seq, deadline).await?)
-        }
-    };
+    let children = || children(v, n, radix).map(|c| member_of(c, root, n));
     // A long value's post carries the index of its first chunk: 0.
     const FIRST: [u8; 8] = [0; 8];
-    let (len, carried): (u64, &[u8]) = match (&got, &value) {
-        (Some(post), _) if post.len > inline as u64 => (post.len, &FIRST),
-        (Some(post), _) => (post.len, post.bytes()),
-        (None, Value::Fixed(data)) => (data.len() as u64, data),
-        (None, Value::Any(data)) => (data.len() as u64, data),
-    };
-    let long = len > inline as u64;
-    let carried = if long { &FIRST[..] } else { carried };
-    for c in children(v, n, radix) {
-        post(team, member_of(c, root, n), seq, len, carried, deadline).await?;
-    }
     if me == root {
+        let data: &[u8] = match &value {
+            Value::Fixed(buf) => buf,
+            Value::Any(bytes) => bytes,
+        };
+        let long = data.len() > inline;
+        for c in children() {
+            let carried = if long { &FIRST[..] } else { data };
+            post(team, c, seq, data.len() as u64, carried, deadline).await?;
+        }
         if long {
-            let data: &[u8] = match &value {
-                Value::Fixed(buf) => buf,
-                Value::Any(bytes) => bytes,
-            };
             expose(team, &[(data, Readers::All)], CELL, deadline).await?;
         }
         return Ok(());
     }
-    let head = got.expect("not the root");
-    match &mut value {
-        Value::Fixed(buf) if buf.len() as u64 != len => {
-            if long {
-                let len = usize::try_from(len).unwrap_or(usize::MAX);
-                pull(team, root, 0, len, CELL, |_, _| Ok(()), deadline).await?;
+    let from = member_of(parent(v, radix).expect("not the root"), root, n);
+    let len = arrived(team, from, seq, deadline).await?;
+    let long = len > inline as u64;
+    if long {
+        for c in children() {
+            post(team, c, seq, len, &FIRST, deadline).await?;
+        }
+    }
+    let mut scratch = Vec::new();
+    let wrong = match &mut value {
+        Value::Fixed(buf) if buf.len() as u64 != len => Some(buf.len()),
+        _ => None,
+    };
+    if !long {
+        // A short value is copied out first, then passed on from here.
+        let into: &mut [u8] = match (&mut value, wrong) {
+            (_, Some(_)) => {
+                scratch.resize(len as usize, 0);
+                &mut scratch
             }
-            Err(Error::Mismatch {
-                what: format!(
-                    "bcast lengths: the root sent {len} bytes for a buffer of {}",
-                    buf.len()
-                ),
-            })
+            (Value::Fixed(buf), None) => buf,
+            (Value::Any(bytes), None) => {
+                bytes.clear();
+                bytes.resize(len as usize, 0);
+                bytes
+            }
+        };
+        read(team, from, seq, into)?;
+        for c in children() {
+            post(team, c, seq, len, into, deadline).await?;
         }
-        Value::Fixed(buf) if !long => {
-            buf.copy_from_slice(head.bytes());
-            Ok(())
+    }
+    if let Some(expected) = wrong {
+        if long {
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            pull(team, root, 0, len, CELL, |_, _| Ok(()), deadline).await?;
         }
-        Value::Fixed(buf) => pull_into(team, root, 0, buf, CELL, deadline).await,
-        Value::Any(bytes) if !long => {
-            bytes.clear();
-            bytes.extend_from_slice(head.bytes());
-            Ok(())
-        }
-        Value::Any(bytes) => {
+        return Err(Error::Mismatch {
+            what: format!("bcast lengths: the root sent {len} bytes for a buffer of {expected}"),
+        });
+    }
+    match (&mut value, long) {
+        (_, false) => Ok(()),
+        (Value::Fixed(buf), true) => pull_into(team, root, 0, buf, CELL, deadline).await,
+        (Value::Any(bytes), true) => {
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             bytes.clear();
             pull(

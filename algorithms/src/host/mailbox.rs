@@ -7,25 +7,9 @@
 
 use catena_fabric::{wait_until, HostMemory, Time};
 
-use super::layout::{MAX_INLINE, SLOTS, SLOT_HEADER};
+use super::layout::{SLOTS, SLOT_HEADER};
 use super::Team;
 use crate::{Error, Result};
-
-/// What a mailbox slot carried besides its sequence number.
-pub(crate) struct Post {
-    /// The whole message's length (beyond the slot, the rest is exposed).
-    pub len: u64,
-    /// Its first bytes, as many as the slot held.
-    pub inline: [u8; MAX_INLINE],
-    held: usize,
-}
-
-impl Post {
-    /// The bytes the slot carried.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.inline[..self.held]
-    }
-}
 
 /// Posts a message of `len` bytes, whose first bytes are `inline` (at most
 /// what a slot holds), to member `to` for call `seq`.
@@ -50,13 +34,15 @@ pub(crate) async fn post<T: HostMemory>(
     Ok(())
 }
 
-/// Waits for member `from`'s post of call `seq`.
-pub(crate) async fn take<T: HostMemory>(
+/// Waits for member `from`'s post of call `seq`; yields the message's
+/// length (the slot holds its bytes if they fit, else the index of its
+/// first chunk in the writer's exposure).
+pub(crate) async fn arrived<T: HostMemory>(
     team: &Team<'_, T>,
     from: u32,
     seq: u64,
     deadline: Time,
-) -> Result<Post> {
+) -> Result<u64> {
     let t = team.t();
     let own = team.peer(team.me())?;
     let slot = team.at(team.me(), team.layout().mailbox(seq, from));
@@ -70,17 +56,21 @@ pub(crate) async fn take<T: HostMemory>(
             "host member {from} posted call {got} where call {seq} was due"
         ))));
     }
-    let len = t.host_load(own, slot + 8)?;
-    // A long message's slot holds where its first chunk is (8 bytes).
-    let held = match len > team.layout().inline() as u64 {
-        true => 0,
-        false => len as usize,
-    };
-    let mut post = Post {
-        len,
-        inline: [0; MAX_INLINE],
-        held,
-    };
-    t.host_read(own, slot + SLOT_HEADER, &mut post.inline[..held.max(8)])?;
-    Ok(post)
+    Ok(t.host_load(own, slot + 8)?)
+}
+
+/// Copies the first `out.len()` bytes of member `from`'s post of call
+/// `seq` (which has arrived) into `out`.
+pub(crate) fn read<T: HostMemory>(team: &Team<'_, T>, from: u32, seq: u64, out: &mut [u8]) -> Result<()> {
+    let own = team.peer(team.me())?;
+    let slot = team.at(team.me(), team.layout().mailbox(seq, from));
+    Ok(team.t().host_read(own, slot + SLOT_HEADER, out)?)
+}
+
+/// Where a long message that member `from` posted for call `seq` starts
+/// in its exposure.
+pub(crate) fn first_chunk<T: HostMemory>(team: &Team<'_, T>, from: u32, seq: u64) -> Result<u64> {
+    let mut bytes = [0u8; 8];
+    read(team, from, seq, &mut bytes)?;
+    Ok(u64::from_le_bytes(bytes))
 }

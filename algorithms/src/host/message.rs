@@ -7,7 +7,7 @@
 use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
-use super::mailbox::{post, take};
+use super::mailbox::{arrived, first_chunk, post, read};
 use super::stream::{pull, pull_into};
 use super::Team;
 use crate::{Error, Result};
@@ -39,26 +39,25 @@ pub(crate) async fn receive_into<T: HostMemory>(
     out: &mut [u8],
     deadline: Time,
 ) -> Result<()> {
-    let post = take(team, from, seq, deadline).await?;
-    if post.len != out.len() as u64 {
-        if post.len > team.layout().inline() as u64 {
-            let len = usize::try_from(post.len).unwrap_or(usize::MAX);
-            let first = first_chunk(&post.inline);
+    let len = arrived(team, from, seq, deadline).await?;
+    let long = len > team.layout().inline() as u64;
+    if len != out.len() as u64 {
+        if long {
+            let first = first_chunk(team, from, seq)?;
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
             pull(team, from, first, len, CELL, |_, _| Ok(()), deadline).await?;
         }
         return Err(Error::Mismatch {
             what: format!(
-                "message lengths: member {from} sent {} bytes where {} were expected",
-                post.len,
+                "message lengths: member {from} sent {len} bytes where {} were expected",
                 out.len()
             ),
         });
     }
-    match out.len() <= team.layout().inline() {
-        true => out.copy_from_slice(post.bytes()),
-        false => pull_into(team, from, first_chunk(&post.inline), out, CELL, deadline).await?,
+    match long {
+        false => read(team, from, seq, out),
+        true => pull_into(team, from, first_chunk(team, from, seq)?, out, CELL, deadline).await,
     }
-    Ok(())
 }
 
 /// Receives member `from`'s message of call `seq`, of whatever length it
@@ -70,22 +69,24 @@ pub(crate) async fn receive<T: HostMemory>(
     seq: u64,
     deadline: Time,
 ) -> Result<Vec<u8>> {
-    let post = take(team, from, seq, deadline).await?;
-    if post.len <= team.layout().inline() as u64 {
-        return Ok(post.bytes().to_vec());
+    let len = arrived(team, from, seq, deadline).await?;
+    if len <= team.layout().inline() as u64 {
+        let mut out = vec![0; len as usize];
+        read(team, from, seq, &mut out)?;
+        return Ok(out);
     }
-    let len = usize::try_from(post.len).map_err(|_| too_long(from, post.len))?;
+    let total = usize::try_from(len).map_err(|_| too_long(from, len))?;
     let mut out = Vec::new();
-    let first = first_chunk(&post.inline);
+    let first = first_chunk(team, from, seq)?;
     pull(
         team,
         from,
         first,
-        len,
+        total,
         CELL,
         |_, chunk| {
             out.try_reserve(chunk.len())
-                .map_err(|_| too_long(from, post.len))?;
+                .map_err(|_| too_long(from, len))?;
             out.extend_from_slice(chunk);
             Ok(())
         },
@@ -93,10 +94,6 @@ pub(crate) async fn receive<T: HostMemory>(
     )
     .await?;
     Ok(out)
-}
-
-fn first_chunk(inline: &[u8]) -> u64 {
-    u64::from_le_bytes(inline[..8].try_into().expect("8 bytes"))
 }
 
 fn too_long(from: u32, len: u64) -> Error {

@@ -76,6 +76,8 @@ pub(crate) struct Team<'t, T: HostMemory> {
     /// Chunks exposed to, and consumed from, each member so far.
     sent_to: Vec<Cell<u64>>,
     got_from: Vec<Cell<u64>>,
+    /// Where a short value a peer posted is read before it is combined.
+    scratch: std::cell::RefCell<Vec<u8>>,
 }
 
 impl<'t, T: HostMemory> Team<'t, T> {
@@ -126,6 +128,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
             seen_finished: cells(base),
             sent_to: cells(0),
             got_from: cells(0),
+            scratch: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -250,6 +253,16 @@ impl<'t, T: HostMemory> Team<'t, T> {
         })
         .await
         .map_err(Error::from)
+    }
+
+    /// Runs `f` on this team's scratch buffer of `len` bytes (never across
+    /// an await: calls on a team run one at a time, each in turns).
+    pub(crate) fn with_scratch<R>(&self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let mut scratch = self.scratch.borrow_mut();
+        if scratch.len() < len {
+            scratch.resize(len, 0);
+        }
+        f(&mut scratch[..len])
     }
 
     pub(crate) fn sent_to(&self, m: u32) -> &Cell<u64> {

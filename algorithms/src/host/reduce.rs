@@ -7,7 +7,7 @@
 
 use catena_fabric::{HostMemory, Time};
 
-use super::mailbox::{post, take};
+use super::mailbox::{arrived, post, read};
 use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
 use super::tree::{children, parent};
 use super::{select, Combine, Team};
@@ -38,9 +38,14 @@ pub(crate) async fn reduce<T: HostMemory>(
                 post(team, root, seq, value.len() as u64, &value, deadline).await
             }
             (_, _, _, Some(recv)) if me == root => {
-                let got = take(team, 0, seq, deadline).await?;
+                let len = arrived(team, 0, seq, deadline).await?;
                 team.all_entered(seq);
-                copy(recv, got.bytes())
+                if len != recv.len() as u64 {
+                    return Err(Error::Mismatch {
+                        what: format!("reduce lengths: {len} bytes for a buffer of {}", recv.len()),
+                    });
+                }
+                read(team, 0, seq, recv)
             }
             _ => Ok(()),
         };
@@ -90,12 +95,15 @@ pub(crate) async fn up_the_tree<T: HostMemory>(
     let mut acc = send.to_vec();
     let mut mismatch = None;
     for c in children(me, n, radix) {
-        let got = take(team, c, seq, deadline).await?;
-        if got.len != acc.len() as u64 {
-            mismatch.get_or_insert(got.len);
+        let len = arrived(team, c, seq, deadline).await?;
+        if len != acc.len() as u64 {
+            mismatch.get_or_insert(len);
             continue;
         }
-        combine(&mut acc, got.bytes())?;
+        team.with_scratch(acc.len(), |value| {
+            read(team, c, seq, value)?;
+            combine(&mut acc, value)
+        })?;
     }
     // A member whose length differs still passes a value on, so that no
     // one waits; the disagreement is reported where it was seen.
@@ -148,9 +156,9 @@ pub(crate) async fn reduce_slices<T: HostMemory>(
     }
     let mut mismatch = None;
     for m in others() {
-        let got = take(team, m, seq, deadline).await?;
-        if got.len != len {
-            mismatch.get_or_insert((m, got.len));
+        let got = arrived(team, m, seq, deadline).await?;
+        if got != len {
+            mismatch.get_or_insert((m, got));
         }
     }
     if let Some((m, got)) = mismatch {
