@@ -320,6 +320,22 @@ async fn every_split<T: Transport>(t: &T, seed: u64) -> Outcome {
             .await?;
         }
     }
+    // A group its members create alone gets a team of its own.
+    let order: Vec<u32> = (0..n).rev().filter(|r| r % 3 != 1).collect();
+    if order.contains(&me) {
+        let map = GroupMap::from_ranks(n, &order, Strategy::Auto).map_err(|e| e.to_string())?;
+        let created = world
+            .icreate_group(map, 7, CreateAlgorithm::Direct)
+            .await
+            .map_err(fail(t, "create_group"))?;
+        check_group(
+            t,
+            created.as_ref().expect("a member"),
+            &order,
+            "a created group",
+        )
+        .await?;
+    }
     // A comparator that answers differently on different processes fails
     // the split on every process.
     let lies = world

@@ -61,7 +61,12 @@ pub(crate) async fn arrived<T: HostMemory>(
 
 /// Copies the first `out.len()` bytes of member `from`'s post of call
 /// `seq` (which has arrived) into `out`.
-pub(crate) fn read<T: HostMemory>(team: &Team<'_, T>, from: u32, seq: u64, out: &mut [u8]) -> Result<()> {
+pub(crate) fn read<T: HostMemory>(
+    team: &Team<'_, T>,
+    from: u32,
+    seq: u64,
+    out: &mut [u8],
+) -> Result<()> {
     let own = team.peer(team.me())?;
     let slot = team.at(team.me(), team.layout().mailbox(seq, from));
     Ok(team.t().host_read(own, slot + SLOT_HEADER, out)?)

@@ -56,7 +56,17 @@ pub(crate) async fn receive_into<T: HostMemory>(
     }
     match long {
         false => read(team, from, seq, out),
-        true => pull_into(team, from, first_chunk(team, from, seq)?, out, CELL, deadline).await,
+        true => {
+            pull_into(
+                team,
+                from,
+                first_chunk(team, from, seq)?,
+                out,
+                CELL,
+                deadline,
+            )
+            .await
+        }
     }
 }
 
