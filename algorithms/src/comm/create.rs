@@ -6,14 +6,14 @@
 
 use std::future::Future;
 
-use catena_fabric::{block_on, Blocking, HostRegion, Rank, Tag, Transport};
+use catena_fabric::{block_on, Blocking, Rank, Tag, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::{merge, Comm};
 use crate::chain::{CallTags, Chain, Neighbours};
 use crate::context::{channel, Channel, Proposal};
 use crate::groupmap::GroupMap;
-use crate::host::{Layout, Team, MAX_MEMBERS};
+use crate::host::{Claim, MAX_MEMBERS};
 use crate::scan::allreduce_in;
 use crate::{Error, Result};
 
@@ -70,12 +70,11 @@ impl Votes {
 }
 
 /// Where a member of a group being created would keep its share of a host
-/// team: its host, its region and the region's high-water mark.
+/// team: its host and its region.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Place {
     host: u64,
     region: u64,
-    high: u64,
 }
 
 /// The direct construction's votes: the creation's, and each member's
@@ -96,24 +95,6 @@ impl DirectVotes {
                 .zip(&b.places)
                 .map(|(x, y)| x.or(*y))
                 .collect(),
-        }
-    }
-}
-
-/// A region of this process's arena for a host team of `members`, given
-/// back unless the team takes it.
-struct Claim<'t, T: Transport> {
-    t: &'t T,
-    region: Option<HostRegion>,
-}
-
-impl<T: Transport> Drop for Claim<'_, T> {
-    fn drop(&mut self) {
-        if let Some(region) = self.region.take() {
-            if let Ok(own) = self.t.host_peer(self.t.rank()) {
-                let _ = self.t.host_add(&own, region.at + Layout::USERS, u64::MAX);
-            }
-            self.t.host_release(region);
         }
     }
 }
@@ -213,29 +194,21 @@ impl<'t, T: Transport> Comm<'t, T> {
                     let g = map.len();
                     // A group on this host offers each member's region in the
                     // same allreduce, for a team of its own.
-                    let layout = Layout::new(g);
                     let local = (2..=MAX_MEMBERS).contains(&g)
                         && map.iter().all(|r| t.host_ranks().binary_search(&r).is_ok());
-                    let mut claim = Claim {
-                        t,
-                        region: local
-                            .then(|| t.host_alloc(layout.bytes(), layout.reset_bytes()).ok())
-                            .flatten(),
-                    };
+                    let claim = Claim::new(t, if local { g } else { 0 });
                     let mut places = vec![
                         None;
-                        if claim.region.is_some() {
+                        if claim.offer().is_some() {
                             g as usize
                         } else {
                             0
                         }
                     ];
-                    if let Some(region) = claim.region {
-                        let own = t.host_peer(t.rank())?;
+                    if let Some(region) = claim.offer() {
                         places[rank as usize] = Some(Place {
                             host: t.host(),
-                            region: region.at,
-                            high: t.host_load(&own, region.at + Layout::HIGH_WATER)?,
+                            region,
                         });
                     }
                     let mine = DirectVotes { votes, places };
@@ -244,20 +217,17 @@ impl<'t, T: Transport> Comm<'t, T> {
                     let all =
                         allreduce_in(t, &agreeing, tags, mine, DirectVotes::combine, deadline)
                             .await?;
-                    let chain = chain_of(&map, rank, (0, g), all.votes.check(t.size())?)?;
+                    let context = all.votes.check(t.size())?;
+                    let chain = chain_of(&map, rank, (0, g), context)?;
                     let places: Option<Vec<Place>> = all.places.iter().copied().collect();
-                    let team = match (places, claim.region) {
-                        (Some(places), Some(own_region))
+                    let team = match places {
+                        Some(places)
                             if places.len() == g as usize
                                 && places.iter().all(|p| p.host == t.host()) =>
                         {
-                            let own = t.host_peer(t.rank())?;
-                            t.host_add(&own, own_region.at + Layout::USERS, u64::from(g - 1))?;
-                            claim.region = None;
                             let ranks: Vec<Rank> = map.iter().collect();
                             let regions = places.iter().map(|p| p.region).collect();
-                            let base = places.iter().map(|p| p.high).max().unwrap_or(0);
-                            Some(Team::new(t, ranks, regions, rank, own_region, false, base))
+                            claim.into_team(ranks, regions, rank, context)?
                         }
                         _ => None,
                     };

@@ -23,9 +23,12 @@ use serde::Serialize;
 
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
+use crate::groupmap::Strategy;
+use crate::host::Claim;
 use crate::host::Team;
 use crate::scan::allreduce_in;
-use crate::split::{dense, split, split_by, Algorithm, Color, Key, Split};
+use crate::split::numbering::Offer;
+use crate::split::{dense, split_by_offering, split_offering, Algorithm, Color, Key, Split};
 use crate::{Chain, Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
@@ -253,13 +256,18 @@ impl<'t, T: Transport> Comm<'t, T> {
             Key::ParentOrder => None,
         };
         let mut args = Some((color, key));
+        let mut claim = None;
         let path = self.dense_path(algorithm, || {
             let (color, key) = args.take().expect("taken once");
-            split(self.t, &self.chain, color, key, algorithm, deadline)
+            let offered = claim.insert(self.offer_region());
+            let offer = offered.offer().map(|region| Offer { region });
+            split_offering(self.t, &self.chain, color, key, algorithm, offer, deadline)
         });
         async move {
             match path {
-                DensePath::Chain(split) => Ok(self.member_of(split.await?)),
+                DensePath::Chain(split) => {
+                    self.member_of(split.await?, claim.expect("made with the chain's path"))
+                }
                 DensePath::Dense(team, seqs, proposal) => {
                     let (color, key) = args.take().expect("taken once");
                     let order = &K::cmp;
@@ -330,21 +338,28 @@ impl<'t, T: Transport> Comm<'t, T> {
     {
         let deadline = self.deadline();
         let mut args = Some((color.into(), Key::Is(key), order));
+        let mut claim = None;
         let path = self.dense_path(self.algorithm, || {
             let (color, key, order) = args.take().expect("taken once");
-            split_by(
+            let offered = claim.insert(self.offer_region());
+            let offer = offered.offer().map(|region| Offer { region });
+            let algorithm = self.algorithm;
+            split_by_offering(
                 self.t,
                 &self.chain,
                 color,
                 key,
                 order,
-                self.algorithm,
+                algorithm,
+                offer,
                 deadline,
             )
         });
         async move {
             match path {
-                DensePath::Chain(split) => Ok(self.member_of(split.await?)),
+                DensePath::Chain(split) => {
+                    self.member_of(split.await?, claim.expect("made with the chain's path"))
+                }
                 DensePath::Dense(team, seqs, proposal) => {
                     let (color, key, order) = args.take().expect("taken once");
                     let body = dense::split(
@@ -365,11 +380,31 @@ impl<'t, T: Transport> Comm<'t, T> {
         }
     }
 
-    fn member_of(&self, split: Split) -> Option<Comm<'t, T>> {
-        match split {
-            Split::Member(group) => Some(self.derived(group.chain, None)),
-            Split::NotMember { .. } => None,
-        }
+    /// A region offered to the group a chain split makes, for a team where
+    /// that group is on this host: as large as the most members it can
+    /// have here (none where this host has one rank).
+    fn offer_region(&self) -> Claim<'t, T> {
+        let here = self.t.host_ranks().len() as u32;
+        Claim::new(self.t, self.size().min(here))
+    }
+
+    /// The communicator of a chain split's `split`, in host memory where
+    /// its group is on this host and every member offered a region.
+    fn member_of(&self, split: Split, claim: Claim<'t, T>) -> Result<Option<Comm<'t, T>>> {
+        let Split::Member(group) = split else {
+            return Ok(None);
+        };
+        let Some(places) = group.places else {
+            return Ok(Some(self.derived(group.chain, None)));
+        };
+        let ranks: Vec<_> = places.iter().map(|p| p.rank).collect();
+        let regions = places.iter().map(|p| p.region).collect();
+        let (rank, context) = (group.chain.rank(), group.chain.context());
+        let team = claim.into_team(ranks.clone(), regions, rank, context)?;
+        let map = GroupMap::from_ranks(self.t.size(), &ranks, Strategy::Auto).ok();
+        let mut comm = self.derived(group.chain, map);
+        comm.team = team.map(Box::new);
+        Ok(Some(comm))
     }
 }
 

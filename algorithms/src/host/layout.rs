@@ -33,9 +33,6 @@ pub(crate) struct Layout {
 impl Layout {
     /// The users count (the region's first word, see `HostRegion`).
     pub(crate) const USERS: u64 = 0;
-    /// The highest sequence number a team used in this region, which its
-    /// next team starts above (so stale mailbox slots never look posted).
-    pub(crate) const HIGH_WATER: u64 = 8;
     /// The last call this member finished (read by writers before they
     /// reuse a mailbox slot of it).
     pub(crate) const FINISHED: u64 = LINE;
@@ -72,9 +69,10 @@ impl Layout {
         self.ready(0) + LINE * (self.members + u64::from(by))
     }
 
-    /// The bytes a new team must find zeroed (past the users count and the
-    /// high-water mark): its flags and counts. Mailbox slots need not be:
-    /// the team's calls are numbered above the high-water mark.
+    /// The bytes a new team must find zeroed (past the users count): its
+    /// flags and counts. Mailbox slots need not be: a slot is posted when
+    /// its sequence word holds the team's stamp of the call (see
+    /// `Team::stamp`), which nothing left there by an earlier team does.
     pub(crate) fn reset_bytes(&self) -> usize {
         self.consumed(0) as usize + (LINE * self.members) as usize
     }

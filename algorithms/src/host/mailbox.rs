@@ -1,7 +1,8 @@
 //! Mailboxes: in each member's region, one slot per writer and call
-//! (modulo `SLOTS`) holding the call's sequence number, the message's
-//! length and its first bytes (as many as the team's slots hold). A writer
-//! stores the sequence number last, so a reader that sees it sees the rest;
+//! (modulo `SLOTS`) holding the call's stamp (the team's, with the call's
+//! sequence number), the message's length and its first bytes (as many as
+//! the team's slots hold). A writer stores the stamp last, so a reader that
+//! sees it sees the rest;
 //! before it writes a slot again it makes sure the reader finished the call
 //! that used it last.
 
@@ -9,7 +10,7 @@ use catena_fabric::{wait_until, HostMemory, Time};
 
 use super::layout::{SLOTS, SLOT_HEADER};
 use super::Team;
-use crate::{Error, Result};
+use crate::Result;
 
 /// Posts a message of `len` bytes, whose first bytes are `inline` (at most
 /// what a slot holds), to member `to` for call `seq`.
@@ -30,7 +31,7 @@ pub(crate) async fn post<T: HostMemory>(
     let slot = team.at(to, team.layout().mailbox(seq, team.me()));
     t.host_write(peer, slot + 8, &len.to_le_bytes())?;
     t.host_write(peer, slot + SLOT_HEADER, inline)?;
-    t.host_store(peer, slot, seq)?;
+    t.host_store(peer, slot, team.stamp(seq))?;
     Ok(())
 }
 
@@ -46,16 +47,13 @@ pub(crate) async fn arrived<T: HostMemory>(
     let t = team.t();
     let own = team.peer(team.me())?;
     let slot = team.at(team.me(), team.layout().mailbox(seq, from));
-    let got = wait_until(t, deadline, "a host peer's post", || {
-        let posted = t.host_load(own, slot)?;
-        Ok((posted >= seq).then_some(posted))
+    // The writer waits for this call to finish before it stores the slot
+    // again, so it holds this call's stamp until it is read.
+    let stamp = team.stamp(seq);
+    wait_until(t, deadline, "a host peer's post", || {
+        Ok((t.host_load(own, slot)? == stamp).then_some(()))
     })
     .await?;
-    if got != seq {
-        return Err(Error::Transport(catena_fabric::Error::Protocol(format!(
-            "host member {from} posted call {got} where call {seq} was due"
-        ))));
-    }
     Ok(t.host_load(own, slot + 8)?)
 }
 

@@ -10,6 +10,7 @@ mod allgather;
 mod allreduce;
 mod barrier;
 mod bcast;
+mod claim;
 mod gather;
 mod layout;
 mod mailbox;
@@ -24,18 +25,29 @@ pub(crate) mod values;
 use std::cell::{Cell, OnceCell};
 use std::time::Duration;
 
-use catena_fabric::{wait_until, HostMemory, HostRegion, Rank, Time};
+use catena_fabric::{wait_until, ContextId, HostMemory, HostRegion, Rank, Time};
 
 pub(crate) use allgather::{allgather, allgather_any};
 pub(crate) use allreduce::allreduce;
 pub(crate) use barrier::barrier;
 pub(crate) use bcast::{bcast, Value};
+pub(crate) use claim::Claim;
 pub(crate) use gather::{gather, gather_any};
 pub(crate) use layout::{Layout, MAX_MEMBERS};
 pub(crate) use reduce::reduce;
 pub(crate) use scatter::{scatter, scatter_any};
 
+use crate::context::WORLD_CONTEXT;
 use crate::{Error, Result};
+
+/// A context id's bits mixed, so that ids that differ anywhere give stamps
+/// that differ (splitmix64's finalizer).
+fn context_digest(context: ContextId) -> u64 {
+    let mut z = context.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 /// How often a writer that waits for a peer to finish a call looks again:
 /// it reads the peer's memory, and nothing wakes it when that changes.
@@ -65,6 +77,10 @@ pub(crate) struct Team<'t, T: HostMemory> {
     layout: Layout,
     /// The world's region is never given back.
     world: bool,
+    /// The upper half of every mailbox sequence word this team stores (a
+    /// digest of its communicator's context): a slot a team of another
+    /// communicator left in a reused region never looks posted.
+    stamp: u64,
     next_seq: Cell<u64>,
     finished: Cell<u64>,
     /// A call waits for an earlier one to end.
@@ -95,12 +111,11 @@ impl<'t, T: HostMemory> Team<'t, T> {
         let own = t.host_world_region(Layout::new(size).bytes())?;
         let regions = vec![own.at; ranks.len()];
         let me = ranks.iter().position(|&r| r == t.rank())? as u32;
-        Some(Team::new(t, ranks, regions, me, own, true, 0))
+        Some(Team::new(t, ranks, regions, me, own, true, WORLD_CONTEXT))
     }
 
     /// A team of `ranks` (group order) whose regions are `regions`, this
-    /// member being `me` with region `own`, numbering its calls from
-    /// `base + 1` (above every region's high-water mark).
+    /// member being `me` with region `own`, for the communicator `context`.
     pub(crate) fn new(
         t: &'t T,
         ranks: Vec<Rank>,
@@ -108,7 +123,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
         me: u32,
         own: HostRegion,
         world: bool,
-        base: u64,
+        context: ContextId,
     ) -> Team<'t, T> {
         let n = ranks.len();
         let cells = |value| (0..n).map(|_| Cell::new(value)).collect();
@@ -121,15 +136,21 @@ impl<'t, T: HostMemory> Team<'t, T> {
             me,
             own,
             world,
-            next_seq: Cell::new(base + 1),
-            finished: Cell::new(base),
+            stamp: (context_digest(context) as u32 as u64) << 32,
+            next_seq: Cell::new(1),
+            finished: Cell::new(0),
             queued: Cell::new(false),
-            all_finished: Cell::new(base),
-            seen_finished: cells(base),
+            all_finished: Cell::new(0),
+            seen_finished: cells(0),
             sent_to: cells(0),
             got_from: cells(0),
             scratch: std::cell::RefCell::new(Vec::new()),
         }
+    }
+
+    /// What a mailbox sequence word holds once call `seq` was posted.
+    pub(crate) fn stamp(&self, seq: u64) -> u64 {
+        self.stamp | (seq & 0xffff_ffff)
     }
 
     /// Member `m`'s world rank.
@@ -280,14 +301,6 @@ impl<T: HostMemory> Drop for Team<'_, T> {
     fn drop(&mut self) {
         if self.world {
             return;
-        }
-        // Peers post at most the calls this member made; the margin covers
-        // a call a peer began where this one failed.
-        let high = self.next_seq.get() + layout::SLOTS;
-        if let Ok(own) = self.peer(self.me) {
-            let _ = self
-                .t
-                .host_store(own, self.at(self.me, Layout::HIGH_WATER), high);
         }
         for m in 0..self.size() {
             if let Ok(peer) = self.peer(m) {

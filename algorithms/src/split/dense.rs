@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use catena_fabric::{HostMemory, HostRegion, Rank, Time, Transport};
+use catena_fabric::{HostMemory, Rank, Time, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::agreement::{disagreement, modes, types, KEYED, SPLIT};
@@ -21,7 +21,7 @@ use crate::codec::{decode, encode, Wire};
 use crate::context::Proposal;
 use crate::error::user_code;
 use crate::groupmap::{GroupMap, Strategy};
-use crate::host::{allgather_any, Layout, Team};
+use crate::host::{allgather_any, Claim, Team};
 use crate::{Error, Result};
 
 /// No region: its owner's arena had no room, so its group gets no team.
@@ -34,9 +34,8 @@ struct Record {
     algorithm: u32,
     modes: u8,
     proposal: Proposal,
-    /// The member's region for its new group's team, and its high-water mark.
+    /// The member's region for its new group's team.
     region: u64,
-    high: u64,
     color: Vec<u8>,
     /// The key: its integer image (ordered as bytes) or its encoding.
     key: Vec<u8>,
@@ -51,23 +50,6 @@ pub(crate) struct Dense<'t, T: HostMemory> {
     pub split: Split,
     pub team: Option<Team<'t, T>>,
     pub map: Option<GroupMap>,
-}
-
-/// Gives a region back unless a group took it.
-struct Claim<'a, T: HostMemory> {
-    t: &'a T,
-    region: Option<HostRegion>,
-}
-
-impl<T: HostMemory> Drop for Claim<'_, T> {
-    fn drop(&mut self) {
-        if let Some(region) = self.region.take() {
-            if let Ok(own) = self.t.host_peer(self.t.rank()) {
-                let _ = self.t.host_add(&own, region.at + Layout::USERS, u64::MAX);
-            }
-            self.t.host_release(region);
-        }
-    }
 }
 
 /// Splits the communicator of `team` and `parent` (calls `seqs` of the
@@ -124,16 +106,8 @@ where
     K: Wire,
 {
     let t = team.t();
-    let layout = Layout::new(team.size());
-    let mut claim = Claim {
-        t,
-        region: t.host_alloc(layout.bytes(), layout.reset_bytes()).ok(),
-    };
-    let own = t.host_peer(t.rank())?;
-    let (region, high) = match claim.region {
-        Some(r) => (r.at, t.host_load(&own, r.at + Layout::HIGH_WATER)?),
-        None => (NO_REGION, 0),
-    };
+    let claim = Claim::new(t, team.size());
+    let region = claim.offer().unwrap_or(NO_REGION);
     let mut refused = None;
     let mut encoded = |what: &'static str, bytes: Result<Vec<u8>>| {
         bytes.unwrap_or_else(|e| {
@@ -156,7 +130,6 @@ where
         modes: modes(&color, &key, false),
         proposal,
         region,
-        high,
         color: color_bytes,
         image: image.is_some(),
         key: key_bytes,
@@ -300,27 +273,17 @@ where
     )?;
     let map = GroupMap::from_ranks(t.size(), &ranks, Strategy::Auto).ok();
     let regions: Vec<u64> = group.iter().map(|&m| records[m as usize].region).collect();
-    let team = match claim.region {
-        Some(own_region) if size >= 2 && !regions.contains(&NO_REGION) => {
-            // The other members let go of this region as well.
-            t.host_add(&own, own_region.at + Layout::USERS, u64::from(size - 1))?;
-            claim.region = None;
-            let base = group
-                .iter()
-                .map(|&m| records[m as usize].high)
-                .max()
-                .unwrap_or(0);
-            Some(Team::new(
-                t, ranks, regions, at as u32, own_region, false, base,
-            ))
-        }
-        _ => None,
+    let team = match regions.contains(&NO_REGION) {
+        true => None,
+        false => claim.into_team(ranks, regions, at as u32, context)?,
     };
-    Ok(Dense {
-        split: Split::Member(Group { chain, id, count }),
-        team,
-        map,
-    })
+    let split = Split::Member(Group {
+        chain,
+        id,
+        count,
+        places: None,
+    });
+    Ok(Dense { split, team, map })
 }
 
 /// Orders a group's members by key (integer images as bytes, else the

@@ -18,7 +18,7 @@ mod gather_scatter;
 mod hash;
 mod item;
 mod mix;
-mod numbering;
+pub(crate) mod numbering;
 mod radix;
 pub(crate) use radix::integer_image;
 mod sorted;
@@ -229,6 +229,9 @@ pub struct Group {
     pub id: u32,
     /// How many groups the split made.
     pub count: u32,
+    /// Every member's place, in group order, where the group is on one host
+    /// and its members offered regions for a team.
+    pub(crate) places: Option<Vec<numbering::Place>>,
 }
 
 /// What a split gives one process.
@@ -313,6 +316,24 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + Ord + 'static,
 {
+    split_offering(t, parent, color, key, algorithm, None, deadline)
+}
+
+/// [`split`], offering a region of this rank's host arena to its new group.
+pub(crate) fn split_offering<'a, T, C, K>(
+    t: &'a T,
+    parent: &'a Chain,
+    color: Color<C>,
+    key: Key<K>,
+    algorithm: Algorithm,
+    offer: Option<numbering::Offer>,
+    deadline: Time,
+) -> impl Future<Output = Result<Split>> + 'a
+where
+    T: Transport,
+    C: Serialize + 'a,
+    K: Wire + Clone + Ord + 'static,
+{
     let reserved = Reserved::on(t, parent);
     let radix_key = match &key {
         Key::Is(k) => radix::integer_image(k),
@@ -320,7 +341,7 @@ where
     };
     let order = &K::cmp;
     run(
-        t, parent, reserved, color, key, order, radix_key, algorithm, deadline,
+        t, parent, reserved, color, key, order, radix_key, algorithm, offer, deadline,
     )
 }
 
@@ -343,10 +364,31 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + 'a,
 {
+    split_by_offering(t, parent, color, key, order, algorithm, None, deadline)
+}
+
+/// [`split_by`], offering a region of this rank's host arena to its new
+/// group.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn split_by_offering<'a, T, C, K>(
+    t: &'a T,
+    parent: &'a Chain,
+    color: Color<C>,
+    key: Key<K>,
+    order: impl Fn(&K, &K) -> Ordering + 'a,
+    algorithm: Algorithm,
+    offer: Option<numbering::Offer>,
+    deadline: Time,
+) -> impl Future<Output = Result<Split>> + 'a
+where
+    T: Transport,
+    C: Serialize + 'a,
+    K: Wire + Clone + 'a,
+{
     let reserved = Reserved::on(t, parent);
     async move {
         run(
-            t, parent, reserved, color, key, &order, None, algorithm, deadline,
+            t, parent, reserved, color, key, &order, None, algorithm, offer, deadline,
         )
         .await
     }
@@ -364,6 +406,7 @@ async fn run<T, C, K>(
     order: item::KeyOrder<'_, K>,
     radix_key: Option<Vec<u8>>,
     algorithm: Algorithm,
+    offer: Option<numbering::Offer>,
     deadline: Time,
 ) -> Result<Split>
 where
@@ -425,6 +468,7 @@ where
         placement,
         faults,
         agreed,
+        offer,
         deadline,
     )
     .await
