@@ -73,7 +73,9 @@ fn run(args: &Args, program: &Path, preload: Option<&Path>) -> Result<f64> {
         .arg("-n")
         .arg(args.job.ranks.to_string());
     if let Some(library) = preload {
+        // Rank 0 then says how many splits catena ran.
         mpiexec.arg("-genv").arg("LD_PRELOAD").arg(library);
+        mpiexec.args(["-genv", "CATENA_MPI_REPORT", "1"]);
     }
     let out = mpiexec
         .arg(program)
@@ -93,6 +95,18 @@ fn run(args: &Args, program: &Path, preload: Option<&Path>) -> Result<f64> {
             tail.join(" / ")
         )
         .into());
+    }
+    // "libcatena-mpi: rank 0: 24 splits by catena, 0 by MPI; ..."
+    if preload.is_some() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let by_catena = stderr
+            .split(" splits by catena")
+            .next()
+            .and_then(|before| before.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        if !matches!(by_catena, Some(n) if n > 0) {
+            return Err(format!("{with}: catena ran no split (stderr: {stderr:?})").into());
+        }
     }
     // "N = 2: MPI_Comm_split median 0.012 ms (slowest rank; ...)"
     let ms = stdout
