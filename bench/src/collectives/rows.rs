@@ -48,11 +48,6 @@ impl<T: Transport> Ctx<'_, '_, T> {
     }
 }
 
-/// `Box<dyn Error>` from anything displayable.
-fn err(what: impl std::fmt::Display) -> Box<dyn std::error::Error> {
-    what.to_string().into()
-}
-
 /// Barrier.
 pub(crate) fn barrier<T: Transport + Blocking>(ctx: &Ctx<'_, '_, T>) -> Result<Figure> {
     let world = ctx.world;
@@ -110,8 +105,8 @@ impl Collective {
     }
 }
 
-/// Element `i` of rank `rank`'s contribution: sums over 2^31 ranks of
-/// 2^32 elements never wrap, and every (rank, element) differs.
+/// Element `i` of rank `rank`'s contribution: every (rank, element)
+/// differs, and sums over up to 65,536 ranks never wrap.
 fn value(rank: u32, i: usize) -> u64 {
     ((u64::from(rank) + 1) << 32) + i as u64
 }
@@ -300,9 +295,10 @@ pub(crate) fn split<T: Transport + Blocking>(
         check: |got: &mut Place, _: &dyn Harness| check_place(*got, expected),
     };
     // MPI's colors are integers: the group's number.
-    let (mpi_color, mpi_key) = match key {
-        Key::Is(k) => (workload.group(me, n) as i32, k as i32),
-        Key::ParentOrder => (workload.group(me, n) as i32, 0),
+    let mpi_color = workload.group(me, n) as i32;
+    let mpi_key = match key {
+        Key::Is(k) => k as i32,
+        Key::ParentOrder => 0,
     };
     let mut mpich = ctx.mpi.map(|mpi| FnSide {
         state: None,
@@ -328,7 +324,7 @@ pub(crate) fn create_group<T: Transport + Blocking>(
 ) -> Result<Figure> {
     let world = ctx.world;
     let (me, n) = (world.rank(), world.size());
-    let map = shape.map(n).map_err(err)?;
+    let map = shape.map(n)?;
     let expected = map.rank(me)?.map(|r| (r, map.len()));
     let mut catena = FnSide {
         state: (0u32, None),
