@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
     }
     if (me == 0) {
         qsort(slowest, REPS, sizeof *slowest, by_value);
-        printf("N = %d: MPI_Comm_split median %.3f ms (slowest rank; min %.3f, max %.3f)\n", n,
+        printf("N = %d: MPI_Comm_split median %.4f ms (slowest rank; min %.4f, max %.4f)\n", n,
                slowest[REPS / 2] * 1e3, slowest[0] * 1e3, slowest[REPS - 1] * 1e3);
     }
     MPI_Finalize();
