@@ -41,6 +41,8 @@ pub struct Job {
     /// Seals the keys of this rank's windows (see [`KeySecret`]).
     secret: KeySecret,
     epoch: Instant,
+    /// `epoch` on the kernel's monotonic clock, in nanoseconds.
+    epoch_ns: u64,
     bootstrap: Box<dyn Bootstrap>,
     directory: FlatDirectory,
     /// This rank's host arena, made when the addresses are exchanged.
@@ -72,6 +74,7 @@ impl Job {
             hosts: 1,
             secret: KeySecret::draw(),
             epoch: Instant::now(),
+            epoch_ns: crate::os::monotonic_ns(),
             bootstrap,
             directory: FlatDirectory::new(Vec::new()),
             host_memory: None,
@@ -206,6 +209,13 @@ impl Job {
     /// providers.
     pub fn now(&self) -> Time {
         Time::from_duration(self.epoch.elapsed())
+    }
+
+    /// [`Job::now`] as of the kernel's last tick (`CLOCK_MONOTONIC_COARSE`,
+    /// the same clock, read for a few nanoseconds instead of tens): see
+    /// [`crate::Rma::coarse_now`].
+    pub fn coarse_now(&self) -> Time {
+        Time(crate::os::coarse_monotonic_ns().saturating_sub(self.epoch_ns))
     }
 
     /// Whether more ranks share this machine than it has cores, so that a

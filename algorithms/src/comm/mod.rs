@@ -41,7 +41,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Collective methods must be called by every member in the same order, as
 /// in MPI; their async forms (`i...`) take their tags when called, so
 /// collectives called in that order may run concurrently (their futures
-/// joined). Every call ends by its deadline, [`Comm::timeout`] after it was
+/// joined). Every call ends by its deadline, [`Comm::timeout`] (to within a
+/// clock tick, a few milliseconds) after it was
 /// called, with `Error::Timeout` if a member never takes part.
 ///
 /// ```
@@ -160,7 +161,9 @@ impl<'t, T: Transport> Comm<'t, T> {
 
     /// The deadline of a call made now.
     pub fn deadline(&self) -> Time {
-        self.t.deadline_in(self.timeout)
+        // The coarse clock: a call's deadline may count from a few
+        // milliseconds back, and a fast call reads no clock worth tens of ns.
+        self.t.coarse_now().saturating_add(self.timeout)
     }
 
     /// A communicator of the same group with a new context (collective):

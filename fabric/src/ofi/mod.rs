@@ -446,6 +446,10 @@ impl Rma for OfiTransport {
         self.job.now()
     }
 
+    fn coarse_now(&self) -> Time {
+        self.job.coarse_now()
+    }
+
     fn alloc_window(&self, len: usize) -> Result<OfiWindow> {
         crate::bounds::check_window_len(len)?;
         let id = self.next_window.get();

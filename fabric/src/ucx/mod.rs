@@ -359,6 +359,10 @@ impl Rma for UcxTransport {
         self.job.now()
     }
 
+    fn coarse_now(&self) -> Time {
+        self.job.coarse_now()
+    }
+
     fn alloc_window(&self, len: usize) -> Result<UcxWindow> {
         crate::bounds::check_window_len(len)?;
         let id = self.next_window.get();
