@@ -465,6 +465,10 @@ pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
             return Err(fail(format!("host memory from rank {p}: flag {flag}")));
         }
     }
+    t.host_set(&own, region.at + 8, 0xC0FFEE)?;
+    if t.host_load(&own, region.at + 8)? != 0xC0FFEE {
+        return Err(fail("a word set in host memory reads back otherwise"));
+    }
     let oob = |e: &Error| matches!(e, Error::OutOfBounds { .. });
     expect_err(
         "a host write at a huge offset",

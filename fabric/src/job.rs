@@ -207,6 +207,7 @@ impl Job {
 
     /// Nanoseconds since this rank joined: the transport clock of real
     /// providers.
+    #[inline]
     pub fn now(&self) -> Time {
         Time::from_duration(self.epoch.elapsed())
     }
@@ -214,6 +215,7 @@ impl Job {
     /// [`Job::now`] as of the kernel's last tick (`CLOCK_MONOTONIC_COARSE`,
     /// the same clock, read for a few nanoseconds instead of tens): see
     /// [`crate::Rma::coarse_now`].
+    #[inline]
     pub fn coarse_now(&self) -> Time {
         Time(crate::os::coarse_monotonic_ns().saturating_sub(self.epoch_ns))
     }
@@ -274,6 +276,7 @@ impl Job {
     }
 
     /// `PeerGone` once the bootstrap knows the job lost a rank.
+    #[inline]
     pub fn check_health(&self) -> Result<()> {
         match self.bootstrap.failed_rank() {
             Some(rank) => Err(Error::PeerGone { rank }),
@@ -312,6 +315,7 @@ impl Job {
     }
 
     /// Records the earliest time a pending wait wants to be polled again.
+    #[inline]
     pub fn wake_at(&self, at: Time) {
         self.wake_at.set(self.wake_at.get().min(at));
     }

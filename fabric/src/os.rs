@@ -49,10 +49,12 @@ pub fn monotonic_ns() -> u64 {
 
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds: the same clock as of the last
 /// tick, read without a time stamp counter.
+#[inline]
 pub fn coarse_monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
+#[inline]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -246,6 +246,11 @@ pub trait HostMemory: Rma {
     /// Stores `value` into the 8-aligned word at `at` of `peer`'s arena,
     /// publishing this rank's earlier writes, and wakes `peer` if it sleeps.
     fn host_store(&self, peer: &Self::HostPeer, at: u64, value: u64) -> Result<()>;
+    /// Stores `value` into the 8-aligned word at `at` of `peer`'s arena,
+    /// publishing this rank's earlier writes, without waking anyone: for a
+    /// word its readers poll rather than sleep on (a count of finished
+    /// calls), where the store must cost no more than a plain one.
+    fn host_set(&self, peer: &Self::HostPeer, at: u64, value: u64) -> Result<()>;
     /// The word at `at` of `peer`'s arena.
     fn host_load(&self, peer: &Self::HostPeer, at: u64) -> Result<u64>;
     /// Adds `value` (wrapping) to the word at `at` of `peer`'s arena; yields

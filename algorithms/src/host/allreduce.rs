@@ -54,10 +54,13 @@ async fn reduce_everywhere<T: HostMemory>(
         return exchange(team, seq, send, recv, combine, deadline).await;
     }
     if inline {
-        let reduced = up_the_tree(team, seq, send, combine, deadline).await?;
-        if let Some(value) = reduced {
-            recv.copy_from_slice(&value);
+        let mut acc = team.take_buffer();
+        let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
+        if let Ok(true) = reduced {
+            recv.copy_from_slice(&acc);
         }
+        team.put_buffer(acc);
+        reduced?;
         return bcast(team, seq, 0, Value::Fixed(recv), deadline).await;
     }
     let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;

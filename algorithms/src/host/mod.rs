@@ -94,6 +94,8 @@ pub(crate) struct Team<'t, T: HostMemory> {
     got_from: Vec<Cell<u64>>,
     /// Where a short value a peer posted is read before it is combined.
     scratch: std::cell::RefCell<Vec<u8>>,
+    /// A reduction's accumulator, lent to one call at a time.
+    buffer: Cell<Vec<u8>>,
 }
 
 impl<'t, T: HostMemory> Team<'t, T> {
@@ -145,6 +147,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
             sent_to: cells(0),
             got_from: cells(0),
             scratch: std::cell::RefCell::new(Vec::new()),
+            buffer: Cell::new(Vec::new()),
         }
     }
 
@@ -221,8 +224,9 @@ impl<'t, T: HostMemory> Team<'t, T> {
         let out = body.await;
         self.finished.set(seq);
         let own = self.peer(self.me)?;
+        // Writers poll this word; none sleeps on it.
         self.t
-            .host_store(own, self.at(self.me, Layout::FINISHED), seq)?;
+            .host_set(own, self.at(self.me, Layout::FINISHED), seq)?;
         // A later call waits for this one and nothing from outside will
         // poll it again: ask to be polled now.
         if self.queued.replace(false) {
@@ -284,6 +288,17 @@ impl<'t, T: HostMemory> Team<'t, T> {
             scratch.resize(len, 0);
         }
         f(&mut scratch[..len])
+    }
+
+    /// This team's accumulator (empty while a call holds it): no call
+    /// allocates one anew.
+    pub(crate) fn take_buffer(&self) -> Vec<u8> {
+        self.buffer.take()
+    }
+
+    /// Gives the accumulator back.
+    pub(crate) fn put_buffer(&self, buffer: Vec<u8>) {
+        self.buffer.set(buffer);
     }
 
     pub(crate) fn sent_to(&self, m: u32) -> &Cell<u64> {

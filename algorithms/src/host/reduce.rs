@@ -28,15 +28,15 @@ pub(crate) async fn reduce<T: HostMemory>(
 ) -> Result<()> {
     let me = team.me();
     if send.len() <= team.layout().inline() {
-        let reduced = up_the_tree(team, seq, send, combine, deadline).await?;
-        return match (me, root, reduced, recv) {
-            (0, 0, Some(value), Some(recv)) => {
+        let mut acc = team.take_buffer();
+        let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
+        let out = match (me, root, reduced, recv) {
+            (_, _, Err(e), _) => Err(e),
+            (0, 0, Ok(true), Some(recv)) => {
                 team.all_entered(seq);
-                copy(recv, &value)
+                copy(recv, &acc)
             }
-            (0, _, Some(value), _) => {
-                post(team, root, seq, value.len() as u64, &value, deadline).await
-            }
+            (0, _, Ok(true), _) => post(team, root, seq, acc.len() as u64, &acc, deadline).await,
             (_, _, _, Some(recv)) if me == root => {
                 let len = arrived(team, 0, seq, deadline).await?;
                 team.all_entered(seq);
@@ -49,6 +49,8 @@ pub(crate) async fn reduce<T: HostMemory>(
             }
             _ => Ok(()),
         };
+        team.put_buffer(acc);
+        return out;
     }
     let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;
     let chunk = chunk_for(elem).expect("checked by reduce_slices");
@@ -81,18 +83,20 @@ fn copy(recv: &mut [u8], value: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// A short value reduced up the tree: member 0 gets the result, the others
-/// `None`. Every member's value must be as long as member 0's.
+/// A short value reduced up the tree into `acc`: true on member 0, which
+/// holds the result. Every member's value must be as long as member 0's.
 pub(crate) async fn up_the_tree<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     send: &[u8],
+    acc: &mut Vec<u8>,
     combine: Combine<'_>,
     deadline: Time,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<bool> {
     let (me, n) = (team.me(), team.size());
     let radix = select::radix(n);
-    let mut acc = send.to_vec();
+    acc.clear();
+    acc.extend_from_slice(send);
     let mut mismatch = None;
     for c in children(me, n, radix) {
         let len = arrived(team, c, seq, deadline).await?;
@@ -102,13 +106,13 @@ pub(crate) async fn up_the_tree<T: HostMemory>(
         }
         team.with_scratch(acc.len(), |value| {
             read(team, c, seq, value)?;
-            combine(&mut acc, value)
+            combine(acc, value)
         })?;
     }
     // A member whose length differs still passes a value on, so that no
     // one waits; the disagreement is reported where it was seen.
     if let Some(p) = parent(me, radix) {
-        post(team, p, seq, acc.len() as u64, &acc, deadline).await?;
+        post(team, p, seq, acc.len() as u64, acc, deadline).await?;
     }
     match mismatch {
         Some(len) => Err(Error::Mismatch {
@@ -117,7 +121,7 @@ pub(crate) async fn up_the_tree<T: HostMemory>(
                 acc.len()
             ),
         }),
-        None => Ok((me == 0).then_some(acc)),
+        None => Ok(me == 0),
     }
 }
 

@@ -188,6 +188,10 @@ impl HostMemory for EagerRank<'_> {
         self.rank.host_store(peer, at, value)
     }
 
+    fn host_set(&self, peer: &Rank, at: u64, value: u64) -> Result<()> {
+        self.rank.host_set(peer, at, value)
+    }
+
     fn host_load(&self, peer: &Rank, at: u64) -> Result<u64> {
         self.rank.host_load(peer, at)
     }

@@ -225,6 +225,10 @@ impl HostMemory for SimRank<'_> {
         self.host_put(*peer, at, &value.to_le_bytes(), true)
     }
 
+    fn host_set(&self, peer: &Rank, at: u64, value: u64) -> Result<()> {
+        self.host_store(peer, at, value)
+    }
+
     fn host_load(&self, peer: &Rank, at: u64) -> Result<u64> {
         let (_, offset, memory) = self.region(*peer, at)?;
         let memory = memory.borrow();

@@ -86,6 +86,7 @@ impl ArenaMap {
     }
 
     /// The arena's length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.segment.mapped_len()
     }
@@ -97,6 +98,7 @@ impl ArenaMap {
 
     /// `OutOfBounds` unless `len` bytes at `at` lie past the header and
     /// inside the arena; the offset as an index.
+    #[inline]
     fn check(&self, at: u64, len: usize) -> Result<usize> {
         let at = usize::try_from(at).unwrap_or(usize::MAX);
         if at < HEADER_BYTES {
@@ -110,6 +112,7 @@ impl ArenaMap {
         Ok(at)
     }
 
+    #[inline]
     fn word(&self, at: u64) -> Result<&AtomicU64> {
         let at = self.check(at, 8)?;
         check_word(at, self.len())?;
@@ -118,6 +121,7 @@ impl ArenaMap {
 
     /// Copies `data` to `at` (a plain store: a flag stored after it
     /// publishes it).
+    #[inline]
     pub fn write(&self, at: u64, data: &[u8]) -> Result<()> {
         let at = self.check(at, data.len())?;
         // SAFETY: the range lies inside the mapping (checked); `data` is ours.
@@ -129,6 +133,7 @@ impl ArenaMap {
 
     /// Copies `buf.len()` bytes at `at` out (after a flag's load that
     /// published them).
+    #[inline]
     pub fn read(&self, at: u64, buf: &mut [u8]) -> Result<()> {
         let at = self.check(at, buf.len())?;
         // SAFETY: as in `write`.
@@ -140,6 +145,7 @@ impl ArenaMap {
 
     /// Stores `value` into the word at `at`, publishing every write before
     /// it, and wakes the owner if it sleeps.
+    #[inline]
     pub fn store(&self, at: u64, value: u64) -> Result<()> {
         // SeqCst, not Release: with the sleepers load below and the fence in
         // `Host::prepare_park`, either this store is seen by the owner's last
@@ -149,14 +155,24 @@ impl ArenaMap {
         Ok(())
     }
 
+    /// Stores `value` into the word at `at`, publishing every write before
+    /// it (release), and wakes nobody.
+    #[inline]
+    pub fn set(&self, at: u64, value: u64) -> Result<()> {
+        self.word(at)?.store(value, Ordering::Release);
+        Ok(())
+    }
+
     /// The word at `at` (acquire: what was written before its store is
     /// visible).
+    #[inline]
     pub fn load(&self, at: u64) -> Result<u64> {
         Ok(self.word(at)?.load(Ordering::Acquire))
     }
 
     /// Adds `value` to the word at `at` (wrapping); yields the old value and
     /// wakes the owner if it sleeps.
+    #[inline]
     pub fn add(&self, at: u64, value: u64) -> Result<u64> {
         let old = self.word(at)?.fetch_add(value, Ordering::SeqCst);
         self.wake();
@@ -164,6 +180,7 @@ impl ArenaMap {
     }
 
     /// Rings the owner's doorbell if it is (about to be) asleep.
+    #[inline]
     pub fn wake(&self) {
         if self.sleepers().load(Ordering::SeqCst) != 0 {
             self.doorbell().fetch_add(1, Ordering::SeqCst);
@@ -171,10 +188,12 @@ impl ArenaMap {
         }
     }
 
+    #[inline]
     pub(crate) fn doorbell(&self) -> &AtomicU32 {
         self.segment.u32_at(DOORBELL_AT)
     }
 
+    #[inline]
     pub(crate) fn sleepers(&self) -> &AtomicU32 {
         self.segment.u32_at(SLEEPERS_AT)
     }

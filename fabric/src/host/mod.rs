@@ -214,10 +214,12 @@ macro_rules! host_memory_through_job {
                 }
             }
 
+            #[inline]
             fn host_peer(&self, rank: $crate::Rank) -> $crate::Result<Self::HostPeer> {
                 self.job.host_peer(rank)
             }
 
+            #[inline]
             fn host_write(
                 &self,
                 peer: &Self::HostPeer,
@@ -227,6 +229,7 @@ macro_rules! host_memory_through_job {
                 peer.write(at, data)
             }
 
+            #[inline]
             fn host_read(
                 &self,
                 peer: &Self::HostPeer,
@@ -236,14 +239,22 @@ macro_rules! host_memory_through_job {
                 peer.read(at, buf)
             }
 
+            #[inline]
             fn host_store(&self, peer: &Self::HostPeer, at: u64, value: u64) -> $crate::Result<()> {
                 peer.store(at, value)
             }
 
+            #[inline]
+            fn host_set(&self, peer: &Self::HostPeer, at: u64, value: u64) -> $crate::Result<()> {
+                peer.set(at, value)
+            }
+
+            #[inline]
             fn host_load(&self, peer: &Self::HostPeer, at: u64) -> $crate::Result<u64> {
                 peer.load(at)
             }
 
+            #[inline]
             fn host_add(&self, peer: &Self::HostPeer, at: u64, value: u64) -> $crate::Result<u64> {
                 peer.add(at, value)
             }

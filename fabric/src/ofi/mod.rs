@@ -446,6 +446,7 @@ impl Rma for OfiTransport {
         self.job.now()
     }
 
+    #[inline]
     fn coarse_now(&self) -> Time {
         self.job.coarse_now()
     }
@@ -597,6 +598,7 @@ impl Rma for OfiTransport {
         Ok(())
     }
 
+    #[inline]
     fn check_health(&self) -> Result<()> {
         self.job.check_health()
     }
@@ -605,6 +607,7 @@ impl Rma for OfiTransport {
         self.job.check_peer(rank)
     }
 
+    #[inline]
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }

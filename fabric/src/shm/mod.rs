@@ -176,6 +176,7 @@ impl Rma for ShmTransport {
         self.job.now()
     }
 
+    #[inline]
     fn coarse_now(&self) -> Time {
         self.job.coarse_now()
     }
@@ -254,6 +255,7 @@ impl Rma for ShmTransport {
         self.job.check_rank(target)
     }
 
+    #[inline]
     fn check_health(&self) -> Result<()> {
         self.job.check_health()
     }
@@ -262,6 +264,7 @@ impl Rma for ShmTransport {
         self.job.check_peer(rank)
     }
 
+    #[inline]
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }

@@ -359,6 +359,7 @@ impl Rma for UcxTransport {
         self.job.now()
     }
 
+    #[inline]
     fn coarse_now(&self) -> Time {
         self.job.coarse_now()
     }
@@ -538,6 +539,7 @@ impl Rma for UcxTransport {
         .await
     }
 
+    #[inline]
     fn check_health(&self) -> Result<()> {
         // A failed endpoint says one peer is gone (`check_peer`), not that
         // the job lost it: as with shm, the bootstrap decides that.
@@ -552,6 +554,7 @@ impl Rma for UcxTransport {
         self.job.check_peer(rank)
     }
 
+    #[inline]
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }
