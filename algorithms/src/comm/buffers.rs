@@ -98,6 +98,10 @@ fn host_fits<E>() -> bool {
     size > 0 && crate::host::stream_fits(size)
 }
 
+fn bad_root(root: u32, size: u32) -> Error {
+    Error::InvalidArgument(format!("root {root} in a group of {size}"))
+}
+
 /// `buf` if it holds `len` bytes; else a scratch buffer of `len` bytes to
 /// take part in the call with, and the error to report after it.
 fn or_scratch<'b>(
@@ -135,16 +139,14 @@ impl<'t, T: Transport> Comm<'t, T> {
                 Path::Chain(call) => fill(buf, &call.await?, "a bcast buffer"),
                 Path::Host(team, seq) => {
                     let bytes = bytemuck::cast_slice_mut::<E, u8>(buf);
-                    let body = async {
-                        if root >= team.size() {
-                            return Err(Error::InvalidArgument(format!(
-                                "root {root} in a group of {}",
-                                team.size()
-                            )));
+                    team.begin(seq, deadline).await?;
+                    let out = match root < team.size() {
+                        true => {
+                            host::bcast(team, seq, root, host::Value::Fixed(bytes), deadline).await
                         }
-                        host::bcast(team, seq, root, host::Value::Fixed(bytes), deadline).await
+                        false => Err(bad_root(root, team.size())),
                     };
-                    team.run(seq, deadline, body).await
+                    team.end(seq, out)
                 }
             }
         }
@@ -202,8 +204,10 @@ impl<'t, T: Transport> Comm<'t, T> {
                         None => (None, None),
                     };
                     let elem = std::mem::size_of::<E>();
-                    let body = host::reduce(team, seq, root, send, recv, elem, &combine, deadline);
-                    team.run(seq, deadline, body).await?;
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        host::reduce(team, seq, root, send, recv, elem, &combine, deadline).await;
+                    team.end(seq, out)?;
                     wrong.map_or(Ok(()), Err)
                 }
             }
@@ -245,8 +249,10 @@ impl<'t, T: Transport> Comm<'t, T> {
                     let (recv, wrong) =
                         or_scratch(recv, send.len(), &mut scratch, "the receive buffer");
                     let elem = std::mem::size_of::<E>();
-                    let body = host::allreduce(team, seq, send, recv, elem, &combine, deadline);
-                    team.run(seq, deadline, body).await?;
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        host::allreduce(team, seq, send, recv, elem, &combine, deadline).await;
+                    team.end(seq, out)?;
                     wrong.map_or(Ok(()), Err)
                 }
             }
@@ -293,8 +299,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                         }
                         None => (None, None),
                     };
-                    let body = host::gather(team, seq, root, send, recv, deadline);
-                    team.run(seq, deadline, body).await?;
+                    team.begin(seq, deadline).await?;
+                    let out = host::gather(team, seq, root, send, recv, deadline).await;
+                    team.end(seq, out)?;
                     wrong.map_or(Ok(()), Err)
                 }
             }
@@ -349,16 +356,15 @@ impl<'t, T: Transport> Comm<'t, T> {
                         Some(_) => &mut scratch[..],
                         None => recv,
                     };
-                    let body = async {
-                        if root >= team.size() {
-                            return Err(Error::InvalidArgument(format!(
-                                "root {root} in a group of {}",
-                                team.size()
-                            )));
+                    team.begin(seq, deadline).await?;
+                    let out = match root < team.size() {
+                        true => {
+                            let pieces = pieces.as_deref();
+                            host::scatter(team, seq, root, pieces, recv, deadline).await
                         }
-                        host::scatter(team, seq, root, pieces.as_deref(), recv, deadline).await
+                        false => Err(bad_root(root, team.size())),
                     };
-                    team.run(seq, deadline, body).await?;
+                    team.end(seq, out)?;
                     wrong.map_or(Ok(()), Err)
                 }
             }
@@ -388,8 +394,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                     let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
                     let (recv, wrong) =
                         or_scratch(recv, send.len() * size, &mut scratch, "the receive buffer");
-                    let body = host::allgather(team, seq, send, recv, deadline);
-                    team.run(seq, deadline, body).await?;
+                    team.begin(seq, deadline).await?;
+                    let out = host::allgather(team, seq, send, recv, deadline).await;
+                    team.end(seq, out)?;
                     wrong.map_or(Ok(()), Err)
                 }
             }

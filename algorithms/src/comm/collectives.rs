@@ -20,10 +20,12 @@ pub trait Value: Serialize + DeserializeOwned {}
 impl<V: Serialize + DeserializeOwned> Value for V {}
 
 /// How one call runs: through the host team (with the sequence number it
-/// took) or on the chain (with its future, which took its tags).
+/// took) or on the chain (with its future, which took its tags). The
+/// chain's future is boxed: it is kilobytes of state, which the host path
+/// should not carry (a future is moved whole when it is pinned).
 pub(super) enum Path<'a, 't, T: Transport, F> {
     Host(&'a Team<'t, T>, u64),
-    Chain(F),
+    Chain(std::pin::Pin<Box<F>>),
 }
 
 impl<'t, T: Transport> Comm<'t, T> {
@@ -43,7 +45,7 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> Path<'_, 't, T, F> {
         match &self.team {
             Some(team) if host_fits => Path::Host(team, team.call()),
-            _ => Path::Chain(chain()),
+            _ => Path::Chain(Box::pin(chain())),
         }
     }
 
@@ -55,8 +57,9 @@ impl<'t, T: Transport> Comm<'t, T> {
             match path {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
-                    team.run(seq, deadline, host::barrier(team, seq, deadline))
-                        .await
+                    team.begin(seq, deadline).await?;
+                    let out = host::barrier(team, seq, deadline).await;
+                    team.end(seq, out)
                 }
             }
         }
@@ -77,8 +80,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
                     let value = value.take().flatten();
-                    let body = values::bcast_value(team, seq, root, value, deadline);
-                    team.run(seq, deadline, body).await
+                    team.begin(seq, deadline).await?;
+                    let out = values::bcast_value(team, seq, root, value, deadline).await;
+                    team.end(seq, out)
                 }
             }
         }
@@ -102,8 +106,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
                     let (x, op) = args.take().expect("taken once");
-                    let body = values::reduce_value(team, seq, root, x, op, deadline);
-                    team.run(seq, deadline, body).await
+                    team.begin(seq, deadline).await?;
+                    let out = values::reduce_value(team, seq, root, x, op, deadline).await;
+                    team.end(seq, out)
                 }
             }
         }
@@ -126,8 +131,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
                     let (x, op) = args.take().expect("taken once");
-                    let body = values::allreduce_value(team, seq, x, op, deadline);
-                    team.run(seq, deadline, body).await
+                    team.begin(seq, deadline).await?;
+                    let out = values::allreduce_value(team, seq, x, op, deadline).await;
+                    team.end(seq, out)
                 }
             }
         }
@@ -172,8 +178,10 @@ impl<'t, T: Transport> Comm<'t, T> {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
                     let (x, y, op_lr, op_rl) = args.take().expect("taken once");
-                    let body = values::double_scan_value(team, seq, x, y, op_lr, op_rl, deadline);
-                    team.run(seq, deadline, body).await
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        values::double_scan_value(team, seq, x, y, op_lr, op_rl, deadline).await;
+                    team.end(seq, out)
                 }
             }
         }
@@ -218,8 +226,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
                     let mine = values.take().flatten();
-                    let body = values::scatter_value(team, seq, root, mine, deadline);
-                    team.run(seq, deadline, body).await
+                    team.begin(seq, deadline).await?;
+                    let out = values::scatter_value(team, seq, root, mine, deadline).await;
+                    team.end(seq, out)
                 }
             }
         }
@@ -238,8 +247,10 @@ impl<'t, T: Transport> Comm<'t, T> {
         async move {
             match (path, bytes) {
                 (Path::Host(team, seq), Some(bytes)) => {
-                    let body = async { values::allgather_value(team, seq, bytes?, deadline).await };
-                    team.run(seq, deadline, body).await
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        async { values::allgather_value(team, seq, bytes?, deadline).await }.await;
+                    team.end(seq, out)
                 }
                 (Path::Chain(call), _) => call.await,
                 (Path::Host(..), None) => unreachable!("the value is kept for the host path"),

@@ -304,7 +304,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             Some(team) if matches!(algorithm, Algorithm::Auto | Algorithm::Dense) => {
                 DensePath::Dense(team, (team.call(), team.call()), Proposal::new(self.t))
             }
-            _ => DensePath::Chain(chain()),
+            _ => DensePath::Chain(Box::pin(chain())),
         }
     }
 
@@ -416,7 +416,7 @@ impl<'t, T: Transport> Comm<'t, T> {
 /// tags).
 enum DensePath<'a, 't, T: Transport, F> {
     Dense(&'a Team<'t, T>, (u64, u64), Proposal),
-    Chain(F),
+    Chain(std::pin::Pin<Box<F>>),
 }
 
 /// Joins the job on the default provider (shm; see

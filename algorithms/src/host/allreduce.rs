@@ -54,14 +54,8 @@ async fn reduce_everywhere<T: HostMemory>(
         return exchange(team, seq, send, recv, combine, deadline).await;
     }
     if inline {
-        let mut acc = team.take_buffer();
-        let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
-        if let Ok(true) = reduced {
-            recv.copy_from_slice(&acc);
-        }
-        team.put_buffer(acc);
-        reduced?;
-        return bcast(team, seq, 0, Value::Fixed(recv), deadline).await;
+        // Boxed: the exchange's future, which small teams take, stays small.
+        return Box::pin(up_and_down(team, seq, send, recv, combine, deadline)).await;
     }
     let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;
     let chunk = chunk_for(elem).expect("checked by reduce_slices");
@@ -78,6 +72,25 @@ async fn reduce_everywhere<T: HostMemory>(
         Ok::<(), Error>(())
     };
     crate::join::join(exposing, copying).await.map(drop)
+}
+
+/// Up a tree to member 0 and down again.
+async fn up_and_down<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    recv: &mut [u8],
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let mut acc = team.take_buffer();
+    let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
+    if let Ok(true) = reduced {
+        recv.copy_from_slice(&acc);
+    }
+    team.put_buffer(acc);
+    reduced?;
+    bcast(team, seq, 0, Value::Fixed(recv), deadline).await
 }
 
 /// Every member posts its value to every other and folds all of them.

@@ -204,24 +204,40 @@ impl<'t, T: HostMemory> Team<'t, T> {
         seq
     }
 
-    /// Runs `body` as call `seq` once every earlier call on this team has
-    /// ended (calls on a team run one after another, in call order: so
-    /// their cells and counts never interleave), then publishes that it
-    /// ended, for writers that wait to reuse a mailbox slot. A failed call
-    /// ends too, so later calls go on.
+    /// Runs `body` as call `seq`: [`Team::begin`], the body, [`Team::end`].
+    /// (The hot calls write the three steps out: a body moved into this
+    /// future would take its room twice.)
     pub(crate) async fn run<R>(
         &self,
         seq: u64,
         deadline: Time,
         body: impl std::future::Future<Output = Result<R>>,
     ) -> Result<R> {
+        self.begin(seq, deadline).await?;
+        let out = body.await;
+        self.end(seq, out)
+    }
+
+    /// Waits until every earlier call on this team has ended: calls on a
+    /// team run one after another, in call order, so their cells and
+    /// counts never interleave.
+    pub(crate) async fn begin(&self, seq: u64, deadline: Time) -> Result<()> {
+        if self.finished.get() + 1 == seq {
+            return Ok(());
+        }
         wait_until(self.t, deadline, "an earlier host collective", || {
             let ready = self.finished.get() + 1 == seq;
             self.queued.set(self.queued.get() || !ready);
             Ok(ready.then_some(()))
         })
-        .await?;
-        let out = body.await;
+        .await
+        .map_err(Error::from)
+    }
+
+    /// Ends call `seq` (whatever its outcome, which it passes on, so later
+    /// calls go on) and publishes that it did, for writers that wait to
+    /// reuse a mailbox slot.
+    pub(crate) fn end<R>(&self, seq: u64, out: Result<R>) -> Result<R> {
         self.finished.set(seq);
         let own = self.peer(self.me)?;
         // Writers poll this word; none sleeps on it.
@@ -242,6 +258,11 @@ impl<'t, T: HostMemory> Team<'t, T> {
         self.all_finished.set(self.all_finished.get().max(seq - 1));
     }
 
+    /// Whether member `m` is known to have finished call `need`.
+    pub(crate) fn known_finished(&self, m: u32, need: u64) -> bool {
+        need <= self.all_finished.get() || self.seen_finished[m as usize].get() >= need
+    }
+
     /// Waits until member `m` has finished call `need`, so that call `seq`
     /// may write the mailbox slot `need` used. It reads `m`'s memory, which
     /// nothing signals, so it polls every [`PEER_POLL`]; when it must wait,
@@ -254,7 +275,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
         deadline: Time,
     ) -> Result<()> {
         let seen = &self.seen_finished[m as usize];
-        if need <= self.all_finished.get() || seen.get() >= need {
+        if self.known_finished(m, need) {
             return Ok(());
         }
         let t = self.t;
@@ -323,5 +344,73 @@ impl<T: HostMemory> Drop for Team<'_, T> {
             }
         }
         self.t.host_release(self.own);
+    }
+}
+
+#[cfg(test)]
+mod size_probe {
+    use super::*;
+    #[test]
+    fn sizes() {
+        let sim = catena_sim::Sim::new(2, catena_sim::LogGp::default()).with_ranks_per_host(2);
+        let _ = sim.run(async |t: &catena_sim::SimRank<'_>| {
+            let team = Team::world(t).unwrap();
+            let mut buf = [0u8; 8];
+            let d = catena_fabric::Time::MAX;
+            let c = |_: &mut [u8], _: &[u8]| Ok(());
+            eprintln!("barrier {}", std::mem::size_of_val(&barrier(&team, 1, d)));
+            eprintln!(
+                "bcast {}",
+                std::mem::size_of_val(&bcast(&team, 1, 0, Value::Fixed(&mut buf), d))
+            );
+            let mut r = [0u8; 8];
+            eprintln!(
+                "allreduce {}",
+                std::mem::size_of_val(&allreduce(&team, 1, &[0u8; 8], &mut r, 8, &c, d))
+            );
+            eprintln!(
+                "post {}",
+                std::mem::size_of_val(&mailbox::post(&team, 1, 1, 8, &[0u8; 8], d))
+            );
+            eprintln!(
+                "arrived {}",
+                std::mem::size_of_val(&mailbox::arrived(&team, 1, 1, d))
+            );
+            eprintln!(
+                "await_finished {}",
+                std::mem::size_of_val(&team.await_finished(1, 1, 1, d))
+            );
+            eprintln!(
+                "run {}",
+                std::mem::size_of_val(&team.run(1, d, async { Ok(()) }))
+            );
+            eprintln!(
+                "up_the_tree {}",
+                std::mem::size_of_val(&reduce::up_the_tree(
+                    &team,
+                    1,
+                    &[0u8; 8],
+                    &mut Vec::new(),
+                    &c,
+                    d
+                ))
+            );
+            eprintln!("error {}", std::mem::size_of::<crate::Error>());
+            eprintln!(
+                "run(allreduce) {}",
+                std::mem::size_of_val(&team.run(
+                    1,
+                    d,
+                    allreduce(&team, 1, &[0u8; 8], &mut r, 8, &c, d)
+                ))
+            );
+            let world = crate::Comm::world(t);
+            let s = [0u64];
+            let mut rr = [0u64];
+            eprintln!(
+                "comm allreduce_into {}",
+                std::mem::size_of_val(&world.iallreduce_into(&s, &mut rr, |a, b| a + b))
+            );
+        });
     }
 }

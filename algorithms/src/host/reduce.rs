@@ -135,18 +135,32 @@ pub(crate) fn slices(len: usize, elem: usize, n: u32) -> impl Fn(u32) -> std::op
     }
 }
 
+/// The ranges of a value's slices, and this member's reduced slice.
+type Sliced = (Box<dyn Fn(u32) -> std::ops::Range<usize>>, Vec<u8>);
+
 /// Reduce by slices: every member posts its length to every other, exposes
 /// its value cut into slices (slice m for member m), and combines slice
 /// `me` of every member's value in rank order. Yields the slices' ranges
 /// and this member's reduced slice.
-pub(crate) async fn reduce_slices<T: HostMemory>(
+pub(crate) fn reduce_slices<'a, T: HostMemory>(
+    team: &'a Team<'_, T>,
+    seq: u64,
+    send: &'a [u8],
+    elem: usize,
+    combine: Combine<'a>,
+    deadline: Time,
+) -> super::stream::Step<'a, Sliced> {
+    Box::pin(reduce_slices_in(team, seq, send, elem, combine, deadline))
+}
+
+async fn reduce_slices_in<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     send: &[u8],
     elem: usize,
     combine: Combine<'_>,
     deadline: Time,
-) -> Result<(impl Fn(u32) -> std::ops::Range<usize>, Vec<u8>)> {
+) -> Result<Sliced> {
     let (me, n) = (team.me(), team.size());
     let chunk = chunk_for(elem).ok_or_else(|| {
         Error::InvalidArgument(format!(
@@ -211,5 +225,5 @@ pub(crate) async fn reduce_slices<T: HostMemory>(
         Ok::<_, Error>(acc)
     };
     let ((), reduced) = crate::join::join(exposing, reducing).await?;
-    Ok((slice, reduced))
+    Ok((Box::new(slice), reduced))
 }

@@ -7,6 +7,9 @@
 //! before was consumed. So readers pull in parallel, and a message of any
 //! size flows through `CELLS` cells.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use catena_fabric::{wait_until, HostMemory, Time};
 
 use super::layout::{CELL, CELLS};
@@ -35,9 +38,23 @@ pub(crate) fn chunks(len: usize, chunk: usize) -> u64 {
     len.div_ceil(chunk) as u64
 }
 
+/// The boxed future of a long message's step: it carries waits and loops
+/// worth hundreds of bytes, which the calls whose values fit a mailbox
+/// slot (and their futures, moved whole when they are pinned) should not.
+pub(crate) type Step<'a, R> = Pin<Box<dyn Future<Output = Result<R>> + 'a>>;
+
 /// Exposes `pieces` in order, each to its readers, in chunks of `chunk`
 /// bytes (at most a cell).
-pub(crate) async fn expose<T: HostMemory>(
+pub(crate) fn expose<'a, T: HostMemory>(
+    team: &'a Team<'_, T>,
+    pieces: &'a [(&'a [u8], Readers)],
+    chunk: usize,
+    deadline: Time,
+) -> Step<'a, ()> {
+    Box::pin(expose_in(team, pieces, chunk, deadline))
+}
+
+async fn expose_in<T: HostMemory>(
     team: &Team<'_, T>,
     pieces: &[(&[u8], Readers)],
     chunk: usize,
@@ -89,7 +106,19 @@ pub(crate) async fn expose<T: HostMemory>(
 /// Copies the `len` bytes that member `from` exposes in chunks of `chunk`
 /// bytes from its chunk `first` on, handing each chunk to `take` (its
 /// offset in the piece and its bytes) once it is copied.
-pub(crate) async fn pull<T: HostMemory>(
+pub(crate) fn pull<'a, T: HostMemory>(
+    team: &'a Team<'_, T>,
+    from: u32,
+    first: u64,
+    len: usize,
+    chunk: usize,
+    take: impl FnMut(usize, &[u8]) -> Result<()> + 'a,
+    deadline: Time,
+) -> Step<'a, ()> {
+    Box::pin(pull_in(team, from, first, len, chunk, take, deadline))
+}
+
+async fn pull_in<T: HostMemory>(
     team: &Team<'_, T>,
     from: u32,
     first: u64,
@@ -123,7 +152,18 @@ pub(crate) async fn pull<T: HostMemory>(
 }
 
 /// [`pull`] straight into `out` (no staging copy).
-pub(crate) async fn pull_into<T: HostMemory>(
+pub(crate) fn pull_into<'a, T: HostMemory>(
+    team: &'a Team<'_, T>,
+    from: u32,
+    first: u64,
+    out: &'a mut [u8],
+    chunk: usize,
+    deadline: Time,
+) -> Step<'a, ()> {
+    Box::pin(pull_into_in(team, from, first, out, chunk, deadline))
+}
+
+async fn pull_into_in<T: HostMemory>(
     team: &Team<'_, T>,
     from: u32,
     first: u64,
