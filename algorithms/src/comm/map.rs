@@ -1,7 +1,8 @@
 //! A communicator's rank-to-world map and the lookups through it. The
 //! world's is a stride and create_group's the caller's; one made by split
-//! or dup is loaded on the first lookup, by one allgather of the members'
-//! world ranks, then compressed (Hybrid, so both directions stay fast).
+//! or dup is made on the first lookup: from its host team's member list
+//! where it has one, else by one allgather of the members' world ranks,
+//! then compressed (Hybrid, so both directions stay fast).
 
 use std::future::Future;
 
@@ -65,6 +66,15 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// world ranks, O(size) time once; later calls and every other
     /// communicator answer at once.
     pub fn igroup_map(&self) -> impl Future<Output = Result<&GroupMap>> + '_ {
+        // In host memory every member's world rank is at hand.
+        if let (None, Some(team)) = (self.map.get(), &self.team) {
+            let strategy = Strategy::Hybrid {
+                alpha: Strategy::DEFAULT_ALPHA,
+            };
+            if let Ok(map) = GroupMap::from_ranks(self.t.size(), team.ranks(), strategy) {
+                let _ = self.map.set(map);
+            }
+        }
         let deadline = self.deadline();
         let load = (self.map.get().is_none() && self.loading.get() == Loading::Idle).then(|| {
             self.loading.set(Loading::Running);

@@ -23,7 +23,6 @@ use serde::Serialize;
 
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
-use crate::groupmap::Strategy;
 use crate::host::Claim;
 use crate::host::Team;
 use crate::scan::allreduce_in;
@@ -404,8 +403,8 @@ impl<'t, T: Transport> Comm<'t, T> {
         let regions = places.iter().map(|p| p.region).collect();
         let (rank, context) = (group.chain.rank(), group.chain.context());
         let team = claim.into_team(ranks.clone(), regions, rank, context)?;
-        let map = GroupMap::from_ranks(self.t.size(), &ranks, Strategy::Auto).ok();
-        let mut comm = self.derived(group.chain, map);
+        // The map is made from the team's list on the first lookup.
+        let mut comm = self.derived(group.chain, None);
         comm.team = team.map(Box::new);
         Ok(Some(comm))
     }

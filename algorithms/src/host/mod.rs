@@ -62,16 +62,26 @@ pub(crate) fn stream_fits(elem: usize) -> bool {
 /// A reduction over bytes: `acc = acc ⊕ x`, `acc` on the left.
 pub(crate) type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8]) -> Result<()>;
 
+/// What a member keeps of another (or of itself): where its region is, its
+/// arena (mapped on first use), and counts of their traffic.
+struct Member<P> {
+    region: u64,
+    peer: OnceCell<P>,
+    /// What it last showed as finished (a lower bound).
+    seen_finished: Cell<u64>,
+    /// Chunks exposed to it, and consumed from it, so far.
+    sent_to: Cell<u64>,
+    got_from: Cell<u64>,
+}
+
 /// The members of a communicator on one host, and where each one's region
 /// lies. Holds O(members) state: a host has a bounded number of cores.
 pub(crate) struct Team<'t, T: HostMemory> {
     t: &'t T,
     /// Members' world ranks, in group rank order.
     ranks: Vec<Rank>,
-    /// Members' arenas, mapped on first use.
-    peers: Vec<OnceCell<T::HostPeer>>,
-    /// Each member's region.
-    regions: Vec<u64>,
+    /// What this member keeps of each member (one allocation).
+    members: Vec<Member<T::HostPeer>>,
     me: u32,
     own: HostRegion,
     layout: Layout,
@@ -87,11 +97,7 @@ pub(crate) struct Team<'t, T: HostMemory> {
     queued: Cell<bool>,
     /// The last call every member is known to have finished.
     all_finished: Cell<u64>,
-    /// What each member last showed as finished (a lower bound).
-    seen_finished: Vec<Cell<u64>>,
-    /// Chunks exposed to, and consumed from, each member so far.
-    sent_to: Vec<Cell<u64>>,
-    got_from: Vec<Cell<u64>>,
+
     /// Where a short value a peer posted is read before it is combined.
     scratch: std::cell::RefCell<Vec<u8>>,
     /// A reduction's accumulator, lent to one call at a time.
@@ -128,13 +134,21 @@ impl<'t, T: HostMemory> Team<'t, T> {
         context: ContextId,
     ) -> Team<'t, T> {
         let n = ranks.len();
-        let cells = |value| (0..n).map(|_| Cell::new(value)).collect();
+        let members = regions
+            .into_iter()
+            .map(|region| Member {
+                region,
+                peer: OnceCell::new(),
+                seen_finished: Cell::new(0),
+                sent_to: Cell::new(0),
+                got_from: Cell::new(0),
+            })
+            .collect();
         Team {
             t,
-            peers: (0..n).map(|_| OnceCell::new()).collect(),
+            members,
             layout: Layout::new(n as u32),
             ranks,
-            regions,
             me,
             own,
             world,
@@ -143,9 +157,6 @@ impl<'t, T: HostMemory> Team<'t, T> {
             finished: Cell::new(0),
             queued: Cell::new(false),
             all_finished: Cell::new(0),
-            seen_finished: cells(0),
-            sent_to: cells(0),
-            got_from: cells(0),
             scratch: std::cell::RefCell::new(Vec::new()),
             buffer: Cell::new(Vec::new()),
         }
@@ -154,6 +165,11 @@ impl<'t, T: HostMemory> Team<'t, T> {
     /// What a mailbox sequence word holds once call `seq` was posted.
     pub(crate) fn stamp(&self, seq: u64) -> u64 {
         self.stamp | (seq & 0xffff_ffff)
+    }
+
+    /// The members' world ranks, in group order.
+    pub(crate) fn ranks(&self) -> &[Rank] {
+        &self.ranks
     }
 
     /// Member `m`'s world rank.
@@ -183,7 +199,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
     /// Member `m`'s arena, mapped on first use.
     pub(crate) fn peer(&self, m: u32) -> Result<&T::HostPeer> {
         let t = self.t;
-        let cell = &self.peers[m as usize];
+        let cell = &self.members[m as usize].peer;
         if let Some(peer) = cell.get() {
             return Ok(peer);
         }
@@ -193,7 +209,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
 
     /// The offset of `at` in member `m`'s region.
     pub(crate) fn at(&self, m: u32, at: u64) -> u64 {
-        self.regions[m as usize] + at
+        self.members[m as usize].region + at
     }
 
     /// Takes the next call's sequence number; called when a collective is
@@ -260,7 +276,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
 
     /// Whether member `m` is known to have finished call `need`.
     pub(crate) fn known_finished(&self, m: u32, need: u64) -> bool {
-        need <= self.all_finished.get() || self.seen_finished[m as usize].get() >= need
+        need <= self.all_finished.get() || self.members[m as usize].seen_finished.get() >= need
     }
 
     /// Waits until member `m` has finished call `need`, so that call `seq`
@@ -274,7 +290,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
         need: u64,
         deadline: Time,
     ) -> Result<()> {
-        let seen = &self.seen_finished[m as usize];
+        let seen = &self.members[m as usize].seen_finished;
         if self.known_finished(m, need) {
             return Ok(());
         }
@@ -323,11 +339,11 @@ impl<'t, T: HostMemory> Team<'t, T> {
     }
 
     pub(crate) fn sent_to(&self, m: u32) -> &Cell<u64> {
-        &self.sent_to[m as usize]
+        &self.members[m as usize].sent_to
     }
 
     pub(crate) fn got_from(&self, m: u32) -> &Cell<u64> {
-        &self.got_from[m as usize]
+        &self.members[m as usize].got_from
     }
 }
 

@@ -57,9 +57,9 @@ fn combine(a: &Votes, b: &Votes) -> Votes {
 }
 
 /// Jenkins' one-at-a-time hash, widened: stable across processes and runs.
-fn fingerprint(text: &str) -> u64 {
+fn fingerprint(text: impl Iterator<Item = u8>) -> u64 {
     let mut h: u64 = 0;
-    for &b in text.as_bytes() {
+    for b in text {
         h = h.wrapping_add(u64::from(b));
         h = h.wrapping_add(h << 10);
         h ^= h >> 6;
@@ -72,11 +72,8 @@ fn fingerprint(text: &str) -> u64 {
 /// A fingerprint of the color and key types, equal on processes that pass
 /// the same ones.
 pub(super) fn types<C, K>() -> u64 {
-    fingerprint(&format!(
-        "{} / {}",
-        std::any::type_name::<C>(),
-        std::any::type_name::<K>()
-    ))
+    let (c, k) = (std::any::type_name::<C>(), std::any::type_name::<K>());
+    fingerprint(c.bytes().chain(*b" / ").chain(k.bytes()))
 }
 
 /// What a process's color and key say about the split's modes.

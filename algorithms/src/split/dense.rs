@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 
 use catena_fabric::{HostMemory, Rank, Time, Transport};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::agreement::{disagreement, modes, types, KEYED, SPLIT};
 use super::item::KeyOrder;
@@ -27,22 +27,81 @@ use crate::{Error, Result};
 /// No region: its owner's arena had no room, so its group gets no team.
 const NO_REGION: u64 = u64::MAX;
 
-/// What each member tells every other.
-#[derive(Serialize, Deserialize)]
-struct Record {
+/// What each member tells every other (as bytes: fixed fields, then the
+/// color, the key and the reason for a refusal, read in place).
+struct Record<'a> {
     types: u64,
     algorithm: u32,
     modes: u8,
     proposal: Proposal,
     /// The member's region for its new group's team.
     region: u64,
-    color: Vec<u8>,
+    color: &'a [u8],
     /// The key: its integer image (ordered as bytes) or its encoding.
-    key: Vec<u8>,
+    key: &'a [u8],
     image: bool,
     /// Why this member's color or key could not be encoded, which fails
     /// the split on every process.
-    refused: Option<String>,
+    refused: Option<&'a [u8]>,
+}
+
+/// The bytes before a record's color: types, algorithm, modes, image and
+/// refused flags, the proposal's leader and serial, the region, and the
+/// color's and key's lengths.
+const FIXED: usize = 8 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 4 + 4;
+
+impl<'a> Record<'a> {
+    fn encode(&self) -> Vec<u8> {
+        let refused = self.refused.unwrap_or_default();
+        let mut out = Vec::with_capacity(FIXED + self.color.len() + self.key.len() + refused.len());
+        let (leader, serial) = self.proposal.parts();
+        out.extend_from_slice(&self.types.to_le_bytes());
+        out.extend_from_slice(&self.algorithm.to_le_bytes());
+        out.extend_from_slice(&[
+            self.modes,
+            u8::from(self.image),
+            u8::from(self.refused.is_some()),
+        ]);
+        out.extend_from_slice(&leader.to_le_bytes());
+        out.extend_from_slice(&serial.to_le_bytes());
+        out.extend_from_slice(&self.region.to_le_bytes());
+        out.extend_from_slice(&(self.color.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.key.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.color);
+        out.extend_from_slice(self.key);
+        out.extend_from_slice(refused);
+        out
+    }
+
+    /// A record as a peer sent it, every length checked against the bytes.
+    fn parse(bytes: &'a [u8]) -> Result<Record<'a>> {
+        let bad = || Error::Codec {
+            action: "decode",
+            what: "a split record",
+            message: format!("{} bytes that do not hold one", bytes.len()),
+        };
+        let fixed = bytes.get(..FIXED).ok_or_else(bad)?;
+        let word = |at: usize| u32::from_le_bytes(fixed[at..at + 4].try_into().expect("4 bytes"));
+        let long = |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
+        let (color_len, key_len) = (word(35) as usize, word(39) as usize);
+        let rest = &bytes[FIXED..];
+        let color = rest.get(..color_len).ok_or_else(bad)?;
+        let key = rest
+            .get(color_len..color_len.checked_add(key_len).ok_or_else(bad)?)
+            .ok_or_else(bad)?;
+        let refused = &rest[color_len + key_len..];
+        Ok(Record {
+            types: long(0),
+            algorithm: word(8),
+            modes: fixed[12],
+            image: fixed[13] != 0,
+            refused: (fixed[14] != 0).then_some(refused),
+            proposal: Proposal::from_parts(word(15), long(19)),
+            region: long(27),
+            color,
+            key,
+        })
+    }
 }
 
 /// A member's new group, with its team and its world ranks in group order.
@@ -108,7 +167,7 @@ where
     let t = team.t();
     let claim = Claim::new(t, team.size());
     let region = claim.offer().unwrap_or(NO_REGION);
-    let mut refused = None;
+    let mut refused: Option<String> = None;
     let mut encoded = |what: &'static str, bytes: Result<Vec<u8>>| {
         bytes.unwrap_or_else(|e| {
             refused.get_or_insert(format!("{what}: {e}"));
@@ -130,12 +189,12 @@ where
         modes: modes(&color, &key, false),
         proposal,
         region,
-        color: color_bytes,
+        color: &color_bytes,
         image: image.is_some(),
-        key: key_bytes,
-        refused,
+        key: &key_bytes,
+        refused: refused.as_deref().map(str::as_bytes),
     };
-    let bytes = encode(&mine, "a split record")?;
+    let bytes = mine.encode();
     ran.set(1);
     let all = team
         .run(
@@ -144,14 +203,14 @@ where
             allgather_any(team, seqs.0, &bytes, deadline),
         )
         .await?;
-    let records: Vec<Record> = all
+    let records: Vec<Record<'_>> = all
         .iter()
-        .map(|b| decode(b, "a split record"))
+        .map(|b| Record::parse(b))
         .collect::<Result<_>>()?;
     if let Some((m, why)) = records
         .iter()
         .enumerate()
-        .find_map(|(m, r)| r.refused.as_ref().map(|why| (m, why)))
+        .find_map(|(m, r)| r.refused.map(|why| (m, String::from_utf8_lossy(why))))
     {
         return Err(Error::Codec {
             action: "encode",
@@ -177,8 +236,8 @@ where
     // Groups by color, in the order of their lowest parent rank.
     let mut leaders: Vec<u32> = Vec::new();
     for &m in &members {
-        let color = &records[m as usize].color;
-        if !leaders.iter().any(|&l| records[l as usize].color == *color) {
+        let color = records[m as usize].color;
+        if !leaders.iter().any(|&l| records[l as usize].color == color) {
             leaders.push(m);
         }
     }
@@ -190,7 +249,7 @@ where
         true => records
             .iter()
             .map(|r| match r.modes & KEYED != 0 {
-                true => decode(&r.key, "a key").map(Some),
+                true => decode(r.key, "a key").map(Some),
                 false => Ok(None),
             })
             .collect::<Result<_>>()?,
@@ -233,10 +292,10 @@ where
             .map(|b| b.as_slice().try_into().map(u64::from_le_bytes).unwrap_or(0))
             .collect();
         let lies = members.iter().any(|&m| {
-            let color = &records[m as usize].color;
+            let color = records[m as usize].color;
             let first = members
                 .iter()
-                .find(|&&l| records[l as usize].color == *color)
+                .find(|&&l| records[l as usize].color == color)
                 .expect("m itself");
             shown[m as usize] == 0 || shown[m as usize] != shown[*first as usize]
         });
@@ -271,9 +330,15 @@ where
         ranks.get(at + 1).copied(),
         context,
     )?;
-    let map = GroupMap::from_ranks(t.size(), &ranks, Strategy::Auto).ok();
     let regions: Vec<u64> = group.iter().map(|&m| records[m as usize].region).collect();
-    let team = match regions.contains(&NO_REGION) {
+    // A group with a team makes its map from the team's member list on
+    // its first lookup; one without (a lone member, or an arena that had no
+    // room) gets it now.
+    let no_region = regions.contains(&NO_REGION);
+    let map = (no_region || ranks.len() < 2)
+        .then(|| GroupMap::from_ranks(t.size(), &ranks, Strategy::Auto).ok())
+        .flatten();
+    let team = match no_region {
         true => None,
         false => claim.into_team(ranks, regions, at as u32, context)?,
     };
@@ -303,7 +368,7 @@ fn sort<K>(
         group.sort_by(|&a, &b| {
             records[a as usize]
                 .key
-                .cmp(&records[b as usize].key)
+                .cmp(records[b as usize].key)
                 .then(a.cmp(&b))
         });
         return Ok(());
@@ -314,4 +379,47 @@ fn sort<K>(
             _ => Ordering::Equal,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_refuse_what_does_not_hold_one() {
+        let record = Record {
+            types: 7,
+            algorithm: 3,
+            modes: 5,
+            proposal: Proposal::from_parts(2, 9),
+            region: 4096,
+            color: b"blue",
+            key: &[1, 2, 3],
+            image: true,
+            refused: Some(b"why"),
+        };
+        let bytes = record.encode();
+        let back = Record::parse(&bytes).unwrap();
+        assert_eq!(
+            (
+                back.types,
+                back.algorithm,
+                back.modes,
+                back.region,
+                back.image
+            ),
+            (7, 3, 5, 4096, true)
+        );
+        assert_eq!(back.proposal.parts(), (2, 9));
+        assert_eq!(
+            (back.color, back.key, back.refused),
+            (&b"blue"[..], &[1u8, 2, 3][..], Some(&b"why"[..]))
+        );
+        for cut in 0..FIXED + 7 {
+            assert!(Record::parse(&bytes[..cut]).is_err(), "{cut} bytes");
+        }
+        let mut huge = bytes.clone();
+        huge[35..39].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Record::parse(&huge).is_err());
+    }
 }
