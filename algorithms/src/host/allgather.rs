@@ -6,7 +6,7 @@ use catena_fabric::{HostMemory, Time};
 use super::layout::CELL;
 use super::message::{announce, receive, receive_into};
 use super::stream::{expose, Readers};
-use super::Team;
+use super::{others_then_me, Team};
 use crate::{Error, Result};
 
 /// Every member's `send` (all of one length) in rank order into every
@@ -21,7 +21,7 @@ pub(crate) async fn allgather<T: HostMemory>(
     let (me, each) = (team.me(), send.len());
     let exposing = offer(team, seq, send, deadline);
     let copying = async {
-        for m in 0..team.size() {
+        for m in others_then_me(me, team.size()) {
             let part = &mut recv[m as usize * each..(m as usize + 1) * each];
             match m == me {
                 true => part.copy_from_slice(send),

@@ -10,7 +10,7 @@ use super::bcast::{bcast, Value};
 use super::mailbox::{arrived, post, read};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose, pull_into, Readers};
-use super::{select, Combine, Team};
+use super::{others_then_me, select, Combine, Team};
 use crate::{Error, Result};
 
 /// Every member's `send` combined in rank order into every member's `recv`
@@ -62,7 +62,7 @@ async fn reduce_everywhere<T: HostMemory>(
     let pieces = [(&reduced[..], Readers::All)];
     let exposing = expose(team, &pieces, chunk, deadline);
     let copying = async {
-        for m in 0..n {
+        for m in others_then_me(me, n) {
             let part = &mut recv[slice(m)];
             match m == me {
                 true => part.copy_from_slice(&reduced),

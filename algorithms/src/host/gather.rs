@@ -6,7 +6,7 @@ use catena_fabric::{HostMemory, Time};
 use super::layout::CELL;
 use super::message::{announce, receive, receive_into};
 use super::stream::{expose, Readers};
-use super::Team;
+use super::{others_then_me, Team};
 use crate::Result;
 
 /// Every member's `send` (all of one length) in rank order into the
@@ -24,7 +24,7 @@ pub(crate) async fn gather<T: HostMemory>(
         return send_to_root(team, seq, root, send, deadline).await;
     };
     let each = send.len();
-    for m in 0..team.size() {
+    for m in others_then_me(me, team.size()) {
         let part = &mut recv[m as usize * each..(m as usize + 1) * each];
         match m == me {
             true => part.copy_from_slice(send),

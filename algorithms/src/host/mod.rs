@@ -59,6 +59,15 @@ pub(crate) fn stream_fits(elem: usize) -> bool {
     stream::chunk_for(elem).is_some()
 }
 
+/// The other members in rank order, then `me`: a member that copies its
+/// own part last copies its peers' while they expose theirs (its own copy
+/// needs nobody). Readers take writers in one order for all, as a cell is
+/// free again only once all its readers consumed it: rotated orders can
+/// wait on each other in a circle.
+pub(crate) fn others_then_me(me: u32, n: u32) -> impl Iterator<Item = u32> {
+    (0..n).filter(move |&m| m != me).chain([me])
+}
+
 /// A reduction over bytes: `acc = acc ⊕ x`, `acc` on the left.
 pub(crate) type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8]) -> Result<()>;
 

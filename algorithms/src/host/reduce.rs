@@ -10,7 +10,7 @@ use catena_fabric::{HostMemory, Time};
 use super::mailbox::{arrived, post, read};
 use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
 use super::tree::{children, parent};
-use super::{select, Combine, Team};
+use super::{others_then_me, select, Combine, Team};
 use crate::{Error, Result};
 
 /// Every member's `send` (whole elements of `elem` bytes, the same length
@@ -58,7 +58,7 @@ pub(crate) async fn reduce<T: HostMemory>(
         return expose(team, &[(&reduced, Readers::One(root))], chunk, deadline).await;
     }
     let recv = recv.expect("the root has a receive buffer");
-    for m in 0..team.size() {
+    for m in others_then_me(me, team.size()) {
         let part = &mut recv[slice(m)];
         match m == me {
             true => part.copy_from_slice(&reduced),
