@@ -23,7 +23,6 @@ use serde::Serialize;
 
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
-use crate::groupmap::Strategy;
 use crate::host::Claim;
 use crate::host::Team;
 use crate::scan::allreduce_in;
@@ -32,6 +31,7 @@ use crate::split::{dense, split_by_offering, split_offering, Algorithm, Color, K
 use crate::{Chain, Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
+pub(crate) use map::listed as listed_map;
 
 /// The timeout a communicator gives each call unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -401,7 +401,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         let regions = places.iter().map(|p| p.region).collect();
         let (rank, context) = (group.chain.rank(), group.chain.context());
         let team = claim.into_team(ranks.clone(), regions, rank, context)?;
-        let map = GroupMap::from_ranks(self.t.size(), &ranks, Strategy::Auto).ok();
+        let map = map::listed(self.t.size(), &ranks);
         let mut comm = self.derived(group.chain, map);
         comm.team = team.map(Box::new);
         Ok(Some(comm))

@@ -20,7 +20,7 @@ use crate::chain::Chain;
 use crate::codec::{decode, encode, Wire};
 use crate::context::Proposal;
 use crate::error::user_code;
-use crate::groupmap::{GroupMap, Strategy};
+use crate::groupmap::GroupMap;
 use crate::host::{allgather_any, Claim, Team};
 use crate::{Error, Result};
 
@@ -271,7 +271,7 @@ where
         ranks.get(at + 1).copied(),
         context,
     )?;
-    let map = GroupMap::from_ranks(t.size(), &ranks, Strategy::Auto).ok();
+    let map = crate::comm::listed_map(t.size(), &ranks);
     let regions: Vec<u64> = group.iter().map(|&m| records[m as usize].region).collect();
     let team = match regions.contains(&NO_REGION) {
         true => None,
