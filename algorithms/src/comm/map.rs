@@ -98,15 +98,20 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// world ranks, O(size) time once; later calls and every other
     /// communicator answer at once.
     pub fn igroup_map(&self) -> impl Future<Output = Result<&GroupMap>> + '_ {
-        let deadline = self.deadline();
-        let load = (self.map.get().is_none() && self.loading.get() == Loading::Idle).then(|| {
-            self.loading.set(Loading::Running);
-            tree::allgather(self.t, &self.chain, &self.t.rank(), deadline)
-        });
+        // A map held already answers at once: no deadline (no clock read)
+        // for the lookups that need none.
+        let deadline = self.map.get().is_none().then(|| self.deadline());
+        let load = deadline
+            .filter(|_| self.loading.get() == Loading::Idle)
+            .map(|deadline| {
+                self.loading.set(Loading::Running);
+                tree::allgather(self.t, &self.chain, &self.t.rank(), deadline)
+            });
         async move {
             if let Some(map) = self.map.get() {
                 return Ok(map);
             }
+            let deadline = deadline.expect("taken when the map was missing");
             let Some(allgather) = load else {
                 wait_until(self.t, deadline, "a concurrent call's group map", || {
                     let failed = self.loading.get() == Loading::Failed;
