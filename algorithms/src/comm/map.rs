@@ -1,7 +1,9 @@
 //! A communicator's rank-to-world map and the lookups through it. The
 //! world's is a stride and create_group's the caller's; one made by split
-//! or dup is loaded on the first lookup, by one allgather of the members'
-//! world ranks, then compressed (Hybrid, so both directions stay fast).
+//! or dup in host memory is listed when made ([`listed`]); any other made
+//! by split or dup is loaded on the first lookup, by one allgather of the
+//! members' world ranks, then compressed (Hybrid, so both directions stay
+//! fast).
 
 use std::future::Future;
 
