@@ -377,7 +377,15 @@ impl<P: Provider + 'static> Api for Instance<P> {
         key: SplitKey,
     ) -> Result<Option<Handle>, Failure> {
         let color = color_bytes(color);
-        let new = block_on(self.transport, split(self.comm(handle)?, color, key))?;
+        let comm = self.comm(handle)?;
+        // Waited for in place: the split's future (about 6 KB) is not
+        // boxed, as a posted split's must be.
+        let new = match key {
+            SplitKey::Int(k) => comm.split(color, k),
+            SplitKey::Compared { key, compare } => {
+                comm.split_by(color, key, compared_order(compare))
+            }
+        }?;
         Ok(self.keep(new))
     }
 
@@ -787,14 +795,16 @@ fn split<'a, P: Provider>(
     match key {
         SplitKey::Int(k) => Box::pin(comm.isplit(color, k)),
         SplitKey::Compared { key, compare } => {
-            // Keys of differing lengths (a member passed another key_len)
-            // are ordered by length and never reach the C comparator,
-            // which would read past the shorter one.
-            let order =
-                move |a: &Vec<u8>, b: &Vec<u8>| a.len().cmp(&b.len()).then_with(|| compare(a, b));
-            Box::pin(comm.isplit_by(color, key, order))
+            Box::pin(comm.isplit_by(color, key, compared_order(compare)))
         }
     }
+}
+
+/// The order of a comparator split's keys. Keys of differing lengths (a
+/// member passed another key_len) are ordered by length and never reach
+/// the C comparator, which would read past the shorter one.
+fn compared_order(compare: Box<Comparator>) -> impl Fn(&Vec<u8>, &Vec<u8>) -> Ordering {
+    move |a: &Vec<u8>, b: &Vec<u8>| a.len().cmp(&b.len()).then_with(|| compare(a, b))
 }
 
 fn mismatch(what: impl Into<String>) -> Failure {

@@ -57,9 +57,9 @@ fn combine(a: &Votes, b: &Votes) -> Votes {
 }
 
 /// Jenkins' one-at-a-time hash, widened: stable across processes and runs.
-fn fingerprint(text: impl Iterator<Item = u8>) -> u64 {
+fn fingerprint(texts: &[&str]) -> u64 {
     let mut h: u64 = 0;
-    for b in text {
+    for &b in texts.iter().flat_map(|text| text.as_bytes()) {
         h = h.wrapping_add(u64::from(b));
         h = h.wrapping_add(h << 10);
         h ^= h >> 6;
@@ -70,10 +70,14 @@ fn fingerprint(text: impl Iterator<Item = u8>) -> u64 {
 }
 
 /// A fingerprint of the color and key types, equal on processes that pass
-/// the same ones.
+/// the same ones (of their names joined by " / ", hashed where they lie:
+/// every split takes one, so it formats no string).
 pub(super) fn types<C, K>() -> u64 {
-    let (c, k) = (std::any::type_name::<C>(), std::any::type_name::<K>());
-    fingerprint(c.bytes().chain(*b" / ").chain(k.bytes()))
+    fingerprint(&[
+        std::any::type_name::<C>(),
+        " / ",
+        std::any::type_name::<K>(),
+    ])
 }
 
 /// What a process's color and key say about the split's modes.
@@ -162,4 +166,22 @@ pub(crate) async fn agree<T: Transport, C, K>(
         context,
         radix_refused,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fingerprint of the types is that of their names joined by " / "
+    /// (as it was when it formatted them), so every build agrees.
+    #[test]
+    fn types_hash_the_joined_names() {
+        let joined = format!(
+            "{} / {}",
+            std::any::type_name::<Vec<u8>>(),
+            std::any::type_name::<i64>()
+        );
+        assert_eq!(types::<Vec<u8>, i64>(), fingerprint(&[&joined]));
+        assert_ne!(types::<Vec<u8>, i64>(), types::<i64, Vec<u8>>());
+    }
 }

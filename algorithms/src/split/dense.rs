@@ -20,7 +20,7 @@ use crate::chain::Chain;
 use crate::codec::{decode, encode, Wire};
 use crate::context::Proposal;
 use crate::error::user_code;
-use crate::groupmap::{GroupMap, Strategy};
+use crate::groupmap::GroupMap;
 use crate::host::{allgather_any, Claim, Team};
 use crate::{Error, Result};
 
@@ -336,7 +336,7 @@ where
     // room) gets it now.
     let no_region = regions.contains(&NO_REGION);
     let map = (no_region || ranks.len() < 2)
-        .then(|| GroupMap::from_ranks(t.size(), &ranks, Strategy::Auto).ok())
+        .then(|| crate::comm::listed_map(t.size(), &ranks))
         .flatten();
     let team = match no_region {
         true => None,
