@@ -183,6 +183,15 @@ typedef int (*catena_route_fn)(const void *element, void *ctx);
 typedef int (*catena_emit_fn)(const void *element, catena_emit_t *emit, void *ctx);
 
 /**
+ * Routes a whole send buffer at once: writes into `targets[i]` the group
+ * rank element `i` of the `count` at `elements` goes to (a negative number
+ * drops it); returns 0, or anything else to fail the exchange with
+ * `CATENA_ERR_USER` on every member before an element moves. One call per
+ * exchange instead of one per element.
+ */
+typedef int (*catena_route_batch_fn)(const void *elements, size_t count, int32_t *targets, void *ctx);
+
+/**
  * A user reduction: `inout[i] = in[i] op inout[i]` for `count` elements,
  * where `in` holds lower ranks' contributions (as `MPI_User_function`).
  */
@@ -355,6 +364,41 @@ int catena_alltoall_plan_exchange_post(const catena_alltoall_plan_t *plan,
                                        void *recv,
                                        size_t *received,
                                        catena_request_t **request);
+
+/**
+ * `catena_alltoall_plan_exchange` with one target per element, all of
+ * them from one call of `route` over the whole send buffer (not one call
+ * per element): for elements that each go to one rank, the cheapest way.
+ *
+ * # Safety
+ * `send` is valid for `count` elements, `recv` for the plan's capacity;
+ * `route` may be called once with `send`, `count`, a buffer of `count`
+ * `int32_t` and `ctx`; `received` is NULL or valid for a write.
+ */
+int catena_alltoall_plan_exchange_batch(const catena_alltoall_plan_t *plan,
+                                        const void *send,
+                                        size_t count,
+                                        catena_route_batch_fn route,
+                                        void *ctx,
+                                        void *recv,
+                                        size_t *received);
+
+/**
+ * `catena_alltoall_plan_exchange_batch`, nonblocking: `route` runs while
+ * the request progresses; `*received` is written when it is done.
+ *
+ * # Safety
+ * As `catena_alltoall_plan_exchange_batch`, until the request is done;
+ * `request` is NULL or valid for a write.
+ */
+int catena_alltoall_plan_exchange_batch_post(const catena_alltoall_plan_t *plan,
+                                             const void *send,
+                                             size_t count,
+                                             catena_route_batch_fn route,
+                                             void *ctx,
+                                             void *recv,
+                                             size_t *received,
+                                             catena_request_t **request);
 
 /**
  * Frees `*plan` and sets it to NULL (an exchange in flight keeps it until

@@ -40,6 +40,20 @@ pub struct catena_emit_t {
 pub type catena_route_fn =
     Option<unsafe extern "C" fn(element: *const c_void, ctx: *mut c_void) -> c_int>;
 
+/// Routes a whole send buffer at once: writes into `targets[i]` the group
+/// rank element `i` of the `count` at `elements` goes to (a negative number
+/// drops it); returns 0, or anything else to fail the exchange with
+/// `CATENA_ERR_USER` on every member before an element moves. One call per
+/// exchange instead of one per element.
+pub type catena_route_batch_fn = Option<
+    unsafe extern "C" fn(
+        elements: *const c_void,
+        count: usize,
+        targets: *mut i32,
+        ctx: *mut c_void,
+    ) -> c_int,
+>;
+
 /// Routes one element of a plan's exchange by calling `catena_emit_to` /
 /// `catena_emit_modified` on `emit` once per copy (none drops it); returns
 /// 0, or anything else to fail the exchange with `CATENA_ERR_USER` on every
@@ -70,8 +84,17 @@ impl<const N: usize> Targets for Emit<'_, [u8; N]> {
     }
 }
 
-/// A route over elements as bytes.
-pub(crate) type Route<'a> = Box<dyn FnMut(&[u8], &mut dyn Targets) + 'a>;
+/// How the elements of one call find their targets.
+pub(crate) enum Route<'a> {
+    /// A callback per element, over its bytes.
+    Each(EachRoute<'a>),
+    /// One C callback for the whole send buffer, which fills one target
+    /// per element: no call per element, and none through a pointer.
+    Batch { route: BatchRoute, ctx: *mut c_void },
+}
+
+type EachRoute<'a> = Box<dyn FnMut(&[u8], &mut dyn Targets) + 'a>;
+type BatchRoute = unsafe extern "C" fn(*const c_void, usize, *mut i32, *mut c_void) -> c_int;
 
 /// One call's buffers and route, as bytes.
 pub(crate) struct Exchange<'a> {
@@ -115,8 +138,38 @@ where
     fn iexchange<'a>(&'a self, x: Exchange<'a>) -> Exchanging<'a> {
         let send: &[[u8; N]] = bytemuck::cast_slice(x.send);
         let recv: &mut [[u8; N]] = bytemuck::cast_slice_mut(x.recv);
-        let mut route = x.route;
-        Box::pin(self.iexchange(send, recv, move |e, emit| route(e, emit)))
+        match x.route {
+            Route::Each(mut route) => {
+                Box::pin(self.iexchange(send, recv, move |e, emit| route(e, emit)))
+            }
+            Route::Batch { route, ctx } => {
+                // The route pass takes the elements once each, in send order:
+                // the first asks the callback for all of them.
+                let (mut targets, mut next) = (Vec::new(), 0);
+                Box::pin(self.iexchange(send, recv, move |_, emit| {
+                    if next == 0 {
+                        targets.resize(send.len(), -1);
+                        // SAFETY: the caller vouches for `route` and `ctx`;
+                        // `send` is the whole send buffer and `targets` holds
+                        // one i32 per element.
+                        let rc = unsafe {
+                            route(send.as_ptr().cast(), send.len(), targets.as_mut_ptr(), ctx)
+                        };
+                        if rc != 0 {
+                            // Unwinds to the alltoall's guard of user code:
+                            // `CATENA_ERR_USER` on every member.
+                            let why = format!("the batch route callback returned {rc}");
+                            std::panic::resume_unwind(Box::new(why));
+                        }
+                    }
+                    // A negative target drops the element.
+                    if let Ok(rank) = u32::try_from(targets[next]) {
+                        emit.to(rank);
+                    }
+                    next += 1;
+                }))
+            }
+        }
     }
 }
 
@@ -181,7 +234,7 @@ fn one_target<'a>(
     route: unsafe extern "C" fn(*const c_void, *mut c_void) -> c_int,
     ctx: *mut c_void,
 ) -> Route<'a> {
-    Box::new(move |e, targets| {
+    Route::Each(Box::new(move |e, targets| {
         // SAFETY: the caller vouches for `route` and `ctx`; `e` is one whole
         // element.
         let rank = unsafe { route(e.as_ptr().cast(), ctx) };
@@ -189,7 +242,7 @@ fn one_target<'a>(
         if let Ok(rank) = u32::try_from(rank) {
             targets.to(rank);
         }
-    })
+    }))
 }
 
 /// What `catena_emit_t` points to during a route callback.
@@ -211,7 +264,7 @@ fn emitting<'a>(
     ctx: *mut c_void,
     elem_size: usize,
 ) -> Route<'a> {
-    Box::new(move |e, targets| {
+    Route::Each(Box::new(move |e, targets| {
         let mut emitter = Emitter { targets, elem_size };
         let at: *mut Emitter = &mut emitter;
         let outer = CURRENT_EMITTER.replace(at.cast());
@@ -224,7 +277,7 @@ fn emitting<'a>(
             // panic hook's message): `CATENA_ERR_USER` on every member.
             std::panic::resume_unwind(Box::new(format!("the route callback returned {rc}")));
         }
-    })
+    }))
 }
 
 /// Runs `body` on the emitter `emit` names, if it is the running one.
@@ -535,6 +588,88 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_post(
         post_into(request, |i| {
             i.alltoall_post(AlltoallTarget::Plan(plan), exchange, received)
         })
+    })
+}
+
+/// `catena_alltoall_plan_exchange` with one target per element, all of
+/// them from one call of `route` over the whole send buffer (not one call
+/// per element): for elements that each go to one rank, the cheapest way.
+///
+/// # Safety
+/// `send` is valid for `count` elements, `recv` for the plan's capacity;
+/// `route` may be called once with `send`, `count`, a buffer of `count`
+/// `int32_t` and `ctx`; `received` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_route_batch_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+    received: *mut usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let received = unsafe { out_arg(received, "received") }?;
+        let plan = plan_arg(plan)?;
+        // SAFETY: per this function's contract.
+        let exchange = unsafe { plan_batch_args(plan, send, count, route, ctx, recv) }?;
+        *received = with_instance(|i| i.alltoall(AlltoallTarget::Plan(plan), exchange))?;
+        Ok(())
+    })
+}
+
+/// `catena_alltoall_plan_exchange_batch`, nonblocking: `route` runs while
+/// the request progresses; `*received` is written when it is done.
+///
+/// # Safety
+/// As `catena_alltoall_plan_exchange_batch`, until the request is done;
+/// `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch_post(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_route_batch_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+    received: *mut usize,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    call(|| {
+        if received.is_null() {
+            return Err(Failure::arg("received is NULL"));
+        }
+        let plan = plan_arg(plan)?;
+        // SAFETY: per this function's contract, until the request is done.
+        let exchange = unsafe { plan_batch_args(plan, send, count, route, ctx, recv) }?;
+        post_into(request, |i| {
+            i.alltoall_post(AlltoallTarget::Plan(plan), exchange, received)
+        })
+    })
+}
+
+/// The plan's buffers for one batch-routed call, checked against its shape.
+///
+/// # Safety
+/// As `catena_alltoall_plan_exchange_batch`.
+unsafe fn plan_batch_args<'a>(
+    plan: Handle,
+    send: *const c_void,
+    count: usize,
+    route: catena_route_batch_fn,
+    ctx: *mut c_void,
+    recv: *mut c_void,
+) -> Result<Exchange<'a>, Failure> {
+    let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
+    let (elem_size, capacity) = with_instance(|i| i.plan_shape(plan))?;
+    // SAFETY: per the caller's contract.
+    let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
+    Ok(Exchange {
+        send,
+        recv,
+        route: Route::Batch { route, ctx },
     })
 }
 

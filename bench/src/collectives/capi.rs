@@ -1,17 +1,17 @@
 //! alltoall_specific through catena's C API as a C program calls it: the
 //! `extern "C"` functions of `catena-capi` (`libcatena`), started with
 //! `catena_init_mpi` on the program's `MPI_COMM_WORLD`, a plan of the
-//! default variant and an `extern "C"` route callback that emits each
-//! element's target, so every element costs what it costs a C caller (a
-//! call through a function pointer and one to `catena_emit_to`).
+//! default variant and an `extern "C"` batch route callback that writes
+//! every element's target in one call, the form a C caller whose elements
+//! each go to one rank uses (`catena_alltoall_plan_exchange_batch`).
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 
 use catena::{
-    catena_alltoall_plan_create, catena_alltoall_plan_exchange, catena_alltoall_plan_free,
-    catena_alltoall_plan_t, catena_comm_t, catena_comm_world, catena_emit_t, catena_emit_to,
-    catena_finalize, catena_init_mpi, catena_last_error, catena_strerror, CATENA_SUCCESS,
+    catena_alltoall_plan_create, catena_alltoall_plan_exchange_batch, catena_alltoall_plan_free,
+    catena_alltoall_plan_t, catena_comm_t, catena_comm_world, catena_finalize, catena_init_mpi,
+    catena_last_error, catena_strerror, CATENA_SUCCESS,
 };
 use mpi::raw::AsRaw;
 
@@ -38,19 +38,31 @@ fn check(rc: c_int) -> Result<()> {
     Err(format!("{} ({})", what.to_string_lossy(), last.to_string_lossy()).into())
 }
 
-/// The route a C program would write: the element's target, a u32 at the
-/// offset `ctx` carries.
+/// Where a data set's elements keep their target: `ctx` of [`route`].
+struct Layout {
+    element: usize,
+    at: usize,
+}
+
+/// The route a C program would write: each element's target, the u32 at
+/// `at` in each element of `element` bytes, for the whole send buffer in
+/// one call.
 unsafe extern "C" fn route(
-    element: *const c_void,
-    emit: *mut catena_emit_t,
+    elements: *const c_void,
+    count: usize,
+    targets: *mut i32,
     ctx: *mut c_void,
 ) -> c_int {
-    let at = ctx as usize;
-    // SAFETY: the plan passes one element of its size, whose target is the
-    // u32 at `at` (the data set's layout).
-    let target = unsafe { element.cast::<u8>().add(at).cast::<u32>().read_unaligned() };
-    // SAFETY: `emit` is the plan's, valid during this callback.
-    unsafe { catena_emit_to(emit, target as c_int) }
+    // SAFETY: `ctx` is the row's `Layout`; the plan passes `count` elements
+    // of its size and room for `count` targets.
+    unsafe {
+        let Layout { element, at } = *ctx.cast::<Layout>();
+        for i in 0..count {
+            let target = elements.cast::<u8>().add(i * element + at).cast::<u32>();
+            *targets.add(i) = target.read_unaligned() as i32;
+        }
+    }
+    0
 }
 
 /// Starts catena's C API on `mpi`'s processes, measures every data set in
@@ -92,6 +104,7 @@ fn row(
     let (element, at) = layout;
     let count = send.len() / element;
     let room = capacity(count);
+    let mut layout_ctx = Layout { element, at };
     let mut plan: *mut catena_alltoall_plan_t = ptr::null_mut();
     // SAFETY: NULL names the default variant; `plan` is valid for a write.
     check(unsafe { catena_alltoall_plan_create(comm, element, room, ptr::null(), 0, &mut plan) })?;
@@ -99,14 +112,14 @@ fn row(
         state: (vec![0u8; room * element], 0usize),
         call: |(recv, got): &mut (Vec<u8>, usize)| {
             // SAFETY: `send` holds `count` elements, `recv` the plan's
-            // capacity; the route reads one element at a time.
+            // capacity; `layout_ctx` is the route's context.
             check(unsafe {
-                catena_alltoall_plan_exchange(
+                catena_alltoall_plan_exchange_batch(
                     plan,
                     send.as_ptr().cast(),
                     count,
                     Some(route),
-                    at as *mut c_void,
+                    ptr::from_mut(&mut layout_ctx).cast(),
                     recv.as_mut_ptr().cast(),
                     got,
                 )
