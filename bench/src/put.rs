@@ -2,7 +2,9 @@
 //! the target as `ucp_put_lat` does, and 8 B put + signal) and bandwidth
 //! (1 KiB .. 64 MiB) between two pinned ranks, for one provider or all of
 //! them side by side, next to the machine's physical limits and the fabric
-//! libraries' own tools measured in the same run.
+//! libraries' own tools measured in the same run. Beside each put figure,
+//! the same figure for tagged messages (`Transport::send`/`recv`, eager
+//! messaging on the provider's puts) in the same job, and their ratio.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -82,6 +84,10 @@ const CONFIGS: &[Config] = &[
 ];
 
 const CTX: u64 = 0xBE_0001;
+/// Tags of the message ping-pong, the bandwidth messages and their acks.
+const PING_TAG: u32 = 1;
+const BULK_TAG: u32 = 2;
+const ACK_TAG: u32 = 3;
 const LATENCY_SIGNAL: usize = 0;
 const BANDWIDTH_SIGNAL: usize = 8;
 const ACK_SIGNAL: usize = 16;
@@ -267,16 +273,30 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
 fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcome {
     let mut csv = Table::new(&["source", "metric", "size_bytes", "value", "unit"]);
     println!("\n8 B one-way latency, ns (half the ping-pong round trip, median):");
-    let mut lat = Table::new(&["source", "put", "put + signal"]);
+    let mut lat = Table::new(&[
+        "source",
+        "put",
+        "put + signal",
+        "send/recv",
+        "send/recv / put+signal",
+    ]);
     let cell = |v: Option<f64>| v.map_or("-".into(), |ns| format!("{ns:.0}"));
     for (name, f) in results {
-        if f.put_ns.is_none() && f.put_signal_ns.is_none() {
+        if f.put_ns.is_none() && f.put_signal_ns.is_none() && f.message_ns.is_none() {
             continue;
         }
-        lat.row(vec![name.clone(), cell(f.put_ns), cell(f.put_signal_ns)]);
+        let ratio = ratio(f.message_ns, f.put_signal_ns);
+        lat.row(vec![
+            name.clone(),
+            cell(f.put_ns),
+            cell(f.put_signal_ns),
+            cell(f.message_ns),
+            ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+        ]);
         for (metric, value) in [
             ("put_latency", f.put_ns),
             ("put_signal_latency", f.put_signal_ns),
+            ("message_latency", f.message_ns),
         ] {
             if let Some(ns) = value {
                 csv.row(vec![
@@ -291,39 +311,56 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
     }
     lat.print();
     let sizes: Vec<usize> = sizes(args.max_size).collect();
-    let with_bw: Vec<&(String, Figures)> = results
-        .iter()
-        .filter(|(_, f)| !f.bandwidth.is_empty())
-        .collect();
+    // Per source its put column, and where it has them its message column
+    // and the message / put ratio.
     let mut header = vec!["size".to_string()];
-    header.extend(with_bw.iter().map(|(n, _)| n.clone()));
+    for (name, f) in results {
+        if !f.bandwidth.is_empty() {
+            header.push(format!("{name} put"));
+        }
+        if !f.message_bandwidth.is_empty() {
+            header.extend([format!("{name} send/recv"), "/ put".into()]);
+        }
+    }
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut bw = Table::new(&header);
+    let gbs = |g: Option<&f64>| g.map_or("-".into(), |g| format!("{g:.2}"));
     for &size in &sizes {
         let mut row = vec![human_bytes(size)];
-        for (name, f) in &with_bw {
-            row.push(
-                f.bandwidth
-                    .get(&size)
-                    .map_or("-".into(), |g| format!("{g:.2}")),
-            );
-            if let Some(g) = f.bandwidth.get(&size) {
-                csv.row(vec![
-                    name.clone(),
-                    "bandwidth".into(),
-                    size.to_string(),
-                    format!("{g:.3}"),
-                    "GB/s".into(),
-                ]);
+        for (name, f) in results {
+            let put = f.bandwidth.get(&size);
+            let message = f.message_bandwidth.get(&size);
+            if !f.bandwidth.is_empty() {
+                row.push(gbs(put));
+            }
+            if !f.message_bandwidth.is_empty() {
+                row.push(gbs(message));
+                let r = ratio(message.copied(), put.copied());
+                row.push(r.map_or("-".into(), |r| format!("{:.0} %", r * 100.0)));
+            }
+            for (metric, value) in [("bandwidth", put), ("message_bandwidth", message)] {
+                if let Some(g) = value {
+                    csv.row(vec![
+                        name.clone(),
+                        metric.into(),
+                        size.to_string(),
+                        format!("{g:.3}"),
+                        "GB/s".into(),
+                    ]);
+                }
             }
         }
         bw.row(row);
     }
-    println!("\nPut bandwidth, GB/s:");
+    println!("\nBandwidth, GB/s (puts into one window; messages each received):");
     bw.print();
     csv.write_csv(&args.csv)?;
     println!("\nwrote {}", args.csv.display());
     Ok(0)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? / b?).filter(|r| r.is_finite())
 }
 
 /// Spins until the word at `offset` reaches `at_least`, progressing the
@@ -384,6 +421,10 @@ struct Figures {
     /// 8 B put + signal: half the round trip, ns.
     put_signal_ns: Option<f64>,
     bandwidth: BTreeMap<usize, f64>,
+    /// 8 B send/recv ping-pong: half the round trip, ns.
+    message_ns: Option<f64>,
+    /// Back-to-back messages, each received, GB/s by size.
+    message_bandwidth: BTreeMap<usize, f64>,
 }
 
 impl Figures {
@@ -392,17 +433,19 @@ impl Figures {
         for (metric, value) in [
             ("put_ns", self.put_ns),
             ("put_signal_ns", self.put_signal_ns),
+            ("message_ns", self.message_ns),
         ] {
             if let Some(ns) = value {
                 t.row(vec![metric.into(), "8".into(), ns.to_string()]);
             }
         }
-        for (size, gbs) in &self.bandwidth {
-            t.row(vec![
-                "bandwidth_gbs".into(),
-                size.to_string(),
-                gbs.to_string(),
-            ]);
+        for (metric, table) in [
+            ("bandwidth_gbs", &self.bandwidth),
+            ("message_bandwidth_gbs", &self.message_bandwidth),
+        ] {
+            for (size, gbs) in table {
+                t.row(vec![metric.into(), size.to_string(), gbs.to_string()]);
+            }
         }
         t.write_csv(path)
     }
@@ -415,8 +458,12 @@ impl Figures {
             match cells[..] {
                 ["put_ns", _, v] => f.put_ns = Some(v.parse()?),
                 ["put_signal_ns", _, v] => f.put_signal_ns = Some(v.parse()?),
+                ["message_ns", _, v] => f.message_ns = Some(v.parse()?),
                 ["bandwidth_gbs", size, v] => {
                     f.bandwidth.insert(size.parse()?, v.parse()?);
+                }
+                ["message_bandwidth_gbs", size, v] => {
+                    f.message_bandwidth.insert(size.parse()?, v.parse()?);
                 }
                 _ => return Err(format!("{}: unexpected line {line:?}", path.display()).into()),
             }
@@ -483,7 +530,8 @@ fn measure<P: Provider>(args: &Args) -> crate::Outcome {
     Ok(0)
 }
 
-/// Rank 1: answers every latency probe and acknowledges every bandwidth run.
+/// Rank 1: answers every latency probe and acknowledges every bandwidth run,
+/// for puts, then for messages.
 async fn target<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
@@ -523,11 +571,31 @@ async fn target<T: Transport + Blocking>(
             },
         )?;
     }
+    for _ in 1..=probes {
+        let ping = t.recv(Some(0), CTX, PING_TAG, deadline).await?;
+        t.send(0, CTX, PING_TAG, &ping.data, deadline).await?;
+    }
+    for size in sizes(args.max_size) {
+        for _ in 0..REPETITIONS {
+            for _ in 0..iterations(size) {
+                let got = t.recv(Some(0), CTX, BULK_TAG, deadline).await?;
+                if got.data.len() != size {
+                    return Err(catena_fabric::Error::Protocol(format!(
+                        "a {}-byte message where {size} were sent",
+                        got.data.len()
+                    )));
+                }
+            }
+            t.send(0, CTX, ACK_TAG, &[], deadline).await?;
+        }
+    }
     Ok(())
 }
 
 /// Rank 0: the two ping-pongs, timed in batches so that reading the clock
-/// does not count as latency, then back-to-back puts of each size.
+/// does not count as latency, then back-to-back puts of each size; then
+/// the same with messages (each call in a `block_on` of its own, as a
+/// program that sends and receives one message at a time would).
 fn origin<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
@@ -586,6 +654,29 @@ fn origin<T: Transport + Blocking>(
             rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
         }
         figures.bandwidth.insert(size, quantile(&mut rates, 0.5));
+    }
+    let ping = [0x42u8; 8];
+    figures.message_ns = Some(half_round_trip(args.round_trips, |_| {
+        block_on(t, async {
+            t.send(1, CTX, PING_TAG, &ping, deadline).await?;
+            t.recv(Some(1), CTX, PING_TAG, deadline).await
+        })
+        .map(drop)
+    })?);
+    for size in sizes(args.max_size) {
+        let mut rates = Vec::new();
+        for _ in 0..REPETITIONS {
+            let iters = iterations(size);
+            let start = Instant::now();
+            for _ in 0..iters {
+                block_on(t, t.send(1, CTX, BULK_TAG, &source[..size], deadline))?;
+            }
+            block_on(t, t.recv(Some(1), CTX, ACK_TAG, deadline))?;
+            rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
+        }
+        figures
+            .message_bandwidth
+            .insert(size, quantile(&mut rates, 0.5));
     }
     Ok(figures)
 }
