@@ -38,7 +38,7 @@ pub struct ShmTransport {
     next_window: Cell<u32>,
     /// Tags this rank's window keys.
     /// Mappings of peers' live windows, made on first put: O(partners).
-    mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
+    mapped: RefCell<FxHashMap<(Rank, u32), Mapping>>,
     spin: Duration,
     /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
     /// the fabric, so MPI_Finalize never runs beside a live provider.
@@ -99,8 +99,17 @@ impl ShmTransport {
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
         self.job.check_rank(target)?;
-        let key = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
-        let w = self.map_peer_window(key)?;
+        // The bytes of a key a mapping was made through had their tag
+        // checked then: the same bytes again need no second check.
+        if let Some(id) = ShmKey::peek_id(key) {
+            if let Some(m) = self.mapped.borrow().get(&(target, id)) {
+                if m.sealed == *key && m.window.is_live() {
+                    return f(&m.window);
+                }
+            }
+        }
+        let decoded = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
+        let w = self.map_peer_window(decoded, key)?;
         if w.is_live() {
             f(&w)
         } else {
@@ -108,11 +117,11 @@ impl ShmTransport {
         }
     }
 
-    /// Maps the window `key` names (and first its owner's control window),
-    /// once the key proved to be one its owner made.
-    fn map_peer_window(&self, key: ShmKey) -> Result<Rc<MappedWindow>> {
+    /// Maps the window `key` (`sealed`, decoded) names (and first its
+    /// owner's control window), once the key proved to be one its owner made.
+    fn map_peer_window(&self, key: ShmKey, sealed: &RemoteKey) -> Result<Rc<MappedWindow>> {
         let target = key.owner;
-        if let Some(w) = self.mapped.borrow().get(&(target, key.id)) {
+        if let Some(Mapping { window: w, .. }) = self.mapped.borrow().get(&(target, key.id)) {
             if w.key != key {
                 return Err(Error::InvalidKey(format!(
                     "rank {target} made no key {key:?}"
@@ -121,7 +130,8 @@ impl ShmTransport {
             return Ok(w.clone());
         }
         let secret = self.job.peer_key_secret(target)?;
-        let control_key = ShmKey::decode(&self.control_key(target)?, target, &secret)?;
+        let control_sealed = self.control_key(target)?;
+        let control_key = ShmKey::decode(&control_sealed, target, &secret)?;
         let control = match key.id {
             0 if key == control_key => None,
             0 => {
@@ -129,7 +139,7 @@ impl ShmTransport {
                     "{key:?} is not rank {target}'s control window"
                 )))
             }
-            _ => Some(self.map_peer_window(control_key)?),
+            _ => Some(self.map_peer_window(control_key, &control_sealed)?),
         };
         let pid = self.job.pid(target)?;
         let w = match MappedWindow::open(pid, key, control)? {
@@ -144,12 +154,23 @@ impl ShmTransport {
         let mut mapped = self.mapped.borrow_mut();
         // Mapping is rare, so it is where mappings of freed windows are
         // dropped: the cache stays O(live windows this rank puts into).
-        mapped.retain(|_, w| w.is_live());
+        mapped.retain(|_, m| m.window.is_live());
         if w.is_live() {
-            mapped.insert((target, key.id), w.clone());
+            let mapping = Mapping {
+                sealed: sealed.clone(),
+                window: w.clone(),
+            };
+            mapped.insert((target, key.id), mapping);
         }
         Ok(w)
     }
+}
+
+/// A peer's window mapped, and the key it was mapped through.
+struct Mapping {
+    /// The key's bytes, whose tag was checked when the mapping was made.
+    sealed: RemoteKey,
+    window: Rc<MappedWindow>,
 }
 
 /// Rings the doorbell of `w`'s owner if it is (about to be) asleep.
