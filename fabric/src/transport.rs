@@ -56,6 +56,16 @@ pub trait LocalWindow {
     /// Copies `buf.len()` bytes at `offset` out of the window; fails with
     /// `OutOfBounds` past its end.
     fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()>;
+    /// Appends the `len` bytes at `offset` of the window to `buf` (as
+    /// [`LocalWindow::read`] into `len` new bytes, which a provider need
+    /// not zero first); fails with `OutOfBounds` past the window's end, and
+    /// then leaves `buf` as it was.
+    fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        let old = buf.len();
+        buf.resize(old + len, 0);
+        self.read(offset, &mut buf[old..])
+            .inspect_err(|_| buf.truncate(old))
+    }
     /// Copies `data` into the window at `offset`, as a local store (no peer is
     /// notified); fails with `OutOfBounds` past its end.
     fn write(&self, offset: usize, data: &[u8]) -> Result<()>;

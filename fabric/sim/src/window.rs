@@ -131,6 +131,13 @@ impl LocalWindow for SimWindow<'_> {
         Ok(())
     }
 
+    fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        let memory = self.memory.borrow();
+        check_bounds(offset, len, memory.len())?;
+        buf.extend_from_slice(&memory[offset..offset + len]);
+        Ok(())
+    }
+
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         let mut memory = self.memory.borrow_mut();
         check_bounds(offset, data.len(), memory.len())?;
