@@ -5,9 +5,14 @@
 //! peer's control window, so a rank that talks to k peers holds O(k) state.
 //!
 //! A connection carries a byte stream of frames (header + payload) with
-//! credit-based flow control, so messages of any size pass through a fixed
-//! ring, in order per sender. What a peer writes into our windows is
-//! untrusted: a bad value breaks that peer's connection only.
+//! credit-based flow control, in order per sender. Small messages travel
+//! inline, through the ring; a message of at least the rendezvous size
+//! sends only its header through the ring, and its payload through a
+//! second, larger ring of the receiver's (its bulk window, made on the
+//! first such message), written straight by the sender's puts in chunks
+//! that the receiver copies out as they land, under credit of its own. What
+//! a peer writes into our windows is untrusted: a bad value breaks that
+//! peer's connection only.
 
 pub mod wire;
 
@@ -31,22 +36,42 @@ pub use wire::CONTROL_WINDOW_BYTES;
 pub const DEFAULT_RING_BYTES: usize = 64 * 1024;
 /// Default bound on the bytes of unreceived messages held per peer.
 pub const DEFAULT_INBOX_BYTES: usize = 64 << 20;
+/// Default size from which a message goes by rendezvous (its payload
+/// through the receiver's bulk window) rather than inline through the ring.
+pub const DEFAULT_RENDEZVOUS_BYTES: usize = 16 * 1024;
+/// Default size of the bulk ring a receiver makes for a peer that sends it
+/// rendezvous messages.
+pub const DEFAULT_BULK_BYTES: usize = 1 << 20;
 /// How long a requester waits before retrying when all of a peer's request
 /// slots are taken (many ranks contacting one at once).
 const SLOT_RETRY: Duration = Duration::from_micros(100);
+/// Frames up to this size are put together on the stack and written by one
+/// put (with the ring's wrap, two).
+const SMALL_FRAME_BYTES: usize = 256;
+/// A waiting receive asks whether its peer's process still exists every
+/// this many pending polls (the question reads a clock).
+const PEER_CHECK_POLLS: u32 = 16;
 
 /// One rank's end of eager messaging: its control window, its connections
-/// by peer and the messages received but not yet matched. A provider holds
-/// one and hands it out through [`EagerMessaging`](crate::EagerMessaging).
+/// by peer and, in each, the messages received but not yet matched. A
+/// provider holds one and hands it out through
+/// [`EagerMessaging`](crate::EagerMessaging).
 pub struct Messenger<W> {
     control: W,
     ring_bytes: usize,
+    /// Messages of at least this many bytes go by rendezvous.
+    rendezvous_bytes: usize,
+    /// The bulk ring this rank makes for a peer that sends it rendezvous
+    /// messages.
+    bulk_bytes: usize,
     /// Per connection: unreceived bytes past which its ring is not drained
     /// further (unless a receive waits on it), so its sender waits for credit.
     inbox_limit: u64,
     connections: RefCell<FxHashMap<Rank, Connection<W>>>,
-    inbox: RefCell<VecDeque<Envelope>>,
     bell_seen: Cell<u64>,
+    /// Messages completed so far, over all connections: their arrival
+    /// order, which a receive from any source follows.
+    arrivals: Cell<u64>,
     /// First failure met while making progress, reported by later calls.
     failure: RefCell<Option<String>>,
 }
@@ -58,11 +83,24 @@ struct Connection<W> {
     /// Outgoing stream: bytes promised to sends so far, and bytes written.
     reserved: u64,
     written: u64,
+    /// Outgoing bulk stream (rendezvous payloads), the same way.
+    bulk_reserved: u64,
+    bulk_written: u64,
+    /// The peer's bulk window and its ring size, once it told us.
+    bulk_remote: Option<(RemoteKey, usize)>,
     /// Incoming stream: bytes parsed, and bytes whose credit went back.
     consumed: u64,
     returned: u64,
-    partial: Option<Envelope>,
-    partial_len: usize,
+    /// Our bulk window for this peer, made on its first rendezvous message.
+    bulk: Option<W>,
+    /// Incoming bulk stream: bytes copied out, and bytes whose credit went
+    /// back.
+    bulk_consumed: u64,
+    bulk_returned: u64,
+    /// The message being taken in.
+    partial: Option<Partial>,
+    /// This peer's messages drained but not yet received, in order.
+    inbox: VecDeque<Envelope>,
     /// Bytes of this peer's messages drained but not yet received (frame
     /// headers included, so empty messages count too).
     held: u64,
@@ -93,6 +131,37 @@ impl<W> Connection<W> {
             None => Ok(()),
         }
     }
+
+    /// Removes this peer's first held message with (context, tag).
+    fn take(&mut self, context: ContextId, tag: Tag) -> Option<Message> {
+        let i = self
+            .inbox
+            .iter()
+            .position(|e| e.context == context && e.message.tag == tag)?;
+        let message = self.inbox.remove(i).expect("found above").message;
+        // Saturating: a connection forgotten on a failed first contact and
+        // made again holds none of the old one's messages.
+        self.held = self.held.saturating_sub(frame_bytes(message.data.len()));
+        Some(message)
+    }
+
+    /// The arrival number of this peer's first held message with
+    /// (context, tag).
+    fn first_arrival(&self, context: ContextId, tag: Tag) -> Option<u64> {
+        self.inbox
+            .iter()
+            .find(|e| e.context == context && e.message.tag == tag)
+            .map(|e| e.arrival)
+    }
+}
+
+/// Free bytes of a ring of `ring_bytes` where `written` bytes were written
+/// and `credit` consumed; `None` if the credit is impossible.
+fn credit_room(written: u64, credit: u64, ring_bytes: usize) -> Option<usize> {
+    let in_flight = written
+        .checked_sub(credit)
+        .filter(|&f| f <= ring_bytes as u64)?;
+    Some(ring_bytes - in_flight as usize)
 }
 
 /// Marks a connection broken unless disarmed (a send that did not finish).
@@ -113,8 +182,29 @@ impl<W> Drop for BreakOnDrop<'_, W> {
 }
 
 struct Envelope {
+    /// Completed as the messenger's `arrival`-th message.
+    arrival: u64,
     context: ContextId,
     message: Message,
+}
+
+/// A message being taken in: its header is parsed, its payload lands.
+struct Partial {
+    envelope: Envelope,
+    /// Payload bytes announced (fits in memory, checked).
+    len: usize,
+    /// Whether the payload comes through the bulk stream.
+    rendezvous: bool,
+}
+
+impl<W: LocalWindow> Connection<W> {
+    /// Ring bytes free for our stream to the peer, by the credit it returned
+    /// (its word, checked: it may not return more than we sent).
+    fn room(&self, peer: Rank, ring_bytes: usize) -> Result<usize> {
+        let credit = self.window.signal(CREDIT_SIGNAL)?;
+        credit_room(self.written, credit, ring_bytes)
+            .ok_or_else(|| Error::Protocol(format!("rank {peer} returned credit never sent")))
+    }
 }
 
 impl<W: LocalWindow> Messenger<W> {
@@ -122,7 +212,9 @@ impl<W: LocalWindow> Messenger<W> {
     /// (the provider's `control_key`); `ring_bytes` is clamped to a frame
     /// header at least and a window's maximum at most. Holds at most
     /// [`DEFAULT_INBOX_BYTES`] of unreceived messages per peer (see
-    /// [`Messenger::with_inbox_bytes`]).
+    /// [`Messenger::with_inbox_bytes`]) and sends messages of
+    /// [`DEFAULT_RENDEZVOUS_BYTES`] or more by rendezvous (see
+    /// [`Messenger::with_rendezvous`]).
     pub fn new(control: W, ring_bytes: usize) -> Messenger<W> {
         Messenger {
             control,
@@ -133,9 +225,11 @@ impl<W: LocalWindow> Messenger<W> {
                 FRAME_HEADER_BYTES,
                 crate::bounds::MAX_WINDOW_BYTES - RING_AT,
             ),
+            rendezvous_bytes: DEFAULT_RENDEZVOUS_BYTES,
+            bulk_bytes: DEFAULT_BULK_BYTES,
             connections: RefCell::new(FxHashMap::default()),
-            inbox: RefCell::new(VecDeque::new()),
             bell_seen: Cell::new(0),
+            arrivals: Cell::new(0),
             failure: RefCell::new(None),
         }
     }
@@ -148,6 +242,17 @@ impl<W: LocalWindow> Messenger<W> {
     /// receive.
     pub fn with_inbox_bytes(mut self, bytes: usize) -> Messenger<W> {
         self.inbox_limit = bytes as u64;
+        self
+    }
+
+    /// Sends messages of `threshold` bytes or more by rendezvous: their
+    /// header through the ring, their payload straight into a bulk window
+    /// the receiver makes for this rank on the first one, whose ring holds
+    /// `bulk_bytes` (clamped to at least 1 byte and to a window's maximum).
+    /// `usize::MAX` sends every message inline; any threshold is sound.
+    pub fn with_rendezvous(mut self, threshold: usize, bulk_bytes: usize) -> Messenger<W> {
+        self.rendezvous_bytes = threshold;
+        self.bulk_bytes = bulk_bytes.clamp(1, crate::bounds::MAX_WINDOW_BYTES - BULK_RING_AT);
         self
     }
 
@@ -167,8 +272,15 @@ impl<W: LocalWindow> Messenger<W> {
         self.connections.borrow().len()
     }
 
+    /// Peers this rank made a bulk window for (they sent it rendezvous
+    /// messages).
+    pub fn bulk_window_count(&self) -> usize {
+        let conns = self.connections.borrow();
+        conns.values().filter(|c| c.bulk.is_some()).count()
+    }
+
     /// Sends a framed message to `target` over `rma`, connecting first if
-    /// needed and waiting for ring credit until `deadline`; backs
+    /// needed and waiting for credit until `deadline`; backs
     /// [`Transport::send`](crate::Transport::send).
     pub async fn send<R: ControlWindows<Window = W>>(
         &self,
@@ -181,88 +293,210 @@ impl<W: LocalWindow> Messenger<W> {
     ) -> Result<()> {
         check_rank(rma, target)?;
         self.check_failure()?;
+        let rendezvous = data.len() >= self.rendezvous_bytes;
+        if !rendezvous && self.try_send_now(rma, target, context, tag, data)? {
+            return Ok(());
+        }
         self.connect(rma, target, deadline).await?;
-        let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + data.len());
-        frame.extend_from_slice(&encode_header(data.len(), context, tag));
-        frame.extend_from_slice(data);
-        let start = {
+        let (header, payload) = if rendezvous {
+            (encode_rendezvous_header(data.len(), context, tag), &[][..])
+        } else {
+            (encode_header(data.len(), context, tag), data)
+        };
+        let frame_len = (FRAME_HEADER_BYTES + payload.len()) as u64;
+        let (start, bulk_start) = {
             let mut conns = self.connections.borrow_mut();
             let conn = conns.get_mut(&target).expect("connected above");
             conn.check_intact(target)?;
-            conn.reserved += frame.len() as u64;
-            conn.reserved - frame.len() as u64
+            conn.reserved += frame_len;
+            let bulk_start = conn.bulk_reserved;
+            if rendezvous {
+                conn.bulk_reserved += data.len() as u64;
+            }
+            (conn.reserved - frame_len, bulk_start)
         };
-        // From here on the stream has a hole until the frame is written: if
-        // this send fails or is dropped, the connection is broken for good.
+        // From here on the streams have a hole until the frame (and its
+        // bulk payload) are written: if this send fails or is dropped, the
+        // connection is broken for good.
         let mut guard = BreakOnDrop {
             connections: &self.connections,
             target,
             armed: true,
         };
-        self.write_frame(rma, target, start, &frame, deadline)
+        self.write_frame(rma, target, start, &header, payload, deadline)
             .await?;
+        if rendezvous {
+            self.write_bulk(rma, target, bulk_start, data, deadline)
+                .await?;
+        }
         guard.armed = false;
         Ok(())
     }
 
-    /// Writes `frame` at stream position `start` as ring credit allows.
+    /// Writes an inline message at once if its connection is made, no
+    /// earlier send to the peer still waits and the ring has room: the
+    /// common case, with no future to wait in, no copy on the heap and one
+    /// put for a small message. `Ok(false)` if it must wait.
+    fn try_send_now<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<bool> {
+        let mut conns = self.connections.borrow_mut();
+        let Some(conn) = conns.get_mut(&target) else {
+            return Ok(false);
+        };
+        if conn.remote.is_none() || conn.written != conn.reserved {
+            return Ok(false);
+        }
+        conn.check_intact(target)?;
+        let len = FRAME_HEADER_BYTES + data.len();
+        let room = conn.room(target, self.ring_bytes);
+        if blame(conn, room)? < len {
+            return Ok(false);
+        }
+        let remote = conn.remote.as_ref().expect("checked above");
+        let header = encode_header(data.len(), context, tag);
+        let pos = conn.written;
+        let written = if len <= SMALL_FRAME_BYTES {
+            let mut frame = [0u8; SMALL_FRAME_BYTES];
+            frame[..FRAME_HEADER_BYTES].copy_from_slice(&header);
+            frame[FRAME_HEADER_BYTES..len].copy_from_slice(data);
+            let parts = [&frame[..len], &[][..]];
+            let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
+            write_span(rma, target, remote, ring, pos, parts, 0, len)
+        } else {
+            let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
+            write_span(rma, target, remote, ring, pos, [&header, data], 0, len)
+        };
+        conn.reserved += len as u64;
+        match written {
+            Ok(()) => {
+                conn.written += len as u64;
+                Ok(true)
+            }
+            // Some bytes may be in the ring and none is announced: the
+            // stream has a hole, as for a send dropped half-way.
+            Err(e) => {
+                conn.broken = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the frame `header` + `payload` at stream position `start` as
+    /// ring credit allows.
     async fn write_frame<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         target: Rank,
         start: u64,
-        frame: &[u8],
+        header: &[u8; FRAME_HEADER_BYTES],
+        payload: &[u8],
         deadline: Time,
     ) -> Result<()> {
+        let total = FRAME_HEADER_BYTES + payload.len();
         let mut sent = 0usize;
-        while sent < frame.len() {
+        while sent < total {
             let pos = start + sent as u64;
-            let (remote, room) = wait_until(rma, deadline, "ring credit from a receiver", || {
-                let conns = self.connections.borrow();
-                let conn = &conns[&target];
+            sent += wait_until(rma, deadline, "ring credit from a receiver", || {
+                let mut conns = self.connections.borrow_mut();
+                let conn = connection(&mut conns, target)?;
                 conn.check_intact(target)?;
                 // Earlier sends to this peer go first; then we need free ring bytes.
                 if conn.written != pos {
                     return Ok(None);
                 }
-                let credit = conn.window.signal(CREDIT_SIGNAL)?;
-                let in_flight = conn
-                    .written
-                    .checked_sub(credit)
-                    .filter(|&f| f <= self.ring_bytes as u64)
-                    .ok_or_else(|| {
-                        Error::Protocol(format!("rank {target} returned credit never sent"))
-                    })?;
-                let room = self.ring_bytes as u64 - in_flight;
-                Ok((room > 0).then(|| (conn.remote.clone().expect("connected"), room as usize)))
+                let room = conn.room(target, self.ring_bytes);
+                let room = blame(conn, room)?;
+                if room == 0 {
+                    return Ok(None);
+                }
+                let chunk = room.min(total - sent);
+                let remote = conn.remote.as_ref().expect("connected");
+                let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
+                write_span(
+                    rma,
+                    target,
+                    remote,
+                    ring,
+                    pos,
+                    [header, payload],
+                    sent,
+                    chunk,
+                )?;
+                conn.written += chunk as u64;
+                Ok(Some(chunk))
             })
             .await?;
-            let chunk = room.min(frame.len() - sent);
-            let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, chunk, self.ring_bytes)
-                .ok_or_else(|| Error::Protocol(format!("a {chunk}-byte chunk exceeds the ring")))?;
-            let signal = Signal {
-                offset: RING_SIGNAL,
-                add: chunk as u64,
-            };
-            if b_len == 0 {
-                rma.put_signal(
-                    target,
-                    &remote,
-                    RING_AT + a_at,
-                    &frame[sent..sent + a_len],
-                    signal,
-                )?;
-            } else {
-                rma.put(target, &remote, RING_AT + a_at, &frame[sent..sent + a_len])?;
-                let b = &frame[sent + a_len..sent + a_len + b_len];
-                rma.put_signal(target, &remote, RING_AT + b_at, b, signal)?;
-            }
-            self.connections
-                .borrow_mut()
-                .get_mut(&target)
-                .expect("connected")
-                .written += chunk as u64;
-            sent += chunk;
+        }
+        Ok(())
+    }
+
+    /// Writes a rendezvous payload at bulk stream position `start`, in
+    /// chunks into the peer's bulk window as its credit allows; learns that
+    /// window from the peer's reply first.
+    async fn write_bulk<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        start: u64,
+        data: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        let mut sent = 0usize;
+        while sent < data.len() {
+            let pos = start + sent as u64;
+            sent += wait_until(rma, deadline, "bulk credit from a receiver", || {
+                let mut conns = self.connections.borrow_mut();
+                let conn = connection(&mut conns, target)?;
+                conn.check_intact(target)?;
+                if conn.bulk_written != pos {
+                    return Ok(None);
+                }
+                if conn.bulk_remote.is_none() {
+                    let learnt = learn_bulk_window(rma, target, conn);
+                    if !blame(conn, learnt)? {
+                        return Ok(None);
+                    }
+                }
+                let bulk_bytes = conn.bulk_remote.as_ref().expect("learnt").1;
+                let credit = conn.window.signal(BULK_CREDIT_SIGNAL)?;
+                let room = credit_room(conn.bulk_written, credit, bulk_bytes).ok_or_else(|| {
+                    Error::Protocol(format!("rank {target} returned bulk credit never sent"))
+                });
+                let room = blame(conn, room)?;
+                // Chunks of a quarter ring: the receiver copies one out
+                // while the next lands.
+                let chunk = room.min(data.len() - sent).min(bulk_bytes.div_ceil(4));
+                if chunk == 0 {
+                    return Ok(None);
+                }
+                let remote = &conn.bulk_remote.as_ref().expect("learnt").0;
+                let bulk = (BULK_RING_AT, bulk_bytes, BULK_SIGNAL);
+                let payload = [&data[sent..], &[]];
+                match write_span(rma, target, remote, bulk, pos, payload, 0, chunk) {
+                    Ok(()) => {}
+                    // The window and its size are the peer's word: a put
+                    // into it that is refused means the peer lied.
+                    Err(
+                        e @ (Error::InvalidKey(_)
+                        | Error::OutOfBounds { .. }
+                        | Error::Misaligned { .. }
+                        | Error::WindowFreed { .. }),
+                    ) => {
+                        let why = format!("rank {target}'s bulk window refused a put: {e}");
+                        return blame(conn, Err(Error::Protocol(why)));
+                    }
+                    Err(e) => return Err(e),
+                }
+                conn.bulk_written += chunk as u64;
+                Ok(Some(chunk))
+            })
+            .await?;
         }
         Ok(())
     }
@@ -281,22 +515,22 @@ impl<W: LocalWindow> Messenger<W> {
         if let Some(source) = source {
             check_rank(rma, source)?;
         }
-        wait_until(rma, deadline, "a message", || {
+        let mut pending = 0u32;
+        wait_until(rma, deadline, "a message", move || {
             self.check_failure()?;
-            if let Some(message) = self.take_match(rma, source, context, tag) {
-                return Ok(Some(message));
+            let found = match source {
+                Some(source) => self.recv_from(rma, source, context, tag)?,
+                None => self.recv_any(rma, context, tag),
+            };
+            if found.is_some() {
+                return Ok(found);
             }
-            // A receive that waits lifts the inbox bound of the connections
-            // it could match on, so no bound can hide the message it wants.
-            self.drain_waited_on(rma, source);
-            if let Some(message) = self.take_match(rma, source, context, tag) {
-                return Ok(Some(message));
-            }
+            pending = pending.wrapping_add(1);
             if let Some(source) = source {
-                // A dead peer is PeerGone, even if that broke its connection.
-                rma.check_peer(source)?;
-                if let Some(conn) = self.connections.borrow().get(&source) {
-                    conn.check_sound(source)?;
+                // A dead peer is PeerGone (asked every so often: it reads a
+                // clock), even if that broke its connection.
+                if pending % PEER_CHECK_POLLS == 0 {
+                    rma.check_peer(source)?;
                 }
             }
             Ok(None)
@@ -304,45 +538,81 @@ impl<W: LocalWindow> Messenger<W> {
         .await
     }
 
-    /// Removes the first inbox message matching (source, context, tag), and
-    /// drains its sender's ring into the room it leaves at once: nothing
-    /// else might make progress for a sender held back by the bound.
-    fn take_match<R: ControlWindows<Window = W>>(
+    /// One look for a message from `source`: held ones first, then what has
+    /// landed, drained past the inbox bound (a receive that waits lifts it
+    /// for the connection it could match on, so no bound hides the message
+    /// it wants).
+    fn recv_from<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
-        source: Option<Rank>,
+        source: Rank,
+        context: ContextId,
+        tag: Tag,
+    ) -> Result<Option<Message>> {
+        let mut conns = self.connections.borrow_mut();
+        let Some(conn) = conns.get_mut(&source) else {
+            return Ok(None);
+        };
+        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag) {
+            return Ok(Some(message));
+        }
+        self.serve_or_break(rma, source, conn, u64::MAX);
+        if let Some(message) = conn.take(context, tag) {
+            return Ok(Some(message));
+        }
+        if conn.corrupt.is_some() {
+            // A dead peer is PeerGone, even if that broke its connection.
+            rma.check_peer(source)?;
+            conn.check_sound(source)?;
+        }
+        Ok(None)
+    }
+
+    /// One look for a message from any peer: the first to arrive of those
+    /// held, else what has landed on any connection, drained past the
+    /// inbox bound.
+    fn recv_any<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
         context: ContextId,
         tag: Tag,
     ) -> Option<Message> {
-        let message = {
-            let mut inbox = self.inbox.borrow_mut();
-            let i = inbox.iter().position(|e| {
-                e.context == context
-                    && e.message.tag == tag
-                    && source.is_none_or(|s| s == e.message.source)
-            })?;
-            inbox.remove(i).expect("found above").message
-        };
-        let peer = message.source;
-        if let Some(conn) = self.connections.borrow_mut().get_mut(&peer) {
-            // Saturating: a connection forgotten on a failed first contact
-            // and made again holds none of the old one's messages.
-            conn.held = conn.held.saturating_sub(frame_bytes(message.data.len()));
+        let mut conns = self.connections.borrow_mut();
+        for drain in [false, true] {
+            if drain {
+                for (&peer, conn) in conns.iter_mut() {
+                    self.serve_or_break(rma, peer, conn, u64::MAX);
+                }
+            }
+            let first = conns
+                .iter()
+                .filter_map(|(&peer, c)| Some((c.first_arrival(context, tag)?, peer)))
+                .min();
+            if let Some((_, peer)) = first {
+                let conn = conns.get_mut(&peer).expect("found above");
+                return self.take_and_refill(rma, peer, conn, context, tag);
+            }
+        }
+        None
+    }
+
+    /// Takes the peer's first held message with (context, tag), and if the
+    /// inbox bound held the peer back, drains its ring into the room left
+    /// at once: nothing else might make progress for that sender.
+    fn take_and_refill<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        context: ContextId,
+        tag: Tag,
+    ) -> Option<Message> {
+        let held_back = conn.held >= self.inbox_limit;
+        let message = conn.take(context, tag)?;
+        if held_back {
             self.serve_or_break(rma, peer, conn, self.inbox_limit);
         }
         Some(message)
-    }
-
-    /// Serves, past the inbox bound, the connection with `source` (every
-    /// connection if `None`) where the bound holds it back; progress, and
-    /// each receive that makes room, serve the others.
-    fn drain_waited_on<R: ControlWindows<Window = W>>(&self, rma: &R, source: Option<Rank>) {
-        let mut conns = self.connections.borrow_mut();
-        for (&peer, conn) in conns.iter_mut() {
-            if source.is_none_or(|s| s == peer) && conn.held >= self.inbox_limit {
-                self.serve_or_break(rma, peer, conn, u64::MAX);
-            }
-        }
     }
 
     /// Accepts connection requests, takes in replies, drains rings into the
@@ -380,8 +650,8 @@ impl<W: LocalWindow> Messenger<W> {
         }
     }
 
-    /// Takes in the peer's reply, drains its ring up to `limit` unreceived
-    /// bytes and returns credit.
+    /// Takes in the peer's reply, drains its ring (and bulk ring) up to
+    /// `limit` unreceived bytes and returns credit.
     fn serve_connection<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
@@ -392,17 +662,32 @@ impl<W: LocalWindow> Messenger<W> {
         if conn.remote.is_none() && conn.window.signal(REPLY_SIGNAL)? >= 1 {
             conn.remote = Some(read_key(&conn.window, REPLY_KEY_LEN_AT, REPLY_KEY_AT)?);
         }
-        self.drain(peer, conn, limit)?;
+        self.drain(rma, peer, conn, limit)?;
+        // Credit goes back once what it frees is worth a put: a quarter of
+        // the ring, an eighth of the bulk ring (the sender's chunks are a
+        // quarter: one is copied out while the next lands), or the rest of
+        // a rendezvous payload once it is in.
+        let Some(remote) = &conn.remote else {
+            return Ok(());
+        };
         let owed = conn.consumed - conn.returned;
         if owed >= (self.ring_bytes / 4) as u64 {
-            if let Some(remote) = &conn.remote {
-                let signal = Signal {
-                    offset: CREDIT_SIGNAL,
-                    add: owed,
-                };
-                rma.put_signal(peer, remote, CREDIT_SIGNAL, &[], signal)?;
-                conn.returned = conn.consumed;
-            }
+            let signal = Signal {
+                offset: CREDIT_SIGNAL,
+                add: owed,
+            };
+            rma.put_signal(peer, remote, CREDIT_SIGNAL, &[], signal)?;
+            conn.returned = conn.consumed;
+        }
+        let owed = conn.bulk_consumed - conn.bulk_returned;
+        let between = !conn.partial.as_ref().is_some_and(|p| p.rendezvous);
+        if owed > 0 && (between || owed >= (self.bulk_bytes / 8) as u64) {
+            let signal = Signal {
+                offset: BULK_CREDIT_SIGNAL,
+                add: owed,
+            };
+            rma.put_signal(peer, remote, BULK_CREDIT_SIGNAL, &[], signal)?;
+            conn.bulk_returned = conn.bulk_consumed;
         }
         Ok(())
     }
@@ -491,10 +776,16 @@ impl<W: LocalWindow> Messenger<W> {
             remote: None,
             reserved: 0,
             written: 0,
+            bulk_reserved: 0,
+            bulk_written: 0,
+            bulk_remote: None,
             consumed: 0,
             returned: 0,
+            bulk: None,
+            bulk_consumed: 0,
+            bulk_returned: 0,
             partial: None,
-            partial_len: 0,
+            inbox: VecDeque::new(),
             held: 0,
             broken: false,
             corrupt: None,
@@ -590,13 +881,19 @@ impl<W: LocalWindow> Messenger<W> {
         }
     }
 
-    /// Moves every complete frame that has landed into the inbox, starting
-    /// no new message once the connection holds `limit` unreceived bytes
-    /// (and at least one message).
-    /// The ring signal and frame headers are the peer's word: they are
+    /// Moves every complete message that has landed into the peer's inbox,
+    /// starting no new message once the connection holds `limit`
+    /// unreceived bytes (and at least one message).
+    /// The ring signals and frame headers are the peer's word: they are
     /// checked against the credit we gave before anything is read or
     /// allocated.
-    fn drain(&self, peer: Rank, conn: &mut Connection<W>, limit: u64) -> Result<()> {
+    fn drain<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        limit: u64,
+    ) -> Result<()> {
         let landed = conn.window.signal(RING_SIGNAL)?;
         // Credit lets the peer have at most a ring beyond what we returned
         // (returned <= consumed, so once landed >= consumed this cannot wrap).
@@ -607,76 +904,160 @@ impl<W: LocalWindow> Messenger<W> {
                 self.ring_bytes, conn.consumed, conn.returned
             )));
         }
-        while conn.consumed < landed {
-            // At most a ring, checked above.
-            let available = (landed - conn.consumed) as usize;
-            match &mut conn.partial {
+        loop {
+            match &conn.partial {
+                Some(partial) if partial.rendezvous => {
+                    if !self.drain_bulk(peer, conn)? {
+                        return Ok(());
+                    }
+                }
+                Some(_) => {
+                    // At most a ring, checked above.
+                    let available = (landed - conn.consumed) as usize;
+                    if available == 0 {
+                        return Ok(());
+                    }
+                    let partial = conn.partial.as_mut().expect("partial");
+                    let data = &mut partial.envelope.message.data;
+                    let take = (partial.len - data.len()).min(available);
+                    grow(data, take, partial.len, peer)?;
+                    let ring = (RING_AT, self.ring_bytes);
+                    append_ring(&conn.window, ring, conn.consumed, take, data)?;
+                    conn.consumed += take as u64;
+                    conn.held += take as u64;
+                }
                 None => {
+                    let available = (landed - conn.consumed) as usize;
                     // One unreceived message is always let in, so a send
                     // before a receive (an exchange) works under any bound.
                     if available < FRAME_HEADER_BYTES || (conn.held > 0 && conn.held >= limit) {
-                        break;
+                        return Ok(());
                     }
-                    let mut header = [0u8; FRAME_HEADER_BYTES];
-                    self.read_ring(conn, &mut header)?;
-                    let (len, context, tag) = decode_header(&header);
+                    let mut bytes = [0u8; FRAME_HEADER_BYTES];
+                    read_ring(
+                        &conn.window,
+                        RING_AT,
+                        self.ring_bytes,
+                        conn.consumed,
+                        &mut bytes,
+                    )?;
+                    let header = decode_header(&bytes).ok_or_else(|| {
+                        Error::Protocol(format!("rank {peer} sent a frame of no known kind"))
+                    })?;
                     // A payload a Vec can hold; its memory is taken only as
                     // bytes land, so a lying length costs nothing up front.
-                    conn.partial_len = usize::try_from(len)
+                    let len = usize::try_from(header.len)
                         .ok()
                         .filter(|&l| l <= isize::MAX as usize - FRAME_HEADER_BYTES)
                         .ok_or_else(|| {
-                            Error::Protocol(format!("rank {peer} framed a {len}-byte message"))
+                            Error::Protocol(format!(
+                                "rank {peer} framed a {}-byte message",
+                                header.len
+                            ))
                         })?;
+                    if header.rendezvous && conn.bulk.is_none() {
+                        // Its sender knows our window, so we know its own
+                        // (the reply or its request went before its
+                        // frames); if that is still on its way, the frame
+                        // waits for the next look.
+                        if conn.remote.is_none() {
+                            return Ok(());
+                        }
+                        self.make_bulk_window(rma, peer, conn)?;
+                    }
+                    conn.consumed += FRAME_HEADER_BYTES as u64;
                     conn.held += frame_bytes(0);
-                    conn.partial = Some(Envelope {
-                        context,
-                        message: Message {
-                            source: peer,
-                            tag,
-                            data: Vec::new(),
+                    let mut data = Vec::new();
+                    if !header.rendezvous {
+                        // A small message that has landed whole is read at once.
+                        let take = len.min(available - FRAME_HEADER_BYTES);
+                        grow(&mut data, take, len, peer)?;
+                        let ring = (RING_AT, self.ring_bytes);
+                        append_ring(&conn.window, ring, conn.consumed, take, &mut data)?;
+                        conn.consumed += take as u64;
+                        conn.held += take as u64;
+                    }
+                    conn.partial = Some(Partial {
+                        envelope: Envelope {
+                            arrival: 0,
+                            context: header.context,
+                            message: Message {
+                                source: peer,
+                                tag: header.tag,
+                                data,
+                            },
                         },
+                        len,
+                        rendezvous: header.rendezvous,
                     });
-                }
-                Some(envelope) => {
-                    let mut data = std::mem::take(&mut envelope.message.data);
-                    let old = data.len();
-                    let take = (conn.partial_len - old).min(available);
-                    data.try_reserve(take).map_err(|_| {
-                        Error::Protocol(format!(
-                            "no memory for {} bytes of a message from rank {peer}",
-                            old + take
-                        ))
-                    })?;
-                    data.resize(old + take, 0);
-                    self.read_ring(conn, &mut data[old..])?;
-                    conn.held += take as u64;
-                    conn.partial.as_mut().expect("partial").message.data = data;
                 }
             }
             if conn
                 .partial
                 .as_ref()
-                .is_some_and(|e| e.message.data.len() == conn.partial_len)
+                .is_some_and(|p| p.envelope.message.data.len() == p.len)
             {
-                self.inbox
-                    .borrow_mut()
-                    .push_back(conn.partial.take().expect("partial"));
+                let mut envelope = conn.partial.take().expect("partial").envelope;
+                envelope.arrival = self.arrivals.get();
+                self.arrivals.set(envelope.arrival + 1);
+                conn.inbox.push_back(envelope);
             }
         }
-        Ok(())
     }
 
-    /// Copies the next `buf.len()` stream bytes out of the ring.
-    fn read_ring(&self, conn: &mut Connection<W>, buf: &mut [u8]) -> Result<()> {
-        let [(a_at, a_len), (b_at, b_len)] = ring_pieces(conn.consumed, buf.len(), self.ring_bytes)
-            .ok_or_else(|| {
-                Error::Protocol(format!("a {}-byte read exceeds the ring", buf.len()))
+    /// Copies what has landed of the rendezvous payload being taken in out
+    /// of the bulk ring; true once it is complete.
+    fn drain_bulk(&self, peer: Rank, conn: &mut Connection<W>) -> Result<bool> {
+        let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
+        let landed = bulk.signal(BULK_SIGNAL)?;
+        if landed < conn.bulk_consumed || landed - conn.bulk_returned > self.bulk_bytes as u64 {
+            return Err(Error::Protocol(format!(
+                "rank {peer} claims {landed} bytes landed in a {}-byte bulk ring \
+                 where {} were consumed and {} credited",
+                self.bulk_bytes, conn.bulk_consumed, conn.bulk_returned
+            )));
+        }
+        let partial = conn.partial.as_mut().expect("a rendezvous message");
+        let data = &mut partial.envelope.message.data;
+        // At most a bulk ring, checked above.
+        let take = (partial.len - data.len()).min((landed - conn.bulk_consumed) as usize);
+        if take > 0 {
+            grow(data, take, partial.len, peer)?;
+            let ring = (BULK_RING_AT, self.bulk_bytes);
+            append_ring(bulk, ring, conn.bulk_consumed, take, data)?;
+            conn.bulk_consumed += take as u64;
+            conn.held += take as u64;
+        }
+        Ok(data.len() == partial.len)
+    }
+
+    /// Makes our bulk window for `peer` (its first rendezvous frame asks
+    /// for it) and tells the peer its key and ring size.
+    fn make_bulk_window<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+    ) -> Result<()> {
+        let window = rma
+            .alloc_window(bulk_window_bytes(self.bulk_bytes))
+            .map_err(|e| {
+                Error::Protocol(format!(
+                    "no bulk window for rank {peer}'s rendezvous messages: {e}"
+                ))
             })?;
-        conn.window.read(RING_AT + a_at, &mut buf[..a_len])?;
-        conn.window
-            .read(RING_AT + b_at, &mut buf[a_len..a_len + b_len])?;
-        conn.consumed += buf.len() as u64;
+        let key = window.key();
+        let mut reply = Vec::with_capacity(16 + key.as_bytes().len());
+        reply.extend_from_slice(&(key.as_bytes().len() as u64).to_le_bytes());
+        reply.extend_from_slice(&(self.bulk_bytes as u64).to_le_bytes());
+        reply.extend_from_slice(key.as_bytes());
+        let remote = conn.remote.as_ref().expect("checked by the caller");
+        let signal = Signal {
+            offset: BULK_REPLY_SIGNAL,
+            add: 1,
+        };
+        rma.put_signal(peer, remote, BULK_KEY_LEN_AT, &reply, signal)?;
+        conn.bulk = Some(window);
         Ok(())
     }
 
@@ -686,6 +1067,159 @@ impl<W: LocalWindow> Messenger<W> {
             None => Ok(()),
         }
     }
+}
+
+/// `read`, a reading of words the peer writes into our window: an error
+/// there is the peer's doing and breaks its connection both ways.
+fn blame<W, T>(conn: &mut Connection<W>, read: Result<T>) -> Result<T> {
+    if let Err(e) = &read {
+        conn.corrupt.get_or_insert_with(|| e.to_string());
+    }
+    read
+}
+
+/// The connection with `peer`, which a send that reserved its place in it
+/// can count on (one is only forgotten before its peer knew it).
+fn connection<W>(
+    conns: &mut FxHashMap<Rank, Connection<W>>,
+    peer: Rank,
+) -> Result<&mut Connection<W>> {
+    conns
+        .get_mut(&peer)
+        .ok_or_else(|| Error::Protocol(format!("the connection to rank {peer} was dropped")))
+}
+
+/// Takes in the peer's bulk window (key and ring size) once its reply has
+/// landed; false while it has not. The reply is the peer's word: its key
+/// may name neither its control window (we would write over its request
+/// slots) nor its connection window (we would write over our own stream),
+/// and its ring must fit in a window.
+fn learn_bulk_window<W: LocalWindow, R: ControlWindows<Window = W>>(
+    rma: &R,
+    peer: Rank,
+    conn: &mut Connection<W>,
+) -> Result<bool> {
+    if conn.window.signal(BULK_REPLY_SIGNAL)? == 0 {
+        return Ok(false);
+    }
+    let key = read_key(&conn.window, BULK_KEY_LEN_AT, BULK_KEY_AT)?;
+    let mut bytes = [0u8; 8];
+    conn.window.read(BULK_RING_BYTES_AT, &mut bytes)?;
+    let bulk_bytes = usize::try_from(u64::from_le_bytes(bytes))
+        .ok()
+        .filter(|b| (1..=crate::bounds::MAX_WINDOW_BYTES - BULK_RING_AT).contains(b))
+        .ok_or_else(|| Error::Protocol(format!("rank {peer} offered a bulk ring of {bytes:?}")))?;
+    let control = rma.control_key(peer)?;
+    if key == control || conn.remote.as_ref() == Some(&key) {
+        return Err(Error::Protocol(format!(
+            "rank {peer} offered one of its other windows as its bulk window"
+        )));
+    }
+    conn.bulk_remote = Some((key, bulk_bytes));
+    Ok(true)
+}
+
+/// Writes bytes `from..from + len` of `parts` (one byte string, in pieces)
+/// at stream position `pos` of the peer's ring `(ring_at, ring_bytes,
+/// signal)` in its window `key`, wrapping at the ring's end; the last put
+/// adds `len` to the ring's signal word. `len` is at most a ring.
+#[allow(clippy::too_many_arguments)]
+fn write_span<R: Rma + ?Sized>(
+    rma: &R,
+    target: Rank,
+    key: &RemoteKey,
+    (ring_at, ring_bytes, signal): (usize, usize, usize),
+    pos: u64,
+    parts: [&[u8]; 2],
+    from: usize,
+    len: usize,
+) -> Result<()> {
+    debug_assert!(len > 0 && len <= ring_bytes);
+    // (ring offset, bytes): the bytes wrap at most once, so each part gives
+    // at most two pieces and both together at most three.
+    let mut pieces: [(usize, &[u8]); 4] = [(0, &[]); 4];
+    let mut count = 0;
+    let mut at = (pos % ring_bytes as u64) as usize;
+    let (mut skip, mut left) = (from, len);
+    for part in parts {
+        if skip >= part.len() {
+            skip -= part.len();
+            continue;
+        }
+        let mut bytes = &part[skip..part.len().min(skip + left)];
+        skip = 0;
+        left -= bytes.len();
+        while !bytes.is_empty() {
+            let first = bytes.len().min(ring_bytes - at);
+            pieces[count] = (at, &bytes[..first]);
+            count += 1;
+            bytes = &bytes[first..];
+            at = (at + first) % ring_bytes;
+        }
+        if left == 0 {
+            break;
+        }
+    }
+    let (last, rest) = pieces[..count]
+        .split_last()
+        .expect("at least one byte to write");
+    for (at, bytes) in rest {
+        rma.put(target, key, ring_at + at, bytes)?;
+    }
+    let add = Signal {
+        offset: signal,
+        add: len as u64,
+    };
+    rma.put_signal(target, key, ring_at + last.0, last.1, add)
+}
+
+/// Copies `buf.len()` bytes at stream position `pos` out of the ring at
+/// `ring_at` of `window`.
+fn read_ring<W: LocalWindow>(
+    window: &W,
+    ring_at: usize,
+    ring_bytes: usize,
+    pos: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, buf.len(), ring_bytes)
+        .ok_or_else(|| Error::Protocol(format!("a {}-byte read exceeds the ring", buf.len())))?;
+    window.read(ring_at + a_at, &mut buf[..a_len])?;
+    window.read(ring_at + b_at, &mut buf[a_len..a_len + b_len])
+}
+
+/// Appends the `len` bytes at stream position `pos` of the ring
+/// `(ring_at, ring_bytes)` of `window` to `data`.
+fn append_ring<W: LocalWindow>(
+    window: &W,
+    (ring_at, ring_bytes): (usize, usize),
+    pos: u64,
+    len: usize,
+    data: &mut Vec<u8>,
+) -> Result<()> {
+    let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, len, ring_bytes)
+        .ok_or_else(|| Error::Protocol(format!("a {len}-byte read exceeds the ring")))?;
+    window.read_append(ring_at + a_at, a_len, data)?;
+    if b_len > 0 {
+        window.read_append(ring_at + b_at, b_len, data)?;
+    }
+    Ok(())
+}
+
+/// Makes room for `take` more payload bytes in `data`, a message of `len`
+/// bytes: capacity grows with what has landed (at least doubling, never
+/// past `len`), so a lying length costs memory only as bytes land.
+fn grow(data: &mut Vec<u8>, take: usize, len: usize, peer: Rank) -> Result<()> {
+    let need = data.len() + take;
+    if need > data.capacity() {
+        let want = need.max(data.capacity().saturating_mul(2)).min(len);
+        data.try_reserve_exact(want - data.len()).map_err(|_| {
+            Error::Protocol(format!(
+                "no memory for {need} bytes of a message from rank {peer}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// What a message of `len` payload bytes counts against the inbox bound.
@@ -712,5 +1246,5 @@ fn read_key<W: LocalWindow>(window: &W, len_at: usize, key_at: usize) -> Result<
     }
     let mut key = vec![0u8; len];
     window.read(key_at, &mut key)?;
-    RemoteKey::from_bytes(&key)
+    RemoteKey::from_bytes(&key).map_err(|e| Error::Protocol(format!("a peer sent a bad key: {e}")))
 }

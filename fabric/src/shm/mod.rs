@@ -19,7 +19,10 @@ use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
 
 use crate::bootstrap::Bootstrap;
 use crate::config;
-use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_INBOX_BYTES, DEFAULT_RING_BYTES};
+use crate::eager::{
+    Messenger, CONTROL_WINDOW_BYTES, DEFAULT_BULK_BYTES, DEFAULT_INBOX_BYTES,
+    DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
+};
 use crate::job::Job;
 use crate::{
     finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, Provider, Rank,
@@ -66,10 +69,13 @@ impl ShmTransport {
         job.require_one_host(Self::NAME)?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
+        let rendezvous = config::rendezvous(DEFAULT_RENDEZVOUS_BYTES, DEFAULT_BULK_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         Ok(ShmTransport {
             job,
-            messenger: Messenger::new(control, ring_bytes).with_inbox_bytes(inbox_bytes),
+            messenger: Messenger::new(control, ring_bytes)
+                .with_inbox_bytes(inbox_bytes)
+                .with_rendezvous(rendezvous.0, rendezvous.1),
             next_window: Cell::new(1),
             mapped: RefCell::new(FxHashMap::default()),
             spin,
