@@ -220,6 +220,7 @@ impl LocalWindow for ShmWindow {
         self.key.len
     }
 
+    #[inline]
     fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         let src = self.check(offset, buf.len())?;
         // SAFETY: `src..src+len` is inside the mapping; `buf` is private memory.
@@ -227,6 +228,7 @@ impl LocalWindow for ShmWindow {
         Ok(())
     }
 
+    #[inline]
     fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
         let src = self.check(offset, len)?;
         buf.reserve(len);
@@ -247,6 +249,7 @@ impl LocalWindow for ShmWindow {
         Ok(())
     }
 
+    #[inline]
     fn signal(&self, offset: usize) -> Result<u64> {
         check_word(offset, self.key.len)?;
         Ok(self
