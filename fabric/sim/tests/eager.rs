@@ -515,9 +515,12 @@ fn an_exchange_of_big_messages_passes_an_inbox_bound_of_nothing() {
 // through the ring and their payload through the receiver's bulk ring.
 
 /// Rendezvous from this size on, through bulk rings of an odd size, so
-/// that chunks wrap anywhere in them.
+/// that chunks wrap anywhere in them. Payloads of up to a quarter bulk ring
+/// wait there until received (none of them in a ring of BULK, many in one
+/// of BIG_BULK); larger ones stream into the heap as they land.
 const THRESHOLD: usize = 256;
 const BULK: usize = 1000;
+const BIG_BULK: usize = 4004;
 
 /// A machine of `ranks` eager ranks with small rendezvous sizes and
 /// `seed`'s delays.
@@ -525,6 +528,11 @@ fn rendezvous_sim(ranks: u32, seed: u64) -> Sim {
     Sim::new(ranks, MODEL)
         .with_delays(Seeded::new(seed, MAX_DELAY_NS))
         .with_eager_rendezvous(THRESHOLD, BULK)
+}
+
+/// [`rendezvous_sim`] with bulk rings of `bulk` bytes.
+fn bulk_sim(ranks: u32, seed: u64, bulk: usize) -> Sim {
+    rendezvous_sim(ranks, seed).with_eager_rendezvous(THRESHOLD, bulk)
 }
 
 /// Runs `futures` to completion, polling them in order each round; their
@@ -554,15 +562,17 @@ async fn join_all<T>(futures: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec
 const SIZES: [usize; 12] = [0, 1, 255, 256, 257, 999, 1000, 1001, 4321, 3, 300, 2 * BULK];
 
 /// Inline and rendezvous messages, sent one after another and all at once
-/// (their sends joined), through rings smaller and larger than them: every
-/// byte and the order per sender survive any disorder, and only the
-/// receivers of rendezvous messages make a bulk window.
+/// (their sends joined), through rings smaller and larger than them, their
+/// payloads waiting in the bulk ring or streamed: every byte and the order
+/// per sender survive any disorder, and only the receivers of rendezvous
+/// messages make a bulk window.
 #[test]
 fn rendezvous_and_inline_messages_keep_bytes_and_order() {
-    for ring in [64, 256, 4096] {
+    for (ring, bulk) in [(64, BULK), (256, BULK), (4096, BULK), (256, BIG_BULK)] {
         for seed in 0..6 {
-            let sim = rendezvous_sim(3, seed);
-            run_sim(sim, ring, &format!("ring {ring}, seed {seed}"), async |t| {
+            let sim = bulk_sim(3, seed, bulk);
+            let what = format!("ring {ring}, bulk {bulk}, seed {seed}");
+            run_sim(sim, ring, &what, async |t| {
                 let (size, me) = (t.size(), t.rank());
                 let right = (me + 1) % size;
                 let left = (me + size - 1) % size;
@@ -837,6 +847,48 @@ fn forged_bulk_windows_and_credit_break_only_that_connection() {
                     Ok(())
                 }
             }
+        });
+    }
+}
+
+/// Payloads waiting in the bulk ring until received, received in another
+/// order than they came (by tag) while more arrive: the ring fills no more
+/// than half with them (the oldest go to the heap, so the sender goes on),
+/// a streamed payload behind them sends them all to the heap, and every
+/// message arrives intact, in order per tag.
+#[test]
+fn waiting_payloads_are_received_out_of_order_and_spilled() {
+    // Resident up to BIG_BULK / 4 = 1001 bytes; message 20 streams.
+    const SIZES: [usize; 3] = [300, 1001, 700];
+    const COUNT: usize = 24;
+    let size = |i: usize| {
+        if i == 20 {
+            3000
+        } else {
+            SIZES[i % SIZES.len()]
+        }
+    };
+    for seed in 0..4 {
+        let sim = bulk_sim(2, seed, BIG_BULK);
+        run_sim(sim, 256, &format!("seed {seed}"), async |t| {
+            if t.rank() == 0 {
+                for i in 0..COUNT {
+                    let data = conformance::pattern(0, i, size(i));
+                    t.send(1, 3, (i % 2) as u32, &data, deadline(t)).await?;
+                }
+                return Ok(());
+            }
+            nap(t, Duration::from_millis(1)).await;
+            for tag in [1, 0] {
+                for i in (0..COUNT).filter(|i| i % 2 == tag) {
+                    let got = t.recv(Some(0), 3, tag as u32, deadline(t)).await?;
+                    if got.data != conformance::pattern(0, i, size(i)) {
+                        return Err(Error::Protocol(format!("message {i} is wrong")));
+                    }
+                }
+            }
+            assert_eq!(t.inbox_bytes(), 0);
+            Ok(())
         });
     }
 }

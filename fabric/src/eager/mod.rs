@@ -48,6 +48,28 @@ const SLOT_RETRY: Duration = Duration::from_micros(100);
 /// Frames up to this size are put together on the stack and written by one
 /// put (with the ring's wrap, two).
 const SMALL_FRAME_BYTES: usize = 256;
+/// How far progress drains a connection ahead of its receiver: a ring's
+/// worth of unreceived messages (or the inbox bound, if smaller), so that
+/// messages are copied out shortly before they are received, into memory
+/// the allocator hands round, while the rest wait in the rings; and, once
+/// nothing was received from the peer for this long, up to the inbox
+/// bound, so that a receiver busy elsewhere (or sending to the same peer)
+/// lets the peer go on.
+const STALL: Duration = Duration::from_micros(50);
+
+/// How a connection is drained.
+#[derive(Clone, Copy)]
+enum Drain {
+    /// By progress (or a receive that found what it wanted): ahead of the
+    /// receiver by a ring's worth, by the inbox bound once it stalls.
+    Ahead,
+    /// By a receive for (context, tag) that waits on the connection: past
+    /// every bound, payloads waiting in the bulk ring making room for what
+    /// is behind them, until a message it wants is in (so that it does not
+    /// copy out ahead what the next receive would copy just as well).
+    Waiting { context: ContextId, tag: Tag },
+}
+
 /// A waiting receive asks whether its peer's process still exists every
 /// this many pending polls (the question reads a clock).
 const PEER_CHECK_POLLS: u32 = 16;
@@ -72,6 +94,10 @@ pub struct Messenger<W> {
     /// Messages completed so far, over all connections: their arrival
     /// order, which a receive from any source follows.
     arrivals: Cell<u64>,
+    /// Sends that could not complete at once and wait (for a connection or
+    /// credit): while one does, this rank receives nothing, so progress
+    /// drains every connection as far as the inbox bound lets it.
+    sending: Cell<u32>,
     /// First failure met while making progress, reported by later calls.
     failure: RefCell<Option<String>>,
 }
@@ -93,14 +119,25 @@ struct Connection<W> {
     returned: u64,
     /// Our bulk window for this peer, made on its first rendezvous message.
     bulk: Option<W>,
-    /// Incoming bulk stream: bytes copied out, and bytes whose credit went
-    /// back.
+    /// Incoming bulk stream: bytes given to the payloads of parsed frames,
+    /// bytes whose ring space is free again (copied out), and bytes whose
+    /// credit went back.
+    bulk_assigned: u64,
     bulk_consumed: u64,
     bulk_returned: u64,
+    /// Payloads of held messages still in the bulk ring (stream position,
+    /// length, copied out since), oldest first: a message small enough
+    /// waits there until it is received, so that its bytes are copied once,
+    /// into the `Vec` the receive returns, when the receiver wants them.
+    resident: VecDeque<(u64, usize, bool)>,
     /// The message being taken in.
     partial: Option<Partial>,
     /// This peer's messages drained but not yet received, in order.
     inbox: VecDeque<Envelope>,
+    /// Messages received from this peer so far, and, while the connection
+    /// is held back, that count and when it was first seen so.
+    taken: u64,
+    stall: Option<(u64, Time)>,
     /// Bytes of this peer's messages drained but not yet received (frame
     /// headers included, so empty messages count too).
     held: u64,
@@ -132,19 +169,6 @@ impl<W> Connection<W> {
         }
     }
 
-    /// Removes this peer's first held message with (context, tag).
-    fn take(&mut self, context: ContextId, tag: Tag) -> Option<Message> {
-        let i = self
-            .inbox
-            .iter()
-            .position(|e| e.context == context && e.message.tag == tag)?;
-        let message = self.inbox.remove(i).expect("found above").message;
-        // Saturating: a connection forgotten on a failed first contact and
-        // made again holds none of the old one's messages.
-        self.held = self.held.saturating_sub(frame_bytes(message.data.len()));
-        Some(message)
-    }
-
     /// The arrival number of this peer's first held message with
     /// (context, tag).
     fn first_arrival(&self, context: ContextId, tag: Tag) -> Option<u64> {
@@ -162,6 +186,15 @@ fn credit_room(written: u64, credit: u64, ring_bytes: usize) -> Option<usize> {
         .checked_sub(credit)
         .filter(|&f| f <= ring_bytes as u64)?;
     Some(ring_bytes - in_flight as usize)
+}
+
+/// Counts one down when dropped.
+struct Decrement<'a>(&'a Cell<u32>);
+
+impl Drop for Decrement<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 /// Marks a connection broken unless disarmed (a send that did not finish).
@@ -186,6 +219,9 @@ struct Envelope {
     arrival: u64,
     context: ContextId,
     message: Message,
+    /// Where its payload still is in the bulk ring (stream position,
+    /// length), instead of in `message`.
+    resident: Option<(u64, usize)>,
 }
 
 /// A message being taken in: its header is parsed, its payload lands.
@@ -193,9 +229,30 @@ struct Partial {
     envelope: Envelope,
     /// Payload bytes announced (fits in memory, checked).
     len: usize,
-    /// Whether the payload comes through the bulk stream.
-    rendezvous: bool,
+    payload: Payload,
 }
+
+/// Where a partial message's payload comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Payload {
+    /// After the header, in the ring.
+    Inline,
+    /// From bulk stream position `at`, copied into the message as it lands.
+    Streamed { at: u64 },
+    /// From bulk stream position `at`, left in the bulk ring until received.
+    Resident { at: u64 },
+}
+
+/// The largest payload left in a bulk ring of `bulk_bytes` until received:
+/// a quarter, so that the ring has room for the next ones meanwhile.
+fn resident_max(bulk_bytes: usize) -> usize {
+    bulk_bytes / 4
+}
+
+/// What a streamed payload of `len` bytes reserves when its first bytes
+/// land: all of it up to this (pages are taken only as bytes are written),
+/// so it is not copied on growing; beyond, it grows as bytes land.
+const STREAM_RESERVE: usize = 64 << 20;
 
 impl<W: LocalWindow> Connection<W> {
     /// Ring bytes free for our stream to the peer, by the credit it returned
@@ -204,6 +261,62 @@ impl<W: LocalWindow> Connection<W> {
         let credit = self.window.signal(CREDIT_SIGNAL)?;
         credit_room(self.written, credit, ring_bytes)
             .ok_or_else(|| Error::Protocol(format!("rank {peer} returned credit never sent")))
+    }
+
+    /// The first held message with (context, tag).
+    fn find(&self, context: ContextId, tag: Tag) -> Option<usize> {
+        self.inbox
+            .iter()
+            .position(|e| e.context == context && e.message.tag == tag)
+    }
+
+    /// Removes held message `i`, copying its payload out of the bulk ring
+    /// (of `bulk_bytes`) if it is still there.
+    fn remove(&mut self, i: usize, bulk_bytes: usize) -> Message {
+        let envelope = self.inbox.remove(i).expect("a held message");
+        self.taken += 1;
+        let mut message = envelope.message;
+        if let Some((at, len)) = envelope.resident {
+            message.data = self.copy_out(at, len, bulk_bytes);
+        }
+        // Saturating: a connection forgotten on a failed first contact and
+        // made again holds none of the old one's messages.
+        self.held = self.held.saturating_sub(frame_bytes(message.data.len()));
+        message
+    }
+
+    /// Copies the resident payload at bulk stream position `at` out of the
+    /// bulk ring, and frees its ring space (with that of the payloads
+    /// before it that were copied out already).
+    fn copy_out(&mut self, at: u64, len: usize, bulk_bytes: usize) -> Vec<u8> {
+        let mut data = Vec::with_capacity(len);
+        let bulk = self
+            .bulk
+            .as_ref()
+            .expect("resident payloads are in the bulk window");
+        append_ring(bulk, (BULK_RING_AT, bulk_bytes), at, len, &mut data)
+            .expect("a resident payload lies in the bulk ring");
+        if let Some(range) = self.resident.iter_mut().find(|r| r.0 == at) {
+            range.2 = true;
+        }
+        while let Some(&(at, len, true)) = self.resident.front() {
+            self.bulk_consumed = at + len as u64;
+            self.resident.pop_front();
+        }
+        data
+    }
+
+    /// Copies held payloads out of the bulk ring into their messages,
+    /// oldest first, while `more` says so.
+    fn spill(&mut self, bulk_bytes: usize, mut more: impl FnMut(&Self) -> bool) {
+        let mut i = 0;
+        while i < self.inbox.len() && !self.resident.is_empty() && more(self) {
+            if let Some((at, len)) = self.inbox[i].resident.take() {
+                let data = self.copy_out(at, len, bulk_bytes);
+                self.inbox[i].message.data = data;
+            }
+            i += 1;
+        }
     }
 }
 
@@ -230,6 +343,7 @@ impl<W: LocalWindow> Messenger<W> {
             connections: RefCell::new(FxHashMap::default()),
             bell_seen: Cell::new(0),
             arrivals: Cell::new(0),
+            sending: Cell::new(0),
             failure: RefCell::new(None),
         }
     }
@@ -297,6 +411,25 @@ impl<W: LocalWindow> Messenger<W> {
         if !rendezvous && self.try_send_now(rma, target, context, tag, data)? {
             return Ok(());
         }
+        // On the heap: the future a send is polled in stays small (it is
+        // moved into the executor on every call) when it need not wait.
+        Box::pin(self.send_waiting(rma, target, context, tag, data, deadline)).await
+    }
+
+    /// [`Messenger::send`] of a message that cannot be written at once: it
+    /// connects first if needed, and waits for its turn and credit.
+    async fn send_waiting<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        let rendezvous = data.len() >= self.rendezvous_bytes;
+        self.sending.set(self.sending.get() + 1);
+        let _sending = Decrement(&self.sending);
         self.connect(rma, target, deadline).await?;
         let (header, payload) = if rendezvous {
             (encode_rendezvous_header(data.len(), context, tag), &[][..])
@@ -354,20 +487,25 @@ impl<W: LocalWindow> Messenger<W> {
         }
         conn.check_intact(target)?;
         let len = FRAME_HEADER_BYTES + data.len();
-        let room = conn.room(target, self.ring_bytes);
-        if blame(conn, room)? < len {
-            return Ok(false);
+        match conn.room(target, self.ring_bytes) {
+            Ok(room) if room < len => return Ok(false),
+            Ok(_) => {}
+            Err(e) => return blame(conn, Err(e)),
         }
         let remote = conn.remote.as_ref().expect("checked above");
         let header = encode_header(data.len(), context, tag);
         let pos = conn.written;
-        let written = if len <= SMALL_FRAME_BYTES {
+        let at = (pos % self.ring_bytes as u64) as usize;
+        let signal = Signal {
+            offset: RING_SIGNAL,
+            add: len as u64,
+        };
+        let written = if len <= SMALL_FRAME_BYTES && at + len <= self.ring_bytes {
+            // The common case: one put of a frame put together here.
             let mut frame = [0u8; SMALL_FRAME_BYTES];
             frame[..FRAME_HEADER_BYTES].copy_from_slice(&header);
             frame[FRAME_HEADER_BYTES..len].copy_from_slice(data);
-            let parts = [&frame[..len], &[][..]];
-            let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
-            write_span(rma, target, remote, ring, pos, parts, 0, len)
+            rma.put_signal(target, remote, RING_AT + at, &frame[..len], signal)
         } else {
             let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
             write_span(rma, target, remote, ring, pos, [&header, data], 0, len)
@@ -553,11 +691,26 @@ impl<W: LocalWindow> Messenger<W> {
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
+        if conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none() {
+            // Nothing held nor coming in: the ring alone tells.
+            let landed = conn.window.signal(RING_SIGNAL)?;
+            if landed == conn.consumed {
+                return Ok(None);
+            }
+            if let Some(message) = self.take_direct(rma, source, conn, landed, context, tag)? {
+                return Ok(Some(message));
+            }
+        }
+        // What has landed comes in first, within the bound, even if a match
+        // is held: receiving then frees one message as draining makes the
+        // next, so the allocator hands the same memory round rather than
+        // a batch of fresh pages each time the inbox runs dry.
+        self.serve_or_break(rma, source, conn, Drain::Ahead);
         if let Some(message) = self.take_and_refill(rma, source, conn, context, tag) {
             return Ok(Some(message));
         }
-        self.serve_or_break(rma, source, conn, u64::MAX);
-        if let Some(message) = conn.take(context, tag) {
+        self.serve_or_break(rma, source, conn, Drain::Waiting { context, tag });
+        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag) {
             return Ok(Some(message));
         }
         if conn.corrupt.is_some() {
@@ -566,6 +719,67 @@ impl<W: LocalWindow> Messenger<W> {
             conn.check_sound(source)?;
         }
         Ok(None)
+    }
+
+    /// Takes the next message of the peer's stream, `landed` bytes of which
+    /// are in, straight from the ring into the `Vec` returned, if it is an
+    /// inline one with (context, tag) that has landed whole (nothing may be
+    /// held or partial): the common case of a receive, with no inbox.
+    /// `None` for anything else, which the general path handles (and
+    /// reports, if the peer broke the protocol).
+    fn take_direct<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        landed: u64,
+        context: ContextId,
+        tag: Tag,
+    ) -> Result<Option<Message>> {
+        if landed < conn.consumed || landed - conn.returned > self.ring_bytes as u64 {
+            return Ok(None);
+        }
+        // At most a ring, checked above. One read takes the header and a
+        // small payload, if they lie before the ring's end.
+        let available = (landed - conn.consumed) as usize;
+        let start = (conn.consumed % self.ring_bytes as u64) as usize;
+        let peek = available
+            .min(self.ring_bytes - start)
+            .min(SMALL_FRAME_BYTES);
+        if peek < FRAME_HEADER_BYTES {
+            return Ok(None);
+        }
+        let mut frame = [0u8; SMALL_FRAME_BYTES];
+        conn.window.read(RING_AT + start, &mut frame[..peek])?;
+        let header: &[u8; FRAME_HEADER_BYTES] =
+            frame[..FRAME_HEADER_BYTES].try_into().expect("a header");
+        let Some(header) = decode_header(header) else {
+            return Ok(None);
+        };
+        let whole = header.len <= (available - FRAME_HEADER_BYTES) as u64;
+        if header.rendezvous || header.context != context || header.tag != tag || !whole {
+            return Ok(None);
+        }
+        let len = header.len as usize;
+        let at = conn.consumed + FRAME_HEADER_BYTES as u64;
+        let data = if FRAME_HEADER_BYTES + len <= peek {
+            frame[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len].to_vec()
+        } else {
+            let mut data = Vec::with_capacity(len);
+            append_ring(&conn.window, (RING_AT, self.ring_bytes), at, len, &mut data)?;
+            data
+        };
+        conn.consumed = at + len as u64;
+        conn.taken += 1;
+        if let Err(e) = self.return_credit(rma, peer, conn) {
+            // The message is in; what failed was telling the peer.
+            conn.corrupt = Some(e.to_string());
+        }
+        Ok(Some(Message {
+            source: peer,
+            tag,
+            data,
+        }))
     }
 
     /// One look for a message from any peer: the first to arrive of those
@@ -581,7 +795,7 @@ impl<W: LocalWindow> Messenger<W> {
         for drain in [false, true] {
             if drain {
                 for (&peer, conn) in conns.iter_mut() {
-                    self.serve_or_break(rma, peer, conn, u64::MAX);
+                    self.serve_or_break(rma, peer, conn, Drain::Waiting { context, tag });
                 }
             }
             let first = conns
@@ -607,10 +821,16 @@ impl<W: LocalWindow> Messenger<W> {
         context: ContextId,
         tag: Tag,
     ) -> Option<Message> {
-        let held_back = conn.held >= self.inbox_limit;
-        let message = conn.take(context, tag)?;
+        let held_back = conn.held >= self.inbox_limit.min(self.ring_bytes as u64);
+        let i = conn.find(context, tag)?;
+        let message = conn.remove(i, self.bulk_bytes);
         if held_back {
-            self.serve_or_break(rma, peer, conn, self.inbox_limit);
+            self.serve_or_break(rma, peer, conn, Drain::Ahead);
+        } else if conn.corrupt.is_none() {
+            // Copying a resident payload out freed bulk ring space.
+            if let Err(e) = self.return_credit(rma, peer, conn) {
+                conn.corrupt = Some(e.to_string());
+            }
         }
         Some(message)
     }
@@ -629,7 +849,7 @@ impl<W: LocalWindow> Messenger<W> {
         self.accept_requests(rma)?;
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
-            self.serve_or_break(rma, peer, conn, self.inbox_limit);
+            self.serve_or_break(rma, peer, conn, Drain::Ahead);
         }
         Ok(())
     }
@@ -641,32 +861,98 @@ impl<W: LocalWindow> Messenger<W> {
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
-        limit: u64,
+        mode: Drain,
     ) {
         if conn.corrupt.is_none() {
-            if let Err(e) = self.serve_connection(rma, peer, conn, limit) {
+            if let Err(e) = self.serve_connection(rma, peer, conn, mode) {
                 conn.corrupt = Some(e.to_string());
             }
         }
     }
 
-    /// Takes in the peer's reply, drains its ring (and bulk ring) up to
-    /// `limit` unreceived bytes and returns credit.
+    /// Takes in the peer's reply, drains its ring (and bulk ring) as far as
+    /// `mode` lets it and returns credit.
     fn serve_connection<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
-        limit: u64,
+        mode: Drain,
     ) -> Result<()> {
         if conn.remote.is_none() && conn.window.signal(REPLY_SIGNAL)? >= 1 {
             conn.remote = Some(read_key(&conn.window, REPLY_KEY_LEN_AT, REPLY_KEY_AT)?);
         }
-        self.drain(rma, peer, conn, limit)?;
-        // Credit goes back once what it frees is worth a put: a quarter of
-        // the ring, an eighth of the bulk ring (the sender's chunks are a
-        // quarter: one is copied out while the next lands), or the rest of
-        // a rendezvous payload once it is in.
+        // Ahead of the receiver, a connection is drained a ring's worth
+        // (messages small enough wait in the rings, larger ones are not
+        // streamed into the heap) unless this rank waits in a send or has
+        // received nothing from the peer for a while: then it is drained
+        // eagerly, up to the inbox bound.
+        let read_ahead = self.inbox_limit.min(self.ring_bytes as u64);
+        let half = (self.bulk_bytes / 2) as u64;
+        let bulk_landed = match &conn.bulk {
+            Some(bulk) if !conn.resident.is_empty() => bulk.signal(BULK_SIGNAL)?,
+            _ => 0,
+        };
+        let pressed = |c: &Connection<W>| bulk_landed.saturating_sub(c.bulk_consumed) > half;
+        let eager = match mode {
+            Drain::Waiting { .. } => true,
+            Drain::Ahead => {
+                let streaming = conn
+                    .partial
+                    .as_ref()
+                    .is_some_and(|p| matches!(p.payload, Payload::Streamed { .. }));
+                let held_back = conn.held >= read_ahead || streaming || pressed(conn);
+                held_back && (self.sending.get() > 0 || self.stalled(rma, conn))
+            }
+        };
+        let limit = match (mode, eager) {
+            (Drain::Waiting { .. }, _) => u64::MAX,
+            (Drain::Ahead, true) => self.inbox_limit,
+            (Drain::Ahead, false) => read_ahead,
+        };
+        let want = match mode {
+            Drain::Waiting { context, tag } => Some((context, tag)),
+            Drain::Ahead => None,
+        };
+        self.drain(rma, peer, conn, limit, eager, want)?;
+        // Payloads waiting in the bulk ring, once eager, fill it no more
+        // than half, so that the sender has room to go on (and a waiting
+        // receive reaches what is behind them): the oldest go to the heap.
+        if eager && !conn.resident.is_empty() && pressed(conn) {
+            conn.spill(self.bulk_bytes, pressed);
+        }
+        self.return_credit(rma, peer, conn)
+    }
+
+    /// Whether nothing was received from this connection for [`STALL`]
+    /// while it was held back (asked only then: it reads a clock); until
+    /// then, asks to be woken when that time comes.
+    fn stalled<R: Rma>(&self, rma: &R, conn: &mut Connection<W>) -> bool {
+        let now = rma.now();
+        let since = match conn.stall {
+            Some((taken, since)) if taken == conn.taken => since,
+            _ => {
+                conn.stall = Some((conn.taken, now));
+                now
+            }
+        };
+        let stalled = now.saturating_sub(since) >= STALL;
+        if !stalled {
+            rma.wake_at(since.saturating_add(STALL));
+        }
+        stalled
+    }
+
+    /// Returns credit once what it frees is worth a put: a quarter of the
+    /// ring, an eighth of the bulk ring (the sender's chunks are a quarter:
+    /// one is copied out while the next lands), or all freed bulk bytes
+    /// when no streamed payload is coming in.
+    fn return_credit<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+    ) -> Result<()> {
         let Some(remote) = &conn.remote else {
             return Ok(());
         };
@@ -680,8 +966,11 @@ impl<W: LocalWindow> Messenger<W> {
             conn.returned = conn.consumed;
         }
         let owed = conn.bulk_consumed - conn.bulk_returned;
-        let between = !conn.partial.as_ref().is_some_and(|p| p.rendezvous);
-        if owed > 0 && (between || owed >= (self.bulk_bytes / 8) as u64) {
+        let streaming = conn
+            .partial
+            .as_ref()
+            .is_some_and(|p| matches!(p.payload, Payload::Streamed { .. }));
+        if owed > 0 && (!streaming || owed >= (self.bulk_bytes / 8) as u64) {
             let signal = Signal {
                 offset: BULK_CREDIT_SIGNAL,
                 add: owed,
@@ -782,10 +1071,14 @@ impl<W: LocalWindow> Messenger<W> {
             consumed: 0,
             returned: 0,
             bulk: None,
+            bulk_assigned: 0,
             bulk_consumed: 0,
             bulk_returned: 0,
+            resident: VecDeque::new(),
             partial: None,
             inbox: VecDeque::new(),
+            taken: 0,
+            stall: None,
             held: 0,
             broken: false,
             corrupt: None,
@@ -883,7 +1176,9 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Moves every complete message that has landed into the peer's inbox,
     /// starting no new message once the connection holds `limit`
-    /// unreceived bytes (and at least one message).
+    /// unreceived bytes (and at least one message) or once one with the
+    /// (context, tag) in `want` is in, and copying a streamed payload into
+    /// the heap only if `stream`.
     /// The ring signals and frame headers are the peer's word: they are
     /// checked against the credit we gave before anything is read or
     /// allocated.
@@ -893,6 +1188,8 @@ impl<W: LocalWindow> Messenger<W> {
         peer: Rank,
         conn: &mut Connection<W>,
         limit: u64,
+        stream: bool,
+        want: Option<(ContextId, Tag)>,
     ) -> Result<()> {
         let landed = conn.window.signal(RING_SIGNAL)?;
         // Credit lets the peer have at most a ring beyond what we returned
@@ -905,109 +1202,136 @@ impl<W: LocalWindow> Messenger<W> {
             )));
         }
         loop {
-            match &conn.partial {
-                Some(partial) if partial.rendezvous => {
-                    if !self.drain_bulk(peer, conn)? {
-                        return Ok(());
-                    }
+            let Some(partial) = &conn.partial else {
+                if !self.parse_frame(rma, peer, conn, landed, limit)? {
+                    return Ok(());
                 }
-                Some(_) => {
+                continue;
+            };
+            let complete = match partial.payload {
+                Payload::Inline => {
                     // At most a ring, checked above.
                     let available = (landed - conn.consumed) as usize;
-                    if available == 0 {
-                        return Ok(());
-                    }
                     let partial = conn.partial.as_mut().expect("partial");
                     let data = &mut partial.envelope.message.data;
                     let take = (partial.len - data.len()).min(available);
-                    grow(data, take, partial.len, peer)?;
-                    let ring = (RING_AT, self.ring_bytes);
-                    append_ring(&conn.window, ring, conn.consumed, take, data)?;
-                    conn.consumed += take as u64;
-                    conn.held += take as u64;
-                }
-                None => {
-                    let available = (landed - conn.consumed) as usize;
-                    // One unreceived message is always let in, so a send
-                    // before a receive (an exchange) works under any bound.
-                    if available < FRAME_HEADER_BYTES || (conn.held > 0 && conn.held >= limit) {
-                        return Ok(());
-                    }
-                    let mut bytes = [0u8; FRAME_HEADER_BYTES];
-                    read_ring(
-                        &conn.window,
-                        RING_AT,
-                        self.ring_bytes,
-                        conn.consumed,
-                        &mut bytes,
-                    )?;
-                    let header = decode_header(&bytes).ok_or_else(|| {
-                        Error::Protocol(format!("rank {peer} sent a frame of no known kind"))
-                    })?;
-                    // A payload a Vec can hold; its memory is taken only as
-                    // bytes land, so a lying length costs nothing up front.
-                    let len = usize::try_from(header.len)
-                        .ok()
-                        .filter(|&l| l <= isize::MAX as usize - FRAME_HEADER_BYTES)
-                        .ok_or_else(|| {
-                            Error::Protocol(format!(
-                                "rank {peer} framed a {}-byte message",
-                                header.len
-                            ))
-                        })?;
-                    if header.rendezvous && conn.bulk.is_none() {
-                        // Its sender knows our window, so we know its own
-                        // (the reply or its request went before its
-                        // frames); if that is still on its way, the frame
-                        // waits for the next look.
-                        if conn.remote.is_none() {
-                            return Ok(());
-                        }
-                        self.make_bulk_window(rma, peer, conn)?;
-                    }
-                    conn.consumed += FRAME_HEADER_BYTES as u64;
-                    conn.held += frame_bytes(0);
-                    let mut data = Vec::new();
-                    if !header.rendezvous {
-                        // A small message that has landed whole is read at once.
-                        let take = len.min(available - FRAME_HEADER_BYTES);
-                        grow(&mut data, take, len, peer)?;
+                    if take > 0 {
+                        grow(data, take, partial.len, take, peer)?;
                         let ring = (RING_AT, self.ring_bytes);
-                        append_ring(&conn.window, ring, conn.consumed, take, &mut data)?;
+                        append_ring(&conn.window, ring, conn.consumed, take, data)?;
                         conn.consumed += take as u64;
                         conn.held += take as u64;
                     }
-                    conn.partial = Some(Partial {
-                        envelope: Envelope {
-                            arrival: 0,
-                            context: header.context,
-                            message: Message {
-                                source: peer,
-                                tag: header.tag,
-                                data,
-                            },
-                        },
-                        len,
-                        rendezvous: header.rendezvous,
-                    });
+                    if data.len() < partial.len {
+                        return Ok(());
+                    }
+                    true
                 }
-            }
-            if conn
-                .partial
-                .as_ref()
-                .is_some_and(|p| p.envelope.message.data.len() == p.len)
-            {
+                Payload::Streamed { .. } | Payload::Resident { .. } => {
+                    if !self.drain_bulk(peer, conn, stream)? {
+                        return Ok(());
+                    }
+                    true
+                }
+            };
+            if complete {
                 let mut envelope = conn.partial.take().expect("partial").envelope;
                 envelope.arrival = self.arrivals.get();
                 self.arrivals.set(envelope.arrival + 1);
+                let wanted = want == Some((envelope.context, envelope.message.tag));
                 conn.inbox.push_back(envelope);
+                if wanted {
+                    return Ok(());
+                }
             }
         }
     }
 
-    /// Copies what has landed of the rendezvous payload being taken in out
-    /// of the bulk ring; true once it is complete.
-    fn drain_bulk(&self, peer: Rank, conn: &mut Connection<W>) -> Result<bool> {
+    /// Parses the next frame header of the peer's stream, `landed` bytes of
+    /// which are in, into the partial message; false if there is none yet
+    /// or the connection holds `limit` unreceived bytes (and at least one
+    /// message).
+    fn parse_frame<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        landed: u64,
+        limit: u64,
+    ) -> Result<bool> {
+        let available = (landed - conn.consumed) as usize;
+        // One unreceived message is always let in, so a send before a
+        // receive (an exchange) works under any bound.
+        if available < FRAME_HEADER_BYTES || (conn.held > 0 && conn.held >= limit) {
+            return Ok(false);
+        }
+        let mut bytes = [0u8; FRAME_HEADER_BYTES];
+        let ring = (RING_AT, self.ring_bytes);
+        read_ring(&conn.window, ring.0, ring.1, conn.consumed, &mut bytes)?;
+        let header = decode_header(&bytes)
+            .ok_or_else(|| Error::Protocol(format!("rank {peer} sent a frame of no known kind")))?;
+        // A payload a Vec can hold; its memory is taken only as bytes land,
+        // so a lying length costs nothing up front.
+        let len = usize::try_from(header.len)
+            .ok()
+            .filter(|&l| l <= isize::MAX as usize - FRAME_HEADER_BYTES)
+            .ok_or_else(|| {
+                Error::Protocol(format!("rank {peer} framed a {}-byte message", header.len))
+            })?;
+        let mut data = Vec::new();
+        let payload = if header.rendezvous {
+            if conn.bulk.is_none() {
+                // Its sender knows our window, so we know its own (the
+                // reply or its request went before its frames); if that is
+                // still on its way, the frame waits for the next look.
+                if conn.remote.is_none() {
+                    return Ok(false);
+                }
+                self.make_bulk_window(rma, peer, conn)?;
+            }
+            let at = conn.bulk_assigned;
+            conn.bulk_assigned = at.checked_add(len as u64).ok_or_else(|| {
+                Error::Protocol(format!("rank {peer} framed more than 2^64 bulk bytes"))
+            })?;
+            if len <= resident_max(self.bulk_bytes) {
+                Payload::Resident { at }
+            } else {
+                Payload::Streamed { at }
+            }
+        } else {
+            // A small message that has landed whole is read at once.
+            let take = len.min(available - FRAME_HEADER_BYTES);
+            grow(&mut data, take, len, take, peer)?;
+            let payload_at = conn.consumed + FRAME_HEADER_BYTES as u64;
+            append_ring(&conn.window, ring, payload_at, take, &mut data)?;
+            conn.consumed += take as u64;
+            conn.held += take as u64;
+            Payload::Inline
+        };
+        conn.consumed += FRAME_HEADER_BYTES as u64;
+        conn.held += frame_bytes(0);
+        conn.partial = Some(Partial {
+            envelope: Envelope {
+                arrival: 0,
+                context: header.context,
+                message: Message {
+                    source: peer,
+                    tag: header.tag,
+                    data,
+                },
+                resident: None,
+            },
+            len,
+            payload,
+        });
+        Ok(true)
+    }
+
+    /// Takes in what has landed of the rendezvous payload of the partial
+    /// message: copies a streamed one out of the bulk ring (if `stream`),
+    /// or sees a resident one complete there. True once the payload is
+    /// complete.
+    fn drain_bulk(&self, peer: Rank, conn: &mut Connection<W>, stream: bool) -> Result<bool> {
         let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
         let landed = bulk.signal(BULK_SIGNAL)?;
         if landed < conn.bulk_consumed || landed - conn.bulk_returned > self.bulk_bytes as u64 {
@@ -1017,18 +1341,49 @@ impl<W: LocalWindow> Messenger<W> {
                 self.bulk_bytes, conn.bulk_consumed, conn.bulk_returned
             )));
         }
-        let partial = conn.partial.as_mut().expect("a rendezvous message");
-        let data = &mut partial.envelope.message.data;
-        // At most a bulk ring, checked above.
-        let take = (partial.len - data.len()).min((landed - conn.bulk_consumed) as usize);
-        if take > 0 {
-            grow(data, take, partial.len, peer)?;
-            let ring = (BULK_RING_AT, self.bulk_bytes);
-            append_ring(bulk, ring, conn.bulk_consumed, take, data)?;
-            conn.bulk_consumed += take as u64;
-            conn.held += take as u64;
+        let streamed = conn
+            .partial
+            .as_ref()
+            .is_some_and(|p| matches!(p.payload, Payload::Streamed { .. }));
+        if streamed && stream && !conn.resident.is_empty() {
+            // A streamed payload frees its ring space as it is copied out:
+            // the payloads waiting before it in the ring go to the heap.
+            conn.spill(self.bulk_bytes, |_| true);
         }
-        Ok(data.len() == partial.len)
+        let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
+        let partial = conn.partial.as_mut().expect("a rendezvous message");
+        match partial.payload {
+            Payload::Resident { at } => {
+                // At most a quarter ring, so `at + len` is within a ring
+                // of what was consumed.
+                let end = at + partial.len as u64;
+                if landed < end {
+                    return Ok(false);
+                }
+                partial.envelope.resident = Some((at, partial.len));
+                conn.resident.push_back((at, partial.len, false));
+                conn.held += partial.len as u64;
+                Ok(true)
+            }
+            Payload::Streamed { .. } if !stream => Ok(false),
+            Payload::Streamed { at } => {
+                let data = &mut partial.envelope.message.data;
+                let pos = at + data.len() as u64;
+                // Nothing waits before a streamed payload in the ring, so
+                // what is consumed is where it continues; at most a ring.
+                let take = (partial.len - data.len()).min(landed.saturating_sub(pos) as usize);
+                if take > 0 {
+                    let upfront = partial.len.min(STREAM_RESERVE);
+                    grow(data, take, partial.len, upfront, peer)?;
+                    let ring = (BULK_RING_AT, self.bulk_bytes);
+                    append_ring(bulk, ring, pos, take, data)?;
+                    conn.bulk_consumed = pos + take as u64;
+                    conn.held += take as u64;
+                }
+                Ok(data.len() == partial.len)
+            }
+            Payload::Inline => unreachable!("an inline payload is in the ring"),
+        }
     }
 
     /// Makes our bulk window for `peer` (its first rendezvous frame asks
@@ -1207,12 +1562,16 @@ fn append_ring<W: LocalWindow>(
 }
 
 /// Makes room for `take` more payload bytes in `data`, a message of `len`
-/// bytes: capacity grows with what has landed (at least doubling, never
-/// past `len`), so a lying length costs memory only as bytes land.
-fn grow(data: &mut Vec<u8>, take: usize, len: usize, peer: Rank) -> Result<()> {
+/// bytes, reserving at least `upfront` (at most `len`) on the first: then
+/// capacity grows with what has landed (at least doubling, never past
+/// `len`), so a lying length costs memory only as bytes land.
+fn grow(data: &mut Vec<u8>, take: usize, len: usize, upfront: usize, peer: Rank) -> Result<()> {
     let need = data.len() + take;
     if need > data.capacity() {
-        let want = need.max(data.capacity().saturating_mul(2)).min(len);
+        let want = need
+            .max(data.capacity().saturating_mul(2))
+            .max(upfront)
+            .min(len);
         data.try_reserve_exact(want - data.len()).map_err(|_| {
             Error::Protocol(format!(
                 "no memory for {need} bytes of a message from rank {peer}"
