@@ -895,7 +895,12 @@ impl<W: LocalWindow> Messenger<W> {
         };
         let pressed = |c: &Connection<W>| bulk_landed.saturating_sub(c.bulk_consumed) > half;
         let eager = match mode {
-            Drain::Waiting { .. } => true,
+            Drain::Waiting { .. } => {
+                // A receive that waits on the peer is taking its messages:
+                // the connection is not stalled, however long that takes.
+                conn.stall = None;
+                true
+            }
             Drain::Ahead => {
                 let streaming = conn
                     .partial
