@@ -98,6 +98,8 @@ const DATA_AT: usize = 64;
 const BULK_AT: usize = 192;
 const REPETITIONS: usize = 3;
 const LATENCY_BATCH: usize = 100;
+/// The latency tests take turns in this many rounds.
+const LATENCY_ROUNDS: usize = 10;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 fn sizes(max: usize) -> impl Iterator<Item = usize> {
@@ -392,25 +394,26 @@ fn poll_word<T: Transport + Blocking>(
     }
 }
 
-/// Median half round trip of `round_trips` calls of `round_trip(i)` (after a
-/// tenth as many to warm up; `i` counts from 1 over both), timed in batches.
-fn half_round_trip(
+/// Round trips per batch of `round_trips` calls of `round_trip` (a
+/// multiple of [`LATENCY_BATCH`], after `warm_up` untimed ones), timed by
+/// batch so that reading the clock does not count.
+fn batches(
     round_trips: usize,
-    mut round_trip: impl FnMut(u64) -> Result<()>,
-) -> Result<f64> {
-    let warm_up = round_trips / 10;
-    let mut rtts = Vec::with_capacity(round_trips / LATENCY_BATCH);
-    let mut start = Instant::now();
-    for i in 1..=(warm_up + round_trips) as u64 {
-        round_trip(i)?;
-        if i as usize % LATENCY_BATCH == 0 {
-            if i > warm_up as u64 {
-                rtts.push(start.elapsed().as_secs_f64() * 1e9 / LATENCY_BATCH as f64);
-            }
-            start = Instant::now();
-        }
+    warm_up: usize,
+    mut round_trip: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    for _ in 0..warm_up {
+        round_trip()?;
     }
-    Ok(quantile(&mut rtts, 0.5) / 2.0)
+    let mut rtts = Vec::with_capacity(round_trips / LATENCY_BATCH);
+    for _ in 0..round_trips / LATENCY_BATCH {
+        let start = Instant::now();
+        for _ in 0..LATENCY_BATCH {
+            round_trip()?;
+        }
+        rtts.push(start.elapsed().as_secs_f64() * 1e9 / LATENCY_BATCH as f64);
+    }
+    Ok(rtts)
 }
 
 /// One configuration's results, as its rank 0 writes them.
@@ -531,7 +534,7 @@ fn measure<P: Provider>(args: &Args) -> crate::Outcome {
 }
 
 /// Rank 1: answers every latency probe and acknowledges every bandwidth run,
-/// for puts, then for messages.
+/// for puts and for messages, in the order [`origin`] makes them.
 async fn target<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
@@ -539,44 +542,40 @@ async fn target<T: Transport + Blocking>(
     args: &Args,
 ) -> Result<()> {
     let deadline = t.deadline_in(TIMEOUT);
-    let probes = (args.round_trips / 10 + args.round_trips) as u64;
-    for i in 1..=probes {
-        poll_word(t, window, PUT_WORD, i, deadline)?;
-        t.put(0, origin, PUT_WORD, &i.to_ne_bytes())?;
-    }
-    for i in 1..=probes {
-        t.wait_signal(window, LATENCY_SIGNAL, i, deadline).await?;
-        t.put_signal(
-            0,
-            origin,
-            DATA_AT,
-            &i.to_le_bytes(),
-            Signal {
+    let (mut put, mut signalled) = (0u64, 0u64);
+    for round in 0..LATENCY_ROUNDS {
+        let probes = probes_in(round, args.round_trips) as u64;
+        for _ in 0..probes {
+            put += 1;
+            poll_word(t, window, PUT_WORD, put, deadline)?;
+            t.put(0, origin, PUT_WORD, &put.to_ne_bytes())?;
+        }
+        for _ in 0..probes {
+            signalled += 1;
+            t.wait_signal(window, LATENCY_SIGNAL, signalled, deadline)
+                .await?;
+            let signal = Signal {
                 offset: LATENCY_SIGNAL,
                 add: 1,
-            },
-        )?;
+            };
+            t.put_signal(0, origin, DATA_AT, &signalled.to_le_bytes(), signal)?;
+        }
+        for _ in 0..probes {
+            let ping = t.recv(Some(0), CTX, PING_TAG, deadline).await?;
+            t.send(0, CTX, PING_TAG, &ping.data, deadline).await?;
+        }
     }
-    for run in 1..=(sizes(args.max_size).count() * REPETITIONS) as u64 {
-        t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline)
-            .await?;
-        t.put_signal(
-            0,
-            origin,
-            DATA_AT,
-            &[],
-            Signal {
-                offset: ACK_SIGNAL,
-                add: 1,
-            },
-        )?;
-    }
-    for _ in 1..=probes {
-        let ping = t.recv(Some(0), CTX, PING_TAG, deadline).await?;
-        t.send(0, CTX, PING_TAG, &ping.data, deadline).await?;
-    }
+    let mut run = 0u64;
     for size in sizes(args.max_size) {
         for _ in 0..REPETITIONS {
+            run += 1;
+            t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline)
+                .await?;
+            let ack = Signal {
+                offset: ACK_SIGNAL,
+                add: 1,
+            };
+            t.put_signal(0, origin, DATA_AT, &[], ack)?;
             for _ in 0..iterations(size) {
                 let got = t.recv(Some(0), CTX, BULK_TAG, deadline).await?;
                 if got.data.len() != size {
@@ -592,9 +591,27 @@ async fn target<T: Transport + Blocking>(
     Ok(())
 }
 
-/// Rank 0: the two ping-pongs, timed in batches so that reading the clock
-/// does not count as latency, then back-to-back puts of each size; then
-/// the same with messages (each call in a `block_on` of its own, as a
+/// Timed round trips of each latency test in round `round` of
+/// [`LATENCY_ROUNDS`] (the first also warms up, with a tenth more).
+fn probes_in(round: usize, round_trips: usize) -> usize {
+    let per_round = (round_trips / LATENCY_ROUNDS / LATENCY_BATCH).max(1) * LATENCY_BATCH;
+    match round {
+        0 => per_round + warm_up(round_trips),
+        _ => per_round,
+    }
+}
+
+/// Untimed round trips before the first timed ones of each test.
+fn warm_up(round_trips: usize) -> usize {
+    round_trips / 10
+}
+
+/// Rank 0: the three ping-pongs (put, put + signal, message), in rounds
+/// that take turns so that all three see the same machine (on a shared or
+/// virtual machine, how far apart the two cores are changes over seconds),
+/// each timed in batches so that reading the clock does not count as
+/// latency; then, per size, back-to-back puts and back-to-back messages in
+/// turn (each message sent and received in a `block_on` of its own, as a
 /// program that sends and receives one message at a time would).
 fn origin<T: Transport + Blocking>(
     t: &T,
@@ -603,36 +620,56 @@ fn origin<T: Transport + Blocking>(
     args: &Args,
 ) -> Result<Figures> {
     let deadline = t.deadline_in(TIMEOUT);
-    // A put of the round-trip number to a word the peer polls, as
-    // ucp_put_lat does: what a bare put costs.
-    let put_ns = half_round_trip(args.round_trips, |i| {
-        t.put(1, target, PUT_WORD, &i.to_ne_bytes())?;
-        poll_word(t, window, PUT_WORD, i, deadline)
-    })?;
-    // What a put that tells its target costs: data, then a signal it is there.
     let payload = [0x42u8; 8];
-    let put_signal_ns = half_round_trip(args.round_trips, |i| {
-        t.put_signal(
-            1,
-            target,
-            DATA_AT,
-            &payload,
-            Signal {
+    let (mut put, mut signalled) = (0u64, 0u64);
+    let (mut put_rtts, mut signal_rtts, mut message_rtts) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..LATENCY_ROUNDS {
+        let warm_up = if round == 0 {
+            warm_up(args.round_trips)
+        } else {
+            0
+        };
+        let probes = probes_in(round, args.round_trips) - warm_up;
+        // A put of the round-trip number to a word the peer polls, as
+        // ucp_put_lat does: what a bare put costs.
+        put_rtts.extend(batches(probes, warm_up, || {
+            put += 1;
+            t.put(1, target, PUT_WORD, &put.to_ne_bytes())?;
+            poll_word(t, window, PUT_WORD, put, deadline)
+        })?);
+        // What a put that tells its target costs: data, then a signal it is there.
+        signal_rtts.extend(batches(probes, warm_up, || {
+            signalled += 1;
+            let signal = Signal {
                 offset: LATENCY_SIGNAL,
                 add: 1,
-            },
-        )?;
-        block_on(t, t.wait_signal(window, LATENCY_SIGNAL, i, deadline)).map(drop)
-    })?;
+            };
+            t.put_signal(1, target, DATA_AT, &payload, signal)?;
+            block_on(
+                t,
+                t.wait_signal(window, LATENCY_SIGNAL, signalled, deadline),
+            )
+            .map(drop)
+        })?);
+        message_rtts.extend(batches(probes, warm_up, || {
+            block_on(t, async {
+                t.send(1, CTX, PING_TAG, &payload, deadline).await?;
+                t.recv(Some(1), CTX, PING_TAG, deadline).await
+            })
+            .map(drop)
+        })?);
+    }
+    let half = |rtts: &mut Vec<f64>| Some(quantile(rtts, 0.5) / 2.0);
     let mut figures = Figures {
-        put_ns: Some(put_ns),
-        put_signal_ns: Some(put_signal_ns),
+        put_ns: half(&mut put_rtts),
+        put_signal_ns: half(&mut signal_rtts),
+        message_ns: half(&mut message_rtts),
         ..Figures::default()
     };
     let source = vec![0xa5u8; args.max_size];
     let mut run = 0u64;
     for size in sizes(args.max_size) {
-        let mut rates = Vec::new();
+        let (mut put_rates, mut message_rates) = (Vec::new(), Vec::new());
         for _ in 0..REPETITIONS {
             run += 1;
             let iters = iterations(size);
@@ -640,43 +677,26 @@ fn origin<T: Transport + Blocking>(
             for _ in 0..iters {
                 t.put(1, target, BULK_AT, &source[..size])?;
             }
-            t.put_signal(
-                1,
-                target,
-                DATA_AT,
-                &[],
-                Signal {
-                    offset: BANDWIDTH_SIGNAL,
-                    add: 1,
-                },
-            )?;
+            let done = Signal {
+                offset: BANDWIDTH_SIGNAL,
+                add: 1,
+            };
+            t.put_signal(1, target, DATA_AT, &[], done)?;
             block_on(t, t.wait_signal(window, ACK_SIGNAL, run, deadline))?;
-            rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
-        }
-        figures.bandwidth.insert(size, quantile(&mut rates, 0.5));
-    }
-    let ping = [0x42u8; 8];
-    figures.message_ns = Some(half_round_trip(args.round_trips, |_| {
-        block_on(t, async {
-            t.send(1, CTX, PING_TAG, &ping, deadline).await?;
-            t.recv(Some(1), CTX, PING_TAG, deadline).await
-        })
-        .map(drop)
-    })?);
-    for size in sizes(args.max_size) {
-        let mut rates = Vec::new();
-        for _ in 0..REPETITIONS {
-            let iters = iterations(size);
+            put_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
             let start = Instant::now();
             for _ in 0..iters {
                 block_on(t, t.send(1, CTX, BULK_TAG, &source[..size], deadline))?;
             }
             block_on(t, t.recv(Some(1), CTX, ACK_TAG, deadline))?;
-            rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
+            message_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
         }
         figures
+            .bandwidth
+            .insert(size, quantile(&mut put_rates, 0.5));
+        figures
             .message_bandwidth
-            .insert(size, quantile(&mut rates, 0.5));
+            .insert(size, quantile(&mut message_rates, 0.5));
     }
     Ok(figures)
 }
