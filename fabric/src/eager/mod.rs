@@ -470,6 +470,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// earlier send to the peer still waits and the ring has room: the
     /// common case, with no future to wait in, no copy on the heap and one
     /// put for a small message. `Ok(false)` if it must wait.
+    #[inline(always)]
     fn try_send_now<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
@@ -680,6 +681,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// landed, drained past the inbox bound (a receive that waits lifts it
     /// for the connection it could match on, so no bound hides the message
     /// it wants).
+    #[inline(always)]
     fn recv_from<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
@@ -727,6 +729,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// held or partial): the common case of a receive, with no inbox.
     /// `None` for anything else, which the general path handles (and
     /// reports, if the peer broke the protocol).
+    #[inline(always)]
     fn take_direct<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
@@ -952,6 +955,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// ring, an eighth of the bulk ring (the sender's chunks are a quarter:
     /// one is copied out while the next lands), or all freed bulk bytes
     /// when no streamed payload is coming in.
+    #[inline(always)]
     fn return_credit<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,

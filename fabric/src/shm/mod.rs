@@ -223,10 +223,12 @@ impl Rma for ShmTransport {
         ShmWindow::create(self.job.rank(), id, len, &self.job.key_secret())
     }
 
+    #[inline]
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
         self.with_peer_window(target, window, |w| w.write(offset, data))
     }
 
+    #[inline]
     fn put_signal(
         &self,
         target: Rank,
