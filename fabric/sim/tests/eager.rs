@@ -892,3 +892,34 @@ fn waiting_payloads_are_received_out_of_order_and_spilled() {
         });
     }
 }
+
+/// Every message goes by rendezvous when the threshold is 0, empty ones
+/// included (their payloads, of no bytes, share bulk ring positions):
+/// received in turn and out of order by tag, they all arrive, and the
+/// bulk ring keeps turning.
+#[test]
+fn empty_rendezvous_messages_keep_the_bulk_ring_turning() {
+    const COUNT: usize = 40;
+    let size = |i: usize| if i % 4 < 2 { 0 } else { 20 * (i % 5) };
+    for seed in 0..4 {
+        let sim = rendezvous_sim(2, seed).with_eager_rendezvous(0, 512);
+        run_sim(sim, 256, &format!("seed {seed}"), async |t| {
+            if t.rank() == 0 {
+                for i in 0..COUNT {
+                    let data = conformance::pattern(0, i, size(i));
+                    t.send(1, 3, (i % 2) as u32, &data, deadline(t)).await?;
+                }
+                return Ok(());
+            }
+            for tag in [1, 0] {
+                for i in (0..COUNT).filter(|i| i % 2 == tag) {
+                    let got = t.recv(Some(0), 3, tag as u32, deadline(t)).await?;
+                    if got.data != conformance::pattern(0, i, size(i)) {
+                        return Err(Error::Protocol(format!("message {i} is wrong")));
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+}

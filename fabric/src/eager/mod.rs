@@ -296,7 +296,8 @@ impl<W: LocalWindow> Connection<W> {
             .expect("resident payloads are in the bulk window");
         append_ring(bulk, (BULK_RING_AT, bulk_bytes), at, len, &mut data)
             .expect("a resident payload lies in the bulk ring");
-        if let Some(range) = self.resident.iter_mut().find(|r| r.0 == at) {
+        // The first one not copied yet: empty payloads share a position.
+        if let Some(range) = self.resident.iter_mut().find(|r| r.0 == at && !r.2) {
             range.2 = true;
         }
         while let Some(&(at, len, true)) = self.resident.front() {
