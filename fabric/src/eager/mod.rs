@@ -46,15 +46,16 @@ pub const DEFAULT_BULK_BYTES: usize = 1 << 20;
 /// slots are taken (many ranks contacting one at once).
 const SLOT_RETRY: Duration = Duration::from_micros(100);
 /// Frames up to this size are put together on the stack and written by one
-/// put (with the ring's wrap, two).
+/// put (unless they wrap around the ring's end), and a receive peeks at
+/// this much of the ring to take a small message in one read.
 const SMALL_FRAME_BYTES: usize = 256;
-/// How far progress drains a connection ahead of its receiver: a ring's
-/// worth of unreceived messages (or the inbox bound, if smaller), so that
-/// messages are copied out shortly before they are received, into memory
-/// the allocator hands round, while the rest wait in the rings; and, once
-/// nothing was received from the peer for this long, up to the inbox
-/// bound, so that a receiver busy elsewhere (or sending to the same peer)
-/// lets the peer go on.
+/// Progress drains a connection ahead of its receiver by a ring's worth of
+/// unreceived messages (or the inbox bound, if smaller): they are copied
+/// out shortly before they are received, into memory the allocator hands
+/// round, while the rest wait in the rings. Once nothing was received from
+/// the peer for this long (or while a send of this rank waits), it drains
+/// up to the inbox bound instead, so that a receiver busy elsewhere, or
+/// sending to the same peer, lets the peer go on.
 const STALL: Duration = Duration::from_micros(50);
 
 /// How a connection is drained.
