@@ -496,7 +496,6 @@ impl<W: LocalWindow> Messenger<W> {
             Err(e) => return blame(conn, Err(e)),
         }
         let remote = conn.remote.as_ref().expect("checked above");
-        let header = encode_header(data.len(), context, tag);
         let pos = conn.written;
         let at = (pos % self.ring_bytes as u64) as usize;
         let signal = Signal {
@@ -504,12 +503,18 @@ impl<W: LocalWindow> Messenger<W> {
             add: len as u64,
         };
         let written = if len <= SMALL_FRAME_BYTES && at + len <= self.ring_bytes {
-            // The common case: one put of a frame put together here.
+            // The common case: one put of a frame put together here (the
+            // header written in place: a header built apart and copied in
+            // was read back wider than it was written, a stall each send).
             let mut frame = [0u8; SMALL_FRAME_BYTES];
-            frame[..FRAME_HEADER_BYTES].copy_from_slice(&header);
+            let header = (&mut frame[..FRAME_HEADER_BYTES])
+                .try_into()
+                .expect("a header");
+            write_header(header, data.len(), context, tag);
             frame[FRAME_HEADER_BYTES..len].copy_from_slice(data);
             rma.put_signal(target, remote, RING_AT + at, &frame[..len], signal)
         } else {
+            let header = encode_header(data.len(), context, tag);
             let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
             write_span(rma, target, remote, ring, pos, [&header, data], 0, len)
         };

@@ -128,13 +128,25 @@ pub fn encode_rendezvous_header(
     encode(len, context, tag, RENDEZVOUS)
 }
 
+/// Writes the header of an inline frame into `h`, as [`encode_header`]
+/// makes it.
+#[inline]
+pub fn write_header(h: &mut [u8; FRAME_HEADER_BYTES], len: usize, context: ContextId, tag: Tag) {
+    write(h, len, context, tag, INLINE);
+}
+
 fn encode(len: usize, context: ContextId, tag: Tag, kind: u32) -> [u8; FRAME_HEADER_BYTES] {
     let mut h = [0u8; FRAME_HEADER_BYTES];
+    write(&mut h, len, context, tag, kind);
+    h
+}
+
+#[inline]
+fn write(h: &mut [u8; FRAME_HEADER_BYTES], len: usize, context: ContextId, tag: Tag, kind: u32) {
     h[0..8].copy_from_slice(&(len as u64).to_le_bytes());
     h[8..16].copy_from_slice(&context.to_le_bytes());
     h[16..20].copy_from_slice(&tag.to_le_bytes());
     h[KIND_AT..].copy_from_slice(&kind.to_le_bytes());
-    h
 }
 
 /// The header's fields; `None` if its kind word names no kind of frame.
