@@ -86,6 +86,16 @@ impl Proposal {
             })
     }
 
+    /// The leader and the serial, as a record carries them.
+    pub(crate) fn parts(self) -> (Rank, u64) {
+        (self.leader, self.serial)
+    }
+
+    /// The proposal a record carried (checked when it becomes an id).
+    pub(crate) fn from_parts(leader: Rank, serial: u64) -> Proposal {
+        Proposal { leader, serial }
+    }
+
     /// The leftmost of two proposals in chain order: an allreduce in chain
     /// order agrees on rank 0's.
     pub(crate) fn leftmost(a: &Proposal, _b: &Proposal) -> Proposal {

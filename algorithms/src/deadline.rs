@@ -13,7 +13,7 @@ pub(crate) fn check_deadline<T: Rma + ?Sized>(
     deadline: Time,
     what: &'static str,
 ) -> Result<()> {
-    if t.now() >= deadline {
+    if t.coarse_now() >= deadline {
         return Err(catena_fabric::Error::Timeout { what }.into());
     }
     Ok(())

@@ -13,6 +13,7 @@ pub mod comm;
 pub mod context;
 mod deadline;
 mod error;
+mod host;
 mod join;
 pub use catena_groupmap as groupmap;
 pub mod pipeline;

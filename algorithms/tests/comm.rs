@@ -240,6 +240,24 @@ fn sim_communicators_1_to_33() {
     }
 }
 
+/// The same cases with every rank on one simulated host: the world and
+/// what is split or dup'ed from it run in host memory (dense splits), the
+/// created groups on their chains.
+#[test]
+fn sim_communicators_in_host_memory() {
+    for n in [2, 3, 5, 8, 13] {
+        for seed in 0..3 {
+            let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(n);
+            let (results, _) = sim
+                .run(async |t: &SimRank<'_>| every_case(t, seed).await)
+                .expect("every rank finishes");
+            for r in results {
+                r.unwrap_or_else(|e| panic!("{n} ranks on one host, seed {seed}: {e}"));
+            }
+        }
+    }
+}
+
 fn communicators<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
     catena_fabric::block_on(t, every_case(t, 7)).map_err(catena_fabric::Error::Protocol)
 }

@@ -42,16 +42,16 @@ const SIM_RANDOM_MAX: u32 = 4096;
 
 /// The groups created, the same on every process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
+pub(crate) enum Shape {
     LowerHalf,
     Evens,
     RandomHalf,
 }
 
 impl Shape {
-    const ALL: [Shape; 3] = [Shape::LowerHalf, Shape::Evens, Shape::RandomHalf];
+    pub(crate) const ALL: [Shape; 3] = [Shape::LowerHalf, Shape::Evens, Shape::RandomHalf];
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Shape::LowerHalf => "lower half",
             Shape::Evens => "evens",
@@ -60,7 +60,7 @@ impl Shape {
     }
 
     /// The group's map (O(1) bytes for the strides) and whether `rank` is in it.
-    fn map(self, n: u32) -> Result<GroupMap> {
+    pub(crate) fn map(self, n: u32) -> Result<GroupMap> {
         let half = n.div_ceil(2);
         let ranges = |first, last, stride| {
             [catena_algorithms::groupmap::RankRange::new(

@@ -4,6 +4,7 @@
 //! one command.
 
 mod alltoall;
+mod collectives;
 mod create_group;
 mod groupmap;
 mod groups;
@@ -68,6 +69,11 @@ enum Command {
     /// variant on N processes beside MPICH (feature mpi); `--sim N,...`
     /// runs data set C in the simulator.
     Alltoall(alltoall::Args),
+    /// catena against MPICH on the same processes in the same run: barrier,
+    /// bcast, reduce, allreduce, allgather, gather, scatter (8 B .. 16 MiB),
+    /// split, create_group, alltoall_specific (Rust and C API), and the
+    /// interposer's MPI_Comm_split; slowest rank's median, ratio, memory.
+    Collectives(collectives::Args),
     /// Seed 004's MCMC load-balancing kernel: walker groups that merge
     /// with their right neighbour when idle; makespan against the
     /// unbalanced run and the ideal (`--sim N,...`: in virtual time).
@@ -114,6 +120,13 @@ fn main() -> ExitCode {
             _ if catena_fabric::bootstrap::started_by_mpiexec() => alltoall::mpi_main(&args),
             Ok(Some(_)) => alltoall::main(&args),
             Ok(None) => alltoall::compare(&args),
+            Err(e) => Err(e.into()),
+        },
+        Command::Collectives(args) => match LaunchEnv::from_env() {
+            #[cfg(feature = "mpi")]
+            _ if catena_fabric::bootstrap::started_by_mpiexec() => collectives::mpi_main(&args),
+            Ok(Some(_)) => collectives::main(&args),
+            Ok(None) => collectives::compare(&args),
             Err(e) => Err(e.into()),
         },
         Command::Mcmc(args) if !args.sim.is_empty() => mcmc::main(&args),

@@ -100,7 +100,7 @@ impl Workload {
     }
 
     /// This rank's group (spread so groups interleave along the chain).
-    fn group(self, rank: u32, size: u32) -> u32 {
+    pub(crate) fn group(self, rank: u32, size: u32) -> u32 {
         (rank.wrapping_mul(7919) ^ 0x5bd1) % self.groups(size)
     }
 

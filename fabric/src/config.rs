@@ -40,6 +40,9 @@ pub const ENV_RENDEZVOUS_BYTES: &str = "CATENA_EAGER_RENDEZVOUS_BYTES";
 /// Size of the bulk ring a receiver makes for each peer that sends it
 /// rendezvous messages, in bytes.
 pub const ENV_BULK_BYTES: &str = "CATENA_EAGER_BULK_BYTES";
+/// Bytes of each process's host arena, the memory its host peers share
+/// (virtual: pages are made where regions are used).
+pub const ENV_HOST_ARENA_BYTES: &str = "CATENA_HOST_ARENA_BYTES";
 /// `off`, `on` or a core number: a thread that drives ofi/ucx progress.
 pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
 /// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).

@@ -416,6 +416,99 @@ fn expect_err<V: std::fmt::Debug>(
     }
 }
 
+/// Host memory: every rank writes a pattern and stores a flag into a region
+/// of each of its host peers' arenas (and its own), then waits for its own
+/// flags and reads what landed; bad offsets and ranks fail with the right
+/// error and write nothing.
+pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
+    const TAG_REGION: u32 = 5;
+    const SLOT: u64 = 128;
+    const DATA: usize = 112;
+    let peers = t.host_ranks().to_vec();
+    let me = peers.iter().position(|&r| r == t.rank()).ok_or_else(|| {
+        fail(format!(
+            "rank {} is not among its host's ranks {peers:?}",
+            t.rank()
+        ))
+    })?;
+    let region = t.host_alloc(64 + SLOT as usize * peers.len(), 0)?;
+    if t.host_load(&t.host_peer(t.rank())?, region.at)? != 1 {
+        return Err(fail("a new region's users count is not 1"));
+    }
+    for &p in peers.iter().filter(|&&p| p != t.rank()) {
+        t.send(p, CTX, TAG_REGION, &region.at.to_le_bytes(), deadline(t))
+            .await?;
+    }
+    for (i, &p) in peers.iter().enumerate() {
+        let at = match p == t.rank() {
+            true => region.at,
+            false => {
+                let got = t.recv(Some(p), CTX, TAG_REGION, deadline(t)).await?.data;
+                u64::from_le_bytes(got.try_into().map_err(|_| fail("a region offset"))?)
+            }
+        };
+        let peer = t.host_peer(p)?;
+        let slot = at + 64 + SLOT * me as u64;
+        t.host_write(&peer, slot, &pattern(t.rank(), i, DATA))?;
+        t.host_store(&peer, slot + DATA as u64, u64::from(t.rank()) + 1)?;
+    }
+    let own = t.host_peer(t.rank())?;
+    for (i, &p) in peers.iter().enumerate() {
+        let slot = region.at + 64 + SLOT * i as u64;
+        let flag = crate::wait_until(t, deadline(t), "a host store", || {
+            Ok(Some(t.host_load(&own, slot + DATA as u64)?).filter(|&v| v != 0))
+        })
+        .await?;
+        let mut got = vec![0; DATA];
+        t.host_read(&own, slot, &mut got)?;
+        if flag != u64::from(p) + 1 || got != pattern(p, me, DATA) {
+            return Err(fail(format!("host memory from rank {p}: flag {flag}")));
+        }
+    }
+    t.host_set(&own, region.at + 8, 0xC0FFEE)?;
+    if t.host_load(&own, region.at + 8)? != 0xC0FFEE {
+        return Err(fail("a word set in host memory reads back otherwise"));
+    }
+    let oob = |e: &Error| matches!(e, Error::OutOfBounds { .. });
+    expect_err(
+        "a host write at a huge offset",
+        t.host_write(&own, u64::MAX - 2, &[1; 4]),
+        oob,
+    )?;
+    expect_err(
+        "a host read at a huge offset",
+        t.host_read(&own, u64::MAX - 8, &mut [0; 64]),
+        oob,
+    )?;
+    expect_err("a host load at a huge offset", t.host_load(&own, !7), oob)?;
+    let misaligned = |e: &Error| matches!(e, Error::Misaligned { .. });
+    expect_err(
+        "a misaligned host store",
+        t.host_store(&own, region.at + 4, 1),
+        misaligned,
+    )?;
+    let invalid = |e: &Error| matches!(e, Error::InvalidRank { .. });
+    expect_err(
+        "host memory of a rank past the end",
+        t.host_peer(t.size()).map(drop),
+        invalid,
+    )?;
+    if let Some(away) = (0..t.size()).find(|r| !peers.contains(r)) {
+        let elsewhere = |e: &Error| matches!(e, Error::NotOnHost { .. });
+        expect_err(
+            "host memory of another host",
+            t.host_peer(away).map(drop),
+            elsewhere,
+        )?;
+    }
+    // Every peer is done with this rank's region once it passed the
+    // barrier; its count goes to zero and the allocator may reuse it.
+    barrier(t).await?;
+    t.host_add(&own, region.at, u64::MAX)?;
+    t.host_release(region);
+    Ok(())
+}
+
 /// Bad puts fail at the origin with the right error and write nothing.
 pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
     let size = t.size();
@@ -716,6 +809,9 @@ pub enum Check {
     FirstContactRetry,
     /// [`dropped_send_breaks_the_stream`]: later sends fail with `Protocol`.
     DroppedSendBreaksTheStream,
+    /// [`host_memory`]: host peers write, store and read in each other's
+    /// arenas; bad offsets and ranks are refused.
+    HostMemory,
     /// The checks of [`SUITE`] one after another (for starters where a job
     /// per check costs too much, like `mpiexec`).
     Suite,
@@ -723,7 +819,7 @@ pub enum Check {
 
 /// The checks `Check::Suite` runs, in order: all but those that need a job
 /// of their own (first contact must be first; a broken stream stays broken).
-pub const SUITE: [Check; 8] = [
+pub const SUITE: [Check; 9] = [
     Check::PutSizes,
     Check::ManyPutsInFlight,
     Check::SignalsAndAtomics,
@@ -732,6 +828,7 @@ pub const SUITE: [Check; 8] = [
     Check::BadInput,
     Check::ForgedKeys,
     Check::StaleKeys,
+    Check::HostMemory,
 ];
 
 /// Runs `check` on this rank.
@@ -747,6 +844,7 @@ pub async fn run<T: Transport + ControlWindows>(t: &T, check: Check) -> Result<(
         Check::StaleKeys => stale_keys(t).await,
         Check::FirstContactRetry => first_contact_retry(t).await,
         Check::DroppedSendBreaksTheStream => dropped_send_breaks_the_stream(t).await,
+        Check::HostMemory => host_memory(t).await,
         Check::Suite => {
             for check in SUITE {
                 Box::pin(run(t, check))

@@ -68,6 +68,22 @@ pub enum Error {
         /// The rank that owned the window.
         rank: Rank,
     },
+    /// Host memory was asked of a rank on another host (only the ranks of
+    /// one host share memory).
+    #[error("rank {rank} does not share this host's memory")]
+    NotOnHost {
+        /// The rank asked for.
+        rank: Rank,
+    },
+    /// This process's host arena has no room for a region that large
+    /// (`CATENA_HOST_ARENA_BYTES` sets its size).
+    #[error("the host arena of {arena} bytes has no room for a region of {requested} more bytes (CATENA_HOST_ARENA_BYTES)")]
+    ArenaFull {
+        /// The bytes asked for.
+        requested: u64,
+        /// The arena's size.
+        arena: u64,
+    },
     /// Messaging or window bookkeeping cannot go on: a peer broke the eager
     /// protocol, an earlier send dropped half-way broke the stream, window
     /// ids ran out, or a conformance check failed; the text says which.

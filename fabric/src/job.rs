@@ -4,10 +4,12 @@
 //! and finalize.
 
 use std::cell::Cell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::{self, Bootstrap};
-use crate::config::{env_number, ENV_SPIN_US};
+use crate::config::{env_number, ENV_HOST_ARENA_BYTES, ENV_SPIN_US};
+use crate::host::{ArenaAddress, ArenaMap, Host, DEFAULT_ARENA_BYTES};
 use crate::key::KeySecret;
 use crate::os::process_alive;
 use crate::{Directory, Error, FlatDirectory, Rank, Result, Time};
@@ -16,8 +18,11 @@ use crate::{Directory, Error, FlatDirectory, Rank, Result, Time};
 const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Directory entry header: pid, a hash of the host name, the key secret,
-/// then the host name's length (a byte) and the name itself.
-const HEADER: usize = 12 + KeySecret::BYTES;
+/// the host arena's address, then the host name's length (a byte) and the
+/// name itself.
+const SECRET_AT: usize = 12;
+const ARENA_AT: usize = SECRET_AT + KeySecret::BYTES;
+const HEADER: usize = ARENA_AT + ArenaAddress::BYTES;
 /// The longest host name an entry carries (Linux allows 64 bytes).
 const MAX_HOST_NAME: usize = 255;
 
@@ -36,8 +41,12 @@ pub struct Job {
     /// Seals the keys of this rank's windows (see [`KeySecret`]).
     secret: KeySecret,
     epoch: Instant,
+    /// `epoch` on the kernel's monotonic clock, in nanoseconds.
+    epoch_ns: u64,
     bootstrap: Box<dyn Bootstrap>,
     directory: FlatDirectory,
+    /// This rank's host arena, made when the addresses are exchanged.
+    host_memory: Option<Host>,
     last_peer_check: Cell<Instant>,
     wake_at: Cell<Time>,
     serials: Cell<u64>,
@@ -65,20 +74,25 @@ impl Job {
             hosts: 1,
             secret: KeySecret::draw(),
             epoch: Instant::now(),
+            epoch_ns: crate::os::monotonic_ns(),
             bootstrap,
             directory: FlatDirectory::new(Vec::new()),
+            host_memory: None,
             last_peer_check: Cell::new(Instant::now()),
             wake_at: Cell::new(Time::MAX),
             serials: Cell::new(0),
         }
     }
 
-    /// Publishes this rank's provider address and key secret, and learns
-    /// everyone's (once).
+    /// Makes this rank's host arena, publishes it with the provider address
+    /// and key secret, and learns everyone's (once).
     pub fn exchange_addresses(&mut self, address: &[u8]) -> Result<()> {
+        let arena_bytes = env_number(ENV_HOST_ARENA_BYTES)?.unwrap_or(DEFAULT_ARENA_BYTES);
+        let mut host_memory = Host::create(self.rank, &self.id, arena_bytes)?;
         let mut entry = std::process::id().to_le_bytes().to_vec();
         entry.extend_from_slice(&self.host.to_le_bytes());
         entry.extend_from_slice(&self.secret.to_bytes());
+        entry.extend_from_slice(&host_memory.address().to_bytes());
         let name = &self.host_name.as_bytes()[..self.host_name.len().min(MAX_HOST_NAME)];
         entry.push(name.len() as u8);
         entry.extend_from_slice(name);
@@ -96,8 +110,34 @@ impl Job {
         hosts.sort_unstable();
         hosts.dedup();
         self.hosts = hosts.len() as u32;
+        host_memory.set_ranks(
+            (0..all.len() as Rank)
+                .filter(|&r| entry_host(&all[r as usize]) == self.host)
+                .collect(),
+        );
+        self.host_memory = Some(host_memory);
         self.directory = FlatDirectory::new(all);
         Ok(())
+    }
+
+    /// This rank's host memory: its arena and its peers' (see
+    /// [`crate::HostMemory`]); `Bootstrap` before the addresses are exchanged.
+    pub fn host_memory(&self) -> Result<&Host> {
+        self.host_memory
+            .as_ref()
+            .ok_or_else(|| Error::Bootstrap("the job's addresses are not exchanged yet".into()))
+    }
+
+    /// `rank`'s host arena, mapped on first use.
+    pub fn host_peer(&self, rank: Rank) -> Result<Rc<ArenaMap>> {
+        self.check_rank(rank)?;
+        self.host_memory()?.peer(rank, &self.id, || {
+            let entry = self.directory.address(rank)?;
+            let arena = entry[ARENA_AT..HEADER]
+                .try_into()
+                .expect("checked at the exchange");
+            Ok((self.pid(rank)?, ArenaAddress::from_bytes(arena)))
+        })
     }
 
     /// How many hosts the job's ranks run on (1 before the exchange).
@@ -167,8 +207,17 @@ impl Job {
 
     /// Nanoseconds since this rank joined: the transport clock of real
     /// providers.
+    #[inline]
     pub fn now(&self) -> Time {
         Time::from_duration(self.epoch.elapsed())
+    }
+
+    /// [`Job::now`] as of the kernel's last tick (`CLOCK_MONOTONIC_COARSE`,
+    /// the same clock, read for a few nanoseconds instead of tens): see
+    /// [`crate::Rma::coarse_now`].
+    #[inline]
+    pub fn coarse_now(&self) -> Time {
+        Time(crate::os::coarse_monotonic_ns().saturating_sub(self.epoch_ns))
     }
 
     /// Whether more ranks share this machine than it has cores, so that a
@@ -209,7 +258,7 @@ impl Job {
     #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn peer_key_secret(&self, rank: Rank) -> Result<KeySecret> {
         let entry = self.directory.address(rank)?;
-        let bytes = entry[12..HEADER]
+        let bytes = entry[SECRET_AT..ARENA_AT]
             .try_into()
             .expect("checked at the exchange");
         Ok(KeySecret::from_bytes(bytes))
@@ -227,6 +276,7 @@ impl Job {
     }
 
     /// `PeerGone` once the bootstrap knows the job lost a rank.
+    #[inline]
     pub fn check_health(&self) -> Result<()> {
         match self.bootstrap.failed_rank() {
             Some(rank) => Err(Error::PeerGone { rank }),
@@ -265,6 +315,7 @@ impl Job {
     }
 
     /// Records the earliest time a pending wait wants to be polled again.
+    #[inline]
     pub fn wake_at(&self, at: Time) {
         self.wake_at.set(self.wake_at.get().min(at));
     }

@@ -17,6 +17,7 @@ mod error;
 mod executor;
 #[doc(hidden)]
 pub mod fuzz_hooks;
+pub mod host;
 pub mod job;
 mod key;
 pub mod launch;
@@ -46,8 +47,8 @@ pub use provider::{
 };
 pub use time::Time;
 pub use transport::{
-    wait_until, Blocking, ContextId, ControlWindows, EagerMessaging, LocalWindow, Message, Rank,
-    Rma, Signal, Tag, Transport,
+    wait_until, Blocking, ContextId, ControlWindows, EagerMessaging, HostMemory, HostRegion,
+    LocalWindow, Message, Rank, Rma, Signal, Tag, Transport,
 };
 
 /// Starts this process's transport on the default provider (shm), taking its

@@ -41,3 +41,26 @@ pub fn raise_open_file_limit() {
         }
     }
 }
+
+/// `CLOCK_MONOTONIC` in nanoseconds (what `Instant` reads).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in nanoseconds: the same clock as of the last
+/// tick, read without a time stamp counter.
+#[inline]
+pub fn coarse_monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+}
+
+#[inline]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to write; it cannot fail.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}

@@ -516,6 +516,7 @@ macro_rules! conformance_tests {
                 stale_keys StaleKeys,
                 first_contact_retry FirstContactRetry,
                 dropped_send_breaks_the_stream DroppedSendBreaksTheStream,
+                host_memory HostMemory,
             );
 
             #[test]

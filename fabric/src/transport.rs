@@ -2,7 +2,8 @@
 //! identity, a clock, windows, one-sided puts with remote signals, atomics.
 //! [`Transport`] adds tagged messages, which real providers get from
 //! [`crate::eager`] (rings built on puts) by implementing [`EagerMessaging`];
-//! [`Blocking`] holds the hooks a blocking executor needs on real providers.
+//! [`HostMemory`] is the memory the ranks of one host share; [`Blocking`]
+//! holds the hooks a blocking executor needs on real providers.
 
 use std::future::Future;
 use std::task::Poll;
@@ -103,6 +104,14 @@ pub trait Rma {
     fn deadline_in(&self, timeout: Duration) -> Time {
         self.now().saturating_add(timeout)
     }
+    /// The clock as of the last tick (a few milliseconds behind
+    /// [`Rma::now`] at most, and far cheaper to read on a real provider):
+    /// what waits compare with their deadlines, and what a call's deadline
+    /// counts from, so both may be that much late. The simulator's is its
+    /// virtual clock.
+    fn coarse_now(&self) -> Time {
+        self.now()
+    }
 
     /// Exposes `len` fresh zeroed bytes to one-sided access by every rank.
     fn alloc_window(&self, len: usize) -> Result<Self::Window>;
@@ -191,6 +200,74 @@ pub trait Blocking: Rma {
     fn cancel_park(&self);
 }
 
+/// A region of a rank's host arena: `len` bytes at arena offset `at`. Its
+/// first word counts the region's users: 1 when allocated; the owner adds
+/// its group's other members once the group is made, and each member
+/// subtracts 1 when it lets go. A released region is reused only once the
+/// count is zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostRegion {
+    /// Offset in the owner's arena; what peers pass to the `host_*` calls.
+    pub at: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// Memory the ranks of one host share, which every provider offers (the
+/// processes of one host can always map each other's memory) and the
+/// simulator models: host collectives are written once against it.
+///
+/// Each rank owns an arena. It allocates regions of it for its groups and
+/// tells its peers where they are; a peer on the same host then writes,
+/// reads and stores into them directly, with no key and no fabric. A store
+/// publishes every write the storing rank made before it (release) and
+/// wakes the arena's owner if it sleeps; a load sees every write published
+/// by the store it reads (acquire). So a rank waits on words of its own
+/// arena that its peers store into, and reads data from theirs. Every
+/// access is checked against the arena's bounds: a garbage offset read
+/// from shared memory fails with `OutOfBounds`, never touches other memory.
+pub trait HostMemory: Rma {
+    /// A host peer's arena (or this rank's own) as this rank reaches it.
+    type HostPeer: Clone;
+
+    /// The job's ranks on this rank's host, ascending (this rank included).
+    fn host_ranks(&self) -> &[Rank];
+    /// A region of `len` bytes of this rank's arena, its users count 1;
+    /// `ArenaFull` when the arena has no room. A new region is zeroed; a
+    /// reused one has its first `reset` bytes zeroed and the rest as its
+    /// last group left it (a group resets what it relies on, not its
+    /// data cells), but for its users count.
+    fn host_alloc(&self, len: usize, reset: usize) -> Result<HostRegion>;
+    /// The region every rank reserves at the same offset for the world's
+    /// group (so the world needs no exchange to find it), `len` bytes of
+    /// it: `Some` on the first call only, and only if the reserve holds
+    /// `len`. It is never given back.
+    fn host_world_region(&self, len: usize) -> Option<HostRegion>;
+    /// Gives `region` back to the allocator, which reuses it once its users
+    /// count is zero.
+    fn host_release(&self, region: HostRegion);
+    /// `rank`'s arena (mapped on first use); `NotOnHost` unless `rank`
+    /// shares this host.
+    fn host_peer(&self, rank: Rank) -> Result<Self::HostPeer>;
+    /// Copies `data` to offset `at` of `peer`'s arena.
+    fn host_write(&self, peer: &Self::HostPeer, at: u64, data: &[u8]) -> Result<()>;
+    /// Copies `buf.len()` bytes at offset `at` of `peer`'s arena out.
+    fn host_read(&self, peer: &Self::HostPeer, at: u64, buf: &mut [u8]) -> Result<()>;
+    /// Stores `value` into the 8-aligned word at `at` of `peer`'s arena,
+    /// publishing this rank's earlier writes, and wakes `peer` if it sleeps.
+    fn host_store(&self, peer: &Self::HostPeer, at: u64, value: u64) -> Result<()>;
+    /// Stores `value` into the 8-aligned word at `at` of `peer`'s arena,
+    /// publishing this rank's earlier writes, without waking anyone: for a
+    /// word its readers poll rather than sleep on (a count of finished
+    /// calls), where the store must cost no more than a plain one.
+    fn host_set(&self, peer: &Self::HostPeer, at: u64, value: u64) -> Result<()>;
+    /// The word at `at` of `peer`'s arena.
+    fn host_load(&self, peer: &Self::HostPeer, at: u64) -> Result<u64>;
+    /// Adds `value` (wrapping) to the word at `at` of `peer`'s arena; yields
+    /// the old value.
+    fn host_add(&self, peer: &Self::HostPeer, at: u64, value: u64) -> Result<u64>;
+}
+
 /// What eager messaging ([`crate::eager`]) needs besides puts, signals and
 /// compare-and-swap: the control window of each rank, where first contact
 /// is made (published through the directory at start-up).
@@ -206,8 +283,9 @@ pub trait EagerMessaging: ControlWindows {
     fn messenger(&self) -> &Messenger<Self::Window>;
 }
 
-/// Tagged messages: matched by (source, context, tag), in order per sender.
-pub trait Transport: Rma {
+/// Tagged messages: matched by (source, context, tag), in order per sender;
+/// with host memory, what every algorithm is written against.
+pub trait Transport: HostMemory {
     /// Sends `data` to `target` under (context, tag); completes once it is
     /// handed to the target (the buffer may be reused), or fails with
     /// `Timeout` if flow control holds it past `deadline`.
@@ -232,7 +310,7 @@ pub trait Transport: Rma {
 
 // The messenger's futures themselves, not wrapped in another state machine:
 // an executor moves a send's or receive's future on every call.
-impl<T: EagerMessaging> Transport for T {
+impl<T: EagerMessaging + HostMemory> Transport for T {
     fn send(
         &self,
         target: Rank,
@@ -284,7 +362,7 @@ where
             // deadline once per round themselves.
             let look = pending_polls % 16 == 0;
             pending_polls = pending_polls.wrapping_add(1);
-            if look && transport.now() >= deadline {
+            if look && transport.coarse_now() >= deadline {
                 return Poll::Ready(Err(Error::Timeout { what }));
             }
             transport.wake_at(deadline);

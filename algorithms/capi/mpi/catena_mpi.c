@@ -4,8 +4,9 @@
  * communicator it knows carries its catena communicator as an attribute
  * (duplicated with MPI_Comm_dup, freed with the communicator); and
  * MPI_Comm_split of a known intracommunicator runs catena's split, then
- * builds the MPI communicator from the new group's member list with
- * PMPI_Comm_create_group, which the new group's members alone call: MPI
+ * builds the MPI communicator of the new group's members (their ranks in
+ * the parent's own group) with PMPI_Comm_create_group, which the new
+ * group's members alone call: MPI
  * agrees on a context id among them, with no step over the whole parent
  * and no allgather of colors and keys.
  * Anything else goes to PMPI_Comm_split. CATENA_MPI=off turns it off;
@@ -19,14 +20,21 @@
 
 #include "catena.h"
 
-static int enabled;
+static int enabled, report;
 static int keyval = MPI_KEYVAL_INVALID;
 static long by_catena, by_mpi;
-/* Seconds in catena's splits and in building their MPI communicators. */
+/* Seconds in catena's splits and in building their MPI communicators,
+ * measured only with CATENA_MPI_REPORT=1: a clock read is a fair part of
+ * a split of two. */
+static double in_split, in_create;
 /* PMPI_Comm_create_group's tag: a process builds one communicator at a
  * time, so one tag serves every split. */
 #define CREATE_TAG 0x6361
-static double in_split, in_create;
+/* MPI_COMM_WORLD's group, whose ranks (catena's world ranks) are
+ * translated into a parent's. */
+static MPI_Group world_group = MPI_GROUP_NULL;
+/* Members listed on the stack; larger groups take the heap. */
+#define ON_STACK 64
 
 static void warn(const char *what, int rc) {
     fprintf(stderr, "libcatena-mpi: %s: %s (%s)\n", what, catena_strerror(rc),
@@ -79,6 +87,9 @@ static void start(int thread_level) {
         return;
     }
     catena_comm_world(&world);
+    const char *reporting = getenv("CATENA_MPI_REPORT");
+    report = reporting != NULL && strcmp(reporting, "1") == 0;
+    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
     PMPI_Comm_create_keyval(copy_catena, delete_catena, &keyval, NULL);
     PMPI_Comm_set_attr(MPI_COMM_WORLD, keyval, world);
     enabled = 1;
@@ -99,56 +110,41 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 }
 
 /* The MPI communicator of catena's new group `sub` (a member's view),
- * made by its members alone. The members' world ranks (as runs where they
- * are consecutive) are turned into a group of the parent's own group:
- * MPICH 4.0.2 crashes in MPI_Comm_create_group on a communicator made by
- * MPI_Comm_dup when the group was made from another communicator's group,
- * even an identical one (MPICH alone reproduces it). */
+ * made by its members alone from the parent's own group: their world
+ * ranks, translated into the parent's ranks, in group order. (MPICH 4.0.2
+ * crashes in MPI_Comm_create_group on a communicator made by MPI_Comm_dup
+ * when the group was made from another communicator's group, even an
+ * identical one; MPICH alone reproduces it.) */
 static int create_for(MPI_Comm parent, catena_comm_t *sub, MPI_Comm *newcomm) {
-    int size, rc = CATENA_SUCCESS, runs = 0;
-    MPI_Group world_group, members, parent_group, group;
+    int size, rc;
+    int stack[2 * ON_STACK], *world = stack, *in_parent = stack + ON_STACK, *heap = NULL;
+    MPI_Group parent_group, group;
     if ((rc = catena_comm_size(sub, &size)) != CATENA_SUCCESS)
         return rc;
-    int (*ranges)[3] = malloc(sizeof *ranges * (size_t)size);
-    int *in_members = malloc(sizeof(int) * (size_t)size);
-    int *in_parent = malloc(sizeof(int) * (size_t)size);
-    if (ranges == NULL || in_members == NULL || in_parent == NULL) {
-        rc = CATENA_ERR_INTERNAL;
-        goto out;
+    if (size > ON_STACK) {
+        if ((heap = malloc(2 * sizeof(int) * (size_t)size)) == NULL)
+            return CATENA_ERR_INTERNAL;
+        world = heap;
+        in_parent = heap + size;
     }
-    for (int r = 0; r < size; r++) {
-        int world;
-        if ((rc = catena_comm_world_rank(sub, r, &world)) != CATENA_SUCCESS)
+    for (int r = 0; r < size; r++)
+        if ((rc = catena_comm_world_rank(sub, r, &world[r])) != CATENA_SUCCESS)
             goto out;
-        if (runs > 0 && ranges[runs - 1][1] + 1 == world)
-            ranges[runs - 1][1] = world;
-        else {
-            ranges[runs][0] = ranges[runs][1] = world;
-            ranges[runs][2] = 1;
-            runs++;
-        }
-        in_members[r] = r;
-    }
-    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
-    PMPI_Group_range_incl(world_group, runs, ranges, &members);
     PMPI_Comm_group(parent, &parent_group);
-    PMPI_Group_translate_ranks(members, size, in_members, parent_group, in_parent);
+    PMPI_Group_translate_ranks(world_group, size, world, parent_group, in_parent);
     PMPI_Group_incl(parent_group, size, in_parent, &group);
     if (PMPI_Comm_create_group(parent, group, CREATE_TAG, newcomm) != MPI_SUCCESS)
         rc = CATENA_ERR_TRANSPORT;
     PMPI_Group_free(&group);
     PMPI_Group_free(&parent_group);
-    PMPI_Group_free(&members);
-    PMPI_Group_free(&world_group);
 out:
-    free(ranges);
-    free(in_members);
-    free(in_parent);
+    free(heap);
     return rc;
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
     catena_comm_t *parent = known(comm), *sub = NULL;
+    double start = 0, split_done = 0;
     int rc;
     if (parent == NULL) {
         by_mpi++;
@@ -156,10 +152,13 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
     }
     if (color < 0 && color != MPI_UNDEFINED)
         return PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG), MPI_ERR_ARG;
-    double start = PMPI_Wtime();
+    if (report)
+        start = PMPI_Wtime();
     rc = catena_comm_split(parent, color == MPI_UNDEFINED ? CATENA_UNDEFINED : color, key, &sub);
-    double split_done = PMPI_Wtime();
-    in_split += split_done - start;
+    if (report) {
+        split_done = PMPI_Wtime();
+        in_split += split_done - start;
+    }
     if (rc != CATENA_SUCCESS) {
         warn("MPI_Comm_split", rc);
         return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER), MPI_ERR_OTHER;
@@ -170,7 +169,8 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
         return MPI_SUCCESS;
     }
     rc = create_for(comm, sub, newcomm);
-    in_create += PMPI_Wtime() - split_done;
+    if (report)
+        in_create += PMPI_Wtime() - split_done;
     if (rc != CATENA_SUCCESS) {
         warn("MPI_Comm_split: building the MPI communicator", rc);
         catena_comm_free(&sub);
@@ -182,10 +182,9 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
 
 int MPI_Finalize(void) {
     if (enabled) {
-        const char *report = getenv("CATENA_MPI_REPORT");
         int rank;
         PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        if (report != NULL && strcmp(report, "1") == 0 && rank == 0)
+        if (report && rank == 0)
             fprintf(stderr,
                     "libcatena-mpi: rank 0: %ld splits by catena, %ld by MPI; "
                     "%.3f ms in catena's splits, %.3f ms in PMPI_Comm_create_group\n",
@@ -193,6 +192,7 @@ int MPI_Finalize(void) {
         /* Attributes still set are deleted by MPI later; their handles are
          * then refused, harmlessly. */
         PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
+        PMPI_Group_free(&world_group);
         enabled = 0;
         int rc = catena_finalize();
         if (rc != CATENA_SUCCESS)

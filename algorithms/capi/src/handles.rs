@@ -113,6 +113,11 @@ impl<V> Handles<V> {
         Some(value)
     }
 
+    /// Every live value, in place.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> + '_ {
+        self.slots.iter_mut().filter_map(|slot| slot.value.as_mut())
+    }
+
     /// Every live value, emptying the table.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = V> + '_ {
         self.free.clear();

@@ -241,20 +241,17 @@ impl<P: Provider + 'static> Instance<P> {
         future: impl Future<Output = catena_algorithms::Result<Outcome<P>>> + 'static,
         output: Output,
     ) -> Result<Handle, Failure> {
-        let request = self.requests.insert(Pending {
-            future: Box::pin(future),
-            output,
-        });
+        let request = self.requests.insert(Pending::new(future, output));
         match self.test(request)? {
             None => Ok(request),
             // Finished at once: its handle is gone, so the caller gets one of
             // a finished request, which its first test reports done.
             Some(outcome) => {
                 outcome?;
-                Ok(self.requests.insert(Pending {
-                    future: Box::pin(std::future::ready(Ok(Outcome::Done))),
-                    output: Output::Nothing,
-                }))
+                Ok(self.requests.insert(Pending::new(
+                    std::future::ready(Ok(Outcome::Done)),
+                    Output::Nothing,
+                )))
             }
         }
     }
@@ -312,6 +309,31 @@ pub(crate) enum Output {
 pub(crate) struct Pending<P: Provider + 'static> {
     future: Pin<Box<dyn Future<Output = catena_algorithms::Result<Outcome<P>>>>>,
     output: Output,
+    /// Its result, once a test of any request found it finished.
+    done: Option<catena_algorithms::Result<Outcome<P>>>,
+}
+
+impl<P: Provider + 'static> Pending<P> {
+    fn new(
+        future: impl Future<Output = catena_algorithms::Result<Outcome<P>>> + 'static,
+        output: Output,
+    ) -> Pending<P> {
+        Pending {
+            future: Box::pin(future),
+            output,
+            done: None,
+        }
+    }
+
+    /// Polls it once unless it is done; whether it is done now.
+    fn poll(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.done.is_none() {
+            if let Poll::Ready(result) = self.future.as_mut().poll(cx) {
+                self.done = Some(result);
+            }
+        }
+        self.done.is_some()
+    }
 }
 
 fn rank_arg(rank: u32, size: u32, what: &str) -> Result<u32, Failure> {
@@ -355,7 +377,15 @@ impl<P: Provider + 'static> Api for Instance<P> {
         key: SplitKey,
     ) -> Result<Option<Handle>, Failure> {
         let color = color_bytes(color);
-        let new = block_on(self.transport, split(self.comm(handle)?, color, key))?;
+        let comm = self.comm(handle)?;
+        // Waited for in place: the split's future (about 6 KB) is not
+        // boxed, as a posted split's must be.
+        let new = match key {
+            SplitKey::Int(k) => comm.split(color, k),
+            SplitKey::Compared { key, compare } => {
+                comm.split_by(color, key, compared_order(compare))
+            }
+        }?;
         Ok(self.keep(new))
     }
 
@@ -694,18 +724,26 @@ impl<P: Provider + 'static> Api for Instance<P> {
         }
     }
 
+    // Every pending request is polled, not only the one tested, as MPI's
+    // progress rule asks: calls on a communicator in host memory run in
+    // call order, so a later request may wait for an earlier one.
     fn test(&mut self, request: Handle) -> Result<Option<Result<(), Failure>>, Failure> {
-        let pending = self
-            .requests
-            .get_mut(request)
-            .ok_or_else(|| Failure::new(CATENA_ERR_HANDLE, "not a live request handle"))?;
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut poll = pending.future.as_mut().poll(&mut cx);
-        if poll.is_pending() {
-            self.transport.progress();
-            poll = pending.future.as_mut().poll(&mut cx);
+        if self.requests.get(request).is_none() {
+            return Err(Failure::new(CATENA_ERR_HANDLE, "not a live request handle"));
         }
-        let Poll::Ready(result) = poll else {
+        let mut cx = Context::from_waker(Waker::noop());
+        let poll_all = |requests: &mut Handles<Pending<P>>, cx: &mut Context<'_>| {
+            for pending in requests.values_mut() {
+                pending.poll(cx);
+            }
+        };
+        poll_all(&mut self.requests, &mut cx);
+        if !self.requests.get_mut(request).expect("live").poll(&mut cx) {
+            self.transport.progress();
+            poll_all(&mut self.requests, &mut cx);
+        }
+        let pending = self.requests.get_mut(request).expect("live");
+        let Some(result) = pending.done.take() else {
             return Ok(None);
         };
         let output = self
@@ -757,14 +795,16 @@ fn split<'a, P: Provider>(
     match key {
         SplitKey::Int(k) => Box::pin(comm.isplit(color, k)),
         SplitKey::Compared { key, compare } => {
-            // Keys of differing lengths (a member passed another key_len)
-            // are ordered by length and never reach the C comparator,
-            // which would read past the shorter one.
-            let order =
-                move |a: &Vec<u8>, b: &Vec<u8>| a.len().cmp(&b.len()).then_with(|| compare(a, b));
-            Box::pin(comm.isplit_by(color, key, order))
+            Box::pin(comm.isplit_by(color, key, compared_order(compare)))
         }
     }
+}
+
+/// The order of a comparator split's keys. Keys of differing lengths (a
+/// member passed another key_len) are ordered by length and never reach
+/// the C comparator, which would read past the shorter one.
+fn compared_order(compare: Box<Comparator>) -> impl Fn(&Vec<u8>, &Vec<u8>) -> Ordering {
+    move |a: &Vec<u8>, b: &Vec<u8>| a.len().cmp(&b.len()).then_with(|| compare(a, b))
 }
 
 fn mismatch(what: impl Into<String>) -> Failure {

@@ -1,14 +1,19 @@
 //! Collectives on buffers of plain values (`bytemuck::Pod`), as MPI's are:
 //! the caller's slices are read and written in place, with no
-//! serialisation pass, and every member passes the same lengths.
+//! serialisation pass, and every member passes the same lengths. Through
+//! the host's shared memory when the communicator has it (a buffer of the
+//! wrong length still takes part, so the others finish; its owner gets
+//! the error), else over the chain.
 
 use std::future::Future;
 
 use bytemuck::Pod;
 use catena_fabric::{block_on, Blocking, Transport};
 
+use super::collectives::Path;
 use super::Comm;
-use crate::{tree, Error, Result};
+use crate::host;
+use crate::{scan, tree, Error, Result};
 
 /// `Mismatch` unless `got` elements are what the call needs.
 fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
@@ -58,6 +63,64 @@ fn bytes_of<E: Pod>(buf: &[E]) -> Vec<u8> {
     bytemuck::cast_slice::<E, u8>(buf).to_vec()
 }
 
+/// `acc[i] = acc[i] ⊕ x[i]` over the elements two byte slices hold, as
+/// a host reduction combines them (a staging buffer may not be aligned for
+/// `E`, so such slices are read element by element).
+fn combine_pod<E: Pod>(acc: &mut [u8], x: &[u8], op: &impl Fn(&E, &E) -> E) -> Result<()> {
+    crate::error::user_code("a reduce operation", || {
+        match (
+            bytemuck::try_cast_slice_mut::<u8, E>(acc),
+            bytemuck::try_cast_slice::<u8, E>(x),
+        ) {
+            (Ok(acc), Ok(x)) => {
+                for (a, b) in acc.iter_mut().zip(x) {
+                    *a = op(a, b);
+                }
+            }
+            _ => {
+                let size = std::mem::size_of::<E>();
+                for (a, b) in acc.chunks_exact_mut(size).zip(x.chunks_exact(size)) {
+                    let value = op(
+                        &bytemuck::pod_read_unaligned(a),
+                        &bytemuck::pod_read_unaligned(b),
+                    );
+                    a.copy_from_slice(bytemuck::bytes_of(&value));
+                }
+            }
+        }
+    })
+}
+
+/// Whether elements of `E` can travel through host memory (whole elements
+/// in a cell; none of zero size).
+fn host_fits<E>() -> bool {
+    let size = std::mem::size_of::<E>();
+    size > 0 && crate::host::stream_fits(size)
+}
+
+fn bad_root(root: u32, size: u32) -> Error {
+    Error::InvalidArgument(format!("root {root} in a group of {size}"))
+}
+
+/// `buf` if it holds `len` bytes; else a scratch buffer of `len` bytes to
+/// take part in the call with, and the error to report after it.
+fn or_scratch<'b>(
+    buf: &'b mut [u8],
+    len: usize,
+    scratch: &'b mut Vec<u8>,
+    what: &str,
+) -> (&'b mut [u8], Option<Error>) {
+    if buf.len() == len {
+        return (buf, None);
+    }
+    let error = Error::InvalidArgument(format!(
+        "{what} holds {} bytes where the call needs {len}",
+        buf.len()
+    ));
+    scratch.resize(len, 0);
+    (&mut scratch[..], Some(error))
+}
+
 impl<'t, T: Transport> Comm<'t, T> {
     /// The root's `buf` into every member's `buf` (MPI_Bcast); every member
     /// passes a buffer of the same length.
@@ -66,9 +129,27 @@ impl<'t, T: Transport> Comm<'t, T> {
         root: u32,
         buf: &'a mut [E],
     ) -> impl Future<Output = Result<()>> + 'a {
-        let value = (self.rank() == root).then(|| bytes_of(buf));
-        let got = tree::bcast::<_, Vec<u8>>(self.t, &self.chain, root, value, self.deadline());
-        async move { fill(buf, &got.await?, "a bcast buffer") }
+        let deadline = self.deadline();
+        let path = self.path_if(host_fits::<E>(), || {
+            let value = (self.rank() == root).then(|| bytes_of(buf));
+            tree::bcast::<_, Vec<u8>>(self.t, &self.chain, root, value, deadline)
+        });
+        async move {
+            match path {
+                Path::Chain(call) => fill(buf, &call.await?, "a bcast buffer"),
+                Path::Host(team, seq) => {
+                    let bytes = bytemuck::cast_slice_mut::<E, u8>(buf);
+                    team.begin(seq, deadline).await?;
+                    let out = match root < team.size() {
+                        true => {
+                            host::bcast(team, seq, root, host::Value::Fixed(bytes), deadline).await
+                        }
+                        false => Err(bad_root(root, team.size())),
+                    };
+                    team.end(seq, out)
+                }
+            }
+        }
     }
 
     /// Elementwise `op` over every member's `send`, in rank order, into the
@@ -80,14 +161,19 @@ impl<'t, T: Transport> Comm<'t, T> {
         recv: Option<&'a mut [E]>,
         op: impl Fn(&E, &E) -> E + 'a,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let reduce = tree::reduce(
-            self.t,
-            &self.chain,
-            root,
-            bytes_of(send),
-            move |a: &Vec<u8>, b: &Vec<u8>| combine_bytes(a, b, &op),
-            self.deadline(),
-        );
+        let deadline = self.deadline();
+        let mut op = Some(op);
+        let path = self.path_if(host_fits::<E>(), || {
+            let op = op.take().expect("taken once");
+            tree::reduce(
+                self.t,
+                &self.chain,
+                root,
+                bytes_of(send),
+                move |a: &Vec<u8>, b: &Vec<u8>| combine_bytes(a, b, &op),
+                deadline,
+            )
+        });
         let at_root = self.rank() == root;
         async move {
             if at_root != recv.is_some() {
@@ -95,13 +181,35 @@ impl<'t, T: Transport> Comm<'t, T> {
                     "reduce takes a receive buffer on the root and none elsewhere".into(),
                 ));
             }
-            let reduced = reduce.await?;
-            match (recv, reduced) {
-                (Some(recv), Some(bytes)) => {
-                    check_len("the receive buffer", recv.len(), send.len())?;
-                    fill(recv, &bytes, "a reduce buffer")
+            match path {
+                Path::Chain(call) => match (recv, call.await?) {
+                    (Some(recv), Some(bytes)) => {
+                        check_len("the receive buffer", recv.len(), send.len())?;
+                        fill(recv, &bytes, "a reduce buffer")
+                    }
+                    _ => Ok(()),
+                },
+                Path::Host(team, seq) => {
+                    let op = op.take().expect("taken once");
+                    let combine = |acc: &mut [u8], x: &[u8]| combine_pod(acc, x, &op);
+                    let send = bytemuck::cast_slice::<E, u8>(send);
+                    let mut scratch = Vec::new();
+                    let (recv, wrong) = match recv {
+                        Some(recv) => {
+                            let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
+                            let (recv, wrong) =
+                                or_scratch(recv, send.len(), &mut scratch, "the receive buffer");
+                            (Some(recv), wrong)
+                        }
+                        None => (None, None),
+                    };
+                    let elem = std::mem::size_of::<E>();
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        host::reduce(team, seq, root, send, recv, elem, &combine, deadline).await;
+                    team.end(seq, out)?;
+                    wrong.map_or(Ok(()), Err)
                 }
-                _ => Ok(()),
             }
         }
     }
@@ -114,12 +222,40 @@ impl<'t, T: Transport> Comm<'t, T> {
         recv: &'a mut [E],
         op: impl Fn(&E, &E) -> E + 'a,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let reduced = self.iallreduce(bytes_of(send), move |a: &Vec<u8>, b: &Vec<u8>| {
-            combine_bytes(a, b, &op)
+        let deadline = self.deadline();
+        let mut op = Some(op);
+        let path = self.path_if(host_fits::<E>(), || {
+            let op = op.take().expect("taken once");
+            scan::allreduce(
+                self.t,
+                &self.chain,
+                bytes_of(send),
+                move |a: &Vec<u8>, b: &Vec<u8>| combine_bytes(a, b, &op),
+                deadline,
+            )
         });
         async move {
-            check_len("the receive buffer", recv.len(), send.len())?;
-            fill(recv, &reduced.await?, "an allreduce buffer")
+            match path {
+                Path::Chain(call) => {
+                    check_len("the receive buffer", recv.len(), send.len())?;
+                    fill(recv, &call.await?, "an allreduce buffer")
+                }
+                Path::Host(team, seq) => {
+                    let op = op.take().expect("taken once");
+                    let combine = |acc: &mut [u8], x: &[u8]| combine_pod(acc, x, &op);
+                    let send = bytemuck::cast_slice::<E, u8>(send);
+                    let mut scratch = Vec::new();
+                    let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
+                    let (recv, wrong) =
+                        or_scratch(recv, send.len(), &mut scratch, "the receive buffer");
+                    let elem = std::mem::size_of::<E>();
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        host::allreduce(team, seq, send, recv, elem, &combine, deadline).await;
+                    team.end(seq, out)?;
+                    wrong.map_or(Ok(()), Err)
+                }
+            }
         }
     }
 
@@ -131,20 +267,43 @@ impl<'t, T: Transport> Comm<'t, T> {
         send: &'a [E],
         recv: Option<&'a mut [E]>,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let gathered =
-            tree::gather_bytes(self.t, &self.chain, root, bytes_of(send), self.deadline());
-        let size = self.size() as usize;
+        let deadline = self.deadline();
+        let path = self.path_if(host_fits::<E>(), || {
+            tree::gather_bytes(self.t, &self.chain, root, bytes_of(send), deadline)
+        });
+        let (size, at_root) = (self.size() as usize, self.rank() == root);
         async move {
-            let all = gathered.await?;
-            match (recv, all) {
-                (Some(recv), Some(all)) => {
-                    check_len("the receive buffer", recv.len(), send.len() * size)?;
-                    fill(recv, &all.concat(), "a gather buffer")
-                }
-                (None, None) => Ok(()),
-                _ => Err(Error::InvalidArgument(
+            if at_root != recv.is_some() {
+                return Err(Error::InvalidArgument(
                     "gather takes a receive buffer on the root and none elsewhere".into(),
-                )),
+                ));
+            }
+            match path {
+                Path::Chain(call) => match (recv, call.await?) {
+                    (Some(recv), Some(all)) => {
+                        check_len("the receive buffer", recv.len(), send.len() * size)?;
+                        fill(recv, &all.concat(), "a gather buffer")
+                    }
+                    _ => Ok(()),
+                },
+                Path::Host(team, seq) => {
+                    let send = bytemuck::cast_slice::<E, u8>(send);
+                    let mut scratch = Vec::new();
+                    let (recv, wrong) = match recv {
+                        Some(recv) => {
+                            let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
+                            let len = send.len() * size;
+                            let (recv, wrong) =
+                                or_scratch(recv, len, &mut scratch, "the receive buffer");
+                            (Some(recv), wrong)
+                        }
+                        None => (None, None),
+                    };
+                    team.begin(seq, deadline).await?;
+                    let out = host::gather(team, seq, root, send, recv, deadline).await;
+                    team.end(seq, out)?;
+                    wrong.map_or(Ok(()), Err)
+                }
             }
         }
     }
@@ -158,14 +317,58 @@ impl<'t, T: Transport> Comm<'t, T> {
         send: Option<&'a [E]>,
         recv: &'a mut [E],
     ) -> impl Future<Output = Result<()>> + 'a {
-        let pieces = send.map(|all| {
-            bytemuck::cast_slice::<E, u8>(all)
-                .chunks(std::mem::size_of_val(recv).max(1))
-                .map(<[u8]>::to_vec)
-                .collect::<Vec<_>>()
+        let deadline = self.deadline();
+        let piece = std::mem::size_of_val(recv);
+        let size = self.size() as usize;
+        let path = self.path_if(host_fits::<E>(), || {
+            // A send buffer too short for a piece per member deals what it
+            // has; the members whose pieces are short learn of it.
+            let pieces = send.map(|all| {
+                let all = bytemuck::cast_slice::<E, u8>(all);
+                (0..size)
+                    .map(|m| all.get(m * piece..(m + 1) * piece).unwrap_or(&[]).to_vec())
+                    .collect::<Vec<_>>()
+            });
+            tree::scatter_bytes(self.t, &self.chain, root, pieces, deadline)
         });
-        let got = tree::scatter_bytes(self.t, &self.chain, root, pieces, self.deadline());
-        async move { fill(recv, &got.await?, "a scatter buffer") }
+        async move {
+            match path {
+                Path::Chain(call) => fill(recv, &call.await?, "a scatter buffer"),
+                Path::Host(team, seq) => {
+                    let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
+                    let send = send.map(bytemuck::cast_slice::<E, u8>);
+                    // A root whose buffer does not hold a piece per member
+                    // deals empty pieces, so every member learns of it.
+                    let wrong = send.filter(|s| s.len() != piece * size).map(|s| {
+                        Error::InvalidArgument(format!(
+                            "the send buffer holds {} bytes where the call needs {}",
+                            s.len(),
+                            piece * size
+                        ))
+                    });
+                    let pieces: Option<Vec<&[u8]>> = send.map(|s| match wrong {
+                        Some(_) => vec![&s[..0]; size],
+                        None => (0..size).map(|m| &s[m * piece..(m + 1) * piece]).collect(),
+                    });
+                    let mut scratch = Vec::new();
+                    // Its own piece is empty then too.
+                    let recv = match &wrong {
+                        Some(_) => &mut scratch[..],
+                        None => recv,
+                    };
+                    team.begin(seq, deadline).await?;
+                    let out = match root < team.size() {
+                        true => {
+                            let pieces = pieces.as_deref();
+                            host::scatter(team, seq, root, pieces, recv, deadline).await
+                        }
+                        false => Err(bad_root(root, team.size())),
+                    };
+                    team.end(seq, out)?;
+                    wrong.map_or(Ok(()), Err)
+                }
+            }
+        }
     }
 
     /// Every member's `send`, in rank order, into every member's `recv`
@@ -175,12 +378,28 @@ impl<'t, T: Transport> Comm<'t, T> {
         send: &'a [E],
         recv: &'a mut [E],
     ) -> impl Future<Output = Result<()>> + 'a {
-        let gathered = self.iallgather(&bytes_of(send));
+        let deadline = self.deadline();
+        let path = self.path_if(host_fits::<E>(), || self.iallgather(&bytes_of(send)));
         let size = self.size() as usize;
         async move {
-            check_len("the receive buffer", recv.len(), send.len() * size)?;
-            let all: Vec<Vec<u8>> = gathered.await?;
-            fill(recv, &all.concat(), "an allgather buffer")
+            match path {
+                Path::Chain(call) => {
+                    check_len("the receive buffer", recv.len(), send.len() * size)?;
+                    let all: Vec<Vec<u8>> = call.await?;
+                    fill(recv, &all.concat(), "an allgather buffer")
+                }
+                Path::Host(team, seq) => {
+                    let send = bytemuck::cast_slice::<E, u8>(send);
+                    let mut scratch = Vec::new();
+                    let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
+                    let (recv, wrong) =
+                        or_scratch(recv, send.len() * size, &mut scratch, "the receive buffer");
+                    team.begin(seq, deadline).await?;
+                    let out = host::allgather(team, seq, send, recv, deadline).await;
+                    team.end(seq, out)?;
+                    wrong.map_or(Ok(()), Err)
+                }
+            }
         }
     }
 }

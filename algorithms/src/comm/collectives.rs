@@ -1,6 +1,7 @@
-//! The chain collectives and the pipelined tree collectives as methods of
-//! [`Comm`], each taking its deadline (the communicator's timeout) and its
-//! tags when called.
+//! The collectives as methods of [`Comm`], each taking its deadline (the
+//! communicator's timeout) and its tags or sequence number when called:
+//! through the host's shared memory when the communicator has it, else the
+//! chain collectives; and the pipelined tree collectives.
 
 use std::future::Future;
 
@@ -10,16 +11,58 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::Comm;
+use crate::codec::encode;
+use crate::host::{self, values, Team};
 use crate::{scan, tree, DoubleScan, PipelineConfig, Result, TreeCollective, TreePlan};
 
 /// A value the collectives carry.
 pub trait Value: Serialize + DeserializeOwned {}
 impl<V: Serialize + DeserializeOwned> Value for V {}
 
+/// How one call runs: through the host team (with the sequence number it
+/// took) or on the chain (with its future, which took its tags). The
+/// chain's future is boxed: it is kilobytes of state, which the host path
+/// should not carry (a future is moved whole when it is pinned).
+pub(super) enum Path<'a, 't, T: Transport, F> {
+    Host(&'a Team<'t, T>, u64),
+    Chain(std::pin::Pin<Box<F>>),
+}
+
 impl<'t, T: Transport> Comm<'t, T> {
+    /// Chooses the path of a call being made now: the host team when the
+    /// communicator has one (every member decides alike), else `chain()`,
+    /// which takes the call's tags.
+    pub(super) fn path<F>(&self, chain: impl FnOnce() -> F) -> Path<'_, 't, T, F> {
+        self.path_if(true, chain)
+    }
+
+    /// [`Comm::path`] where the host team can carry the call only if
+    /// `host_fits` (the same on every member, e.g. from the element type).
+    pub(super) fn path_if<F>(
+        &self,
+        host_fits: bool,
+        chain: impl FnOnce() -> F,
+    ) -> Path<'_, 't, T, F> {
+        match &self.team {
+            Some(team) if host_fits => Path::Host(team, team.call()),
+            _ => Path::Chain(Box::pin(chain())),
+        }
+    }
+
     /// Returns once every member has entered.
     pub fn ibarrier(&self) -> impl Future<Output = Result<()>> + '_ {
-        scan::barrier(self.t, &self.chain, self.deadline())
+        let deadline = self.deadline();
+        let path = self.path(|| scan::barrier(self.t, &self.chain, deadline));
+        async move {
+            match path {
+                Path::Chain(call) => call.await,
+                Path::Host(team, seq) => {
+                    team.begin(seq, deadline).await?;
+                    let out = host::barrier(team, seq, deadline).await;
+                    team.end(seq, out)
+                }
+            }
+        }
     }
 
     /// The root's `value` on every member (the root passes `Some`).
@@ -28,7 +71,21 @@ impl<'t, T: Transport> Comm<'t, T> {
         root: u32,
         value: Option<V>,
     ) -> impl Future<Output = Result<V>> + 'a {
-        tree::bcast(self.t, &self.chain, root, value, self.deadline())
+        let deadline = self.deadline();
+        let mut value = Some(value);
+        let path =
+            self.path(|| tree::bcast(self.t, &self.chain, root, value.take().flatten(), deadline));
+        async move {
+            match path {
+                Path::Chain(call) => call.await,
+                Path::Host(team, seq) => {
+                    let value = value.take().flatten();
+                    team.begin(seq, deadline).await?;
+                    let out = values::bcast_value(team, seq, root, value, deadline).await;
+                    team.end(seq, out)
+                }
+            }
+        }
     }
 
     /// x_0 ⊕ … ⊕ x_(n-1) at the root (`None` elsewhere); `op` associative.
@@ -38,7 +95,23 @@ impl<'t, T: Transport> Comm<'t, T> {
         x: A,
         op: impl Fn(&A, &A) -> A + 'a,
     ) -> impl Future<Output = Result<Option<A>>> + 'a {
-        tree::reduce(self.t, &self.chain, root, x, op, self.deadline())
+        let deadline = self.deadline();
+        let mut args = Some((x, op));
+        let path = self.path(|| {
+            let (x, op) = args.take().expect("taken once");
+            tree::reduce(self.t, &self.chain, root, x, op, deadline)
+        });
+        async move {
+            match path {
+                Path::Chain(call) => call.await,
+                Path::Host(team, seq) => {
+                    let (x, op) = args.take().expect("taken once");
+                    team.begin(seq, deadline).await?;
+                    let out = values::reduce_value(team, seq, root, x, op, deadline).await;
+                    team.end(seq, out)
+                }
+            }
+        }
     }
 
     /// x_0 ⊕ … ⊕ x_(n-1) on every member; `op` associative.
@@ -47,7 +120,23 @@ impl<'t, T: Transport> Comm<'t, T> {
         x: A,
         op: impl Fn(&A, &A) -> A + 'a,
     ) -> impl Future<Output = Result<A>> + 'a {
-        scan::allreduce(self.t, &self.chain, x, op, self.deadline())
+        let deadline = self.deadline();
+        let mut args = Some((x, op));
+        let path = self.path(|| {
+            let (x, op) = args.take().expect("taken once");
+            scan::allreduce(self.t, &self.chain, x, op, deadline)
+        });
+        async move {
+            match path {
+                Path::Chain(call) => call.await,
+                Path::Host(team, seq) => {
+                    let (x, op) = args.take().expect("taken once");
+                    team.begin(seq, deadline).await?;
+                    let out = values::allreduce_value(team, seq, x, op, deadline).await;
+                    team.end(seq, out)
+                }
+            }
+        }
     }
 
     /// x_0 ⊕ … ⊕ x_r.
@@ -56,7 +145,8 @@ impl<'t, T: Transport> Comm<'t, T> {
         x: A,
         op: impl Fn(&A, &A) -> A + 'a,
     ) -> impl Future<Output = Result<A>> + 'a {
-        scan::scan(self.t, &self.chain, x, op, self.deadline())
+        let s = self.idouble_scan(x, (), op, |_, _| ());
+        async move { Ok(s.await?.inclusive_lr) }
     }
 
     /// x_0 ⊕ … ⊕ x_(r-1); `None` on rank 0.
@@ -65,7 +155,8 @@ impl<'t, T: Transport> Comm<'t, T> {
         x: A,
         op: impl Fn(&A, &A) -> A + 'a,
     ) -> impl Future<Output = Result<Option<A>>> + 'a {
-        scan::exscan(self.t, &self.chain, x, op, self.deadline())
+        let s = self.idouble_scan(x, (), op, |_, _| ());
+        async move { Ok(s.await?.exclusive_lr) }
     }
 
     /// Scans left to right over `x` and right to left over `y` at once.
@@ -77,7 +168,23 @@ impl<'t, T: Transport> Comm<'t, T> {
         op_rl: impl Fn(&B, &B) -> B + 'a,
     ) -> impl Future<Output = Result<DoubleScan<A, B>>> + 'a {
         let deadline = self.deadline();
-        scan::double_scan(self.t, &self.chain, x, y, op_lr, op_rl, deadline)
+        let mut args = Some((x, y, op_lr, op_rl));
+        let path = self.path(|| {
+            let (x, y, op_lr, op_rl) = args.take().expect("taken once");
+            scan::double_scan(self.t, &self.chain, x, y, op_lr, op_rl, deadline)
+        });
+        async move {
+            match path {
+                Path::Chain(call) => call.await,
+                Path::Host(team, seq) => {
+                    let (x, y, op_lr, op_rl) = args.take().expect("taken once");
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        values::double_scan_value(team, seq, x, y, op_lr, op_rl, deadline).await;
+                    team.end(seq, out)
+                }
+            }
+        }
     }
 
     /// Every member's `x` in rank order at the root (`None` elsewhere).
@@ -86,7 +193,22 @@ impl<'t, T: Transport> Comm<'t, T> {
         root: u32,
         x: &V,
     ) -> impl Future<Output = Result<Option<Vec<V>>>> + 'a {
-        tree::gather(self.t, &self.chain, root, x, self.deadline())
+        let deadline = self.deadline();
+        let mut x = Some(x);
+        let path = self
+            .path(|| tree::gather(self.t, &self.chain, root, x.take().expect("once"), deadline));
+        let bytes = x.map(|x| encode(x, "a gather value"));
+        async move {
+            match (path, bytes) {
+                (Path::Host(team, seq), Some(bytes)) => {
+                    let body =
+                        async { values::gather_value(team, seq, root, bytes?, deadline).await };
+                    team.run(seq, deadline, body).await
+                }
+                (Path::Chain(call), _) => call.await,
+                (Path::Host(..), None) => unreachable!("the value is kept for the host path"),
+            }
+        }
     }
 
     /// Member r gets the r-th of the root's `values` (`Some` at the root).
@@ -95,7 +217,21 @@ impl<'t, T: Transport> Comm<'t, T> {
         root: u32,
         values: Option<Vec<V>>,
     ) -> impl Future<Output = Result<V>> + 'a {
-        tree::scatter(self.t, &self.chain, root, values, self.deadline())
+        let deadline = self.deadline();
+        let mut values = Some(values);
+        let path = self
+            .path(|| tree::scatter(self.t, &self.chain, root, values.take().flatten(), deadline));
+        async move {
+            match path {
+                Path::Chain(call) => call.await,
+                Path::Host(team, seq) => {
+                    let mine = values.take().flatten();
+                    team.begin(seq, deadline).await?;
+                    let out = values::scatter_value(team, seq, root, mine, deadline).await;
+                    team.end(seq, out)
+                }
+            }
+        }
     }
 
     /// Every member's `x` in rank order on every member.
@@ -103,7 +239,23 @@ impl<'t, T: Transport> Comm<'t, T> {
         &'a self,
         x: &V,
     ) -> impl Future<Output = Result<Vec<V>>> + 'a {
-        tree::allgather(self.t, &self.chain, x, self.deadline())
+        let deadline = self.deadline();
+        let mut x = Some(x);
+        let path =
+            self.path(|| tree::allgather(self.t, &self.chain, x.take().expect("once"), deadline));
+        let bytes = x.map(|x| encode(x, "an allgather value"));
+        async move {
+            match (path, bytes) {
+                (Path::Host(team, seq), Some(bytes)) => {
+                    team.begin(seq, deadline).await?;
+                    let out =
+                        async { values::allgather_value(team, seq, bytes?, deadline).await }.await;
+                    team.end(seq, out)
+                }
+                (Path::Chain(call), _) => call.await,
+                (Path::Host(..), None) => unreachable!("the value is kept for the host path"),
+            }
+        }
     }
 
     /// Sets up a pipelined multi-colour tree schedule over this group's

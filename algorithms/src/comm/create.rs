@@ -6,13 +6,14 @@
 
 use std::future::Future;
 
-use catena_fabric::{block_on, Blocking, Tag, Transport};
+use catena_fabric::{block_on, Blocking, Rank, Tag, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::{merge, Comm};
 use crate::chain::{CallTags, Chain, Neighbours};
 use crate::context::{channel, Channel, Proposal};
 use crate::groupmap::GroupMap;
+use crate::host::{Claim, MAX_MEMBERS};
 use crate::scan::allreduce_in;
 use crate::{Error, Result};
 
@@ -65,6 +66,36 @@ impl Votes {
             });
         }
         self.proposal.context(world)
+    }
+}
+
+/// Where a member of a group being created would keep its share of a host
+/// team: its host and its region.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Place {
+    host: u64,
+    region: u64,
+}
+
+/// The direct construction's votes: the creation's, and each member's
+/// place (by group rank) while the group is small enough for one host.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct DirectVotes {
+    votes: Votes,
+    places: Vec<Option<Place>>,
+}
+
+impl DirectVotes {
+    fn combine(a: &DirectVotes, b: &DirectVotes) -> DirectVotes {
+        DirectVotes {
+            votes: Votes::combine(&a.votes, &b.votes),
+            places: a
+                .places
+                .iter()
+                .zip(&b.places)
+                .map(|(x, y)| x.or(*y))
+                .collect(),
+        }
     }
 }
 
@@ -157,21 +188,59 @@ impl<'t, T: Transport> Comm<'t, T> {
             let Some(rank) = my_rank(self.t, &map, tag)? else {
                 return Ok(None);
             };
-            let chain = match algorithm {
+            let (chain, team) = match algorithm {
                 CreateAlgorithm::Direct => {
+                    let t = self.t;
                     let g = map.len();
+                    // A group on this host offers each member's region in the
+                    // same allreduce, for a team of its own.
+                    let local = (2..=MAX_MEMBERS).contains(&g)
+                        && map.iter().all(|r| t.host_ranks().binary_search(&r).is_ok());
+                    let claim = Claim::new(t, if local { g } else { 0 });
+                    let mut places = vec![
+                        None;
+                        if claim.offer().is_some() {
+                            g as usize
+                        } else {
+                            0
+                        }
+                    ];
+                    if let Some(region) = claim.offer() {
+                        places[rank as usize] = Some(Place {
+                            host: t.host(),
+                            region,
+                        });
+                    }
+                    let mine = DirectVotes { votes, places };
                     let agreeing = chain_of(&map, rank, (0, g), context)?;
                     let tags = CallTags::of_call(tag);
                     let all =
-                        allreduce_in(self.t, &agreeing, tags, votes, Votes::combine, deadline)
+                        allreduce_in(t, &agreeing, tags, mine, DirectVotes::combine, deadline)
                             .await?;
-                    chain_of(&map, rank, (0, g), all.check(self.t.size())?)?
+                    let context = all.votes.check(t.size())?;
+                    let chain = chain_of(&map, rank, (0, g), context)?;
+                    let places: Option<Vec<Place>> = all.places.iter().copied().collect();
+                    let team = match places {
+                        Some(places)
+                            if places.len() == g as usize
+                                && places.iter().all(|p| p.host == t.host()) =>
+                        {
+                            let ranks: Vec<Rank> = map.iter().collect();
+                            let regions = places.iter().map(|p| p.region).collect();
+                            claim.into_team(ranks, regions, rank, context)?
+                        }
+                        _ => None,
+                    };
+                    (chain, team)
                 }
-                CreateAlgorithm::RecursiveMerge => {
-                    merge::create(self.t, &map, rank, context, tag, votes, deadline).await?
-                }
+                CreateAlgorithm::RecursiveMerge => (
+                    merge::create(self.t, &map, rank, context, tag, votes, deadline).await?,
+                    None,
+                ),
             };
-            Ok(Some(self.derived(chain, Some(map))))
+            let mut comm = self.derived(chain, Some(map));
+            comm.team = team.map(Box::new);
+            Ok(Some(comm))
         }
     }
 }

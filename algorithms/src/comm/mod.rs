@@ -23,11 +23,15 @@ use serde::Serialize;
 
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
+use crate::host::Claim;
+use crate::host::Team;
 use crate::scan::allreduce_in;
-use crate::split::{split, split_by, Algorithm, Color, Key, Split};
-use crate::{Chain, Result, Wire};
+use crate::split::numbering::Offer;
+use crate::split::{dense, split_by_offering, split_offering, Algorithm, Color, Key, Split};
+use crate::{Chain, Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
+pub(crate) use map::listed as listed_map;
 
 /// The timeout a communicator gives each call unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -37,7 +41,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Collective methods must be called by every member in the same order, as
 /// in MPI; their async forms (`i...`) take their tags when called, so
 /// collectives called in that order may run concurrently (their futures
-/// joined). Every call ends by its deadline, [`Comm::timeout`] after it was
+/// joined). Every call ends by its deadline, [`Comm::timeout`] (to within a
+/// clock tick, a few milliseconds) after it was
 /// called, with `Error::Timeout` if a member never takes part.
 ///
 /// ```
@@ -57,6 +62,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Comm<'t, T: Transport> {
     t: &'t T,
     chain: Chain,
+    /// The members' shared memory, when they all share this host: the
+    /// collectives run through it instead of the chain.
+    team: Option<Box<Team<'t, T>>>,
     timeout: Duration,
     algorithm: Algorithm,
     /// The rank-to-world map, made on the first lookup that needs it.
@@ -68,15 +76,23 @@ pub struct Comm<'t, T: Transport> {
 impl<'t, T: Transport> Comm<'t, T> {
     /// Every process of the job, in world rank order, with the world's
     /// context (one world per transport: libraries [`Comm::dup`] it).
+    ///
+    /// When every rank shares this host, the first world of a process
+    /// takes the host's shared memory for its collectives (every rank
+    /// decides alike from the job's shape); later worlds of the same
+    /// process run the chain algorithms, so make one and dup it.
     pub fn world(t: &'t T) -> Comm<'t, T> {
         let map = GroupMap::world_group(t.size());
-        Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map))
+        let mut world = Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map));
+        world.team = Team::world(t).map(Box::new);
+        world
     }
 
     fn new(t: &'t T, chain: Chain, map: Option<GroupMap>) -> Comm<'t, T> {
         Comm {
             t,
             chain,
+            team: None,
             timeout: DEFAULT_TIMEOUT,
             algorithm: Algorithm::Auto,
             map: map.map(OnceCell::from).unwrap_or_default(),
@@ -137,18 +153,42 @@ impl<'t, T: Transport> Comm<'t, T> {
         self.t
     }
 
+    /// Whether the collectives run through the host's shared memory (every
+    /// member shares this host, and the communicator was made with it).
+    pub fn in_host_memory(&self) -> bool {
+        self.team.is_some()
+    }
+
     /// The deadline of a call made now.
     pub fn deadline(&self) -> Time {
-        self.t.deadline_in(self.timeout)
+        // The coarse clock: a call's deadline may count from a few
+        // milliseconds back, and a fast call reads no clock worth tens of ns.
+        self.t.coarse_now().saturating_add(self.timeout)
     }
 
     /// A communicator of the same group with a new context (collective):
-    /// a library's messages on it never meet the caller's.
+    /// a library's messages on it never meet the caller's. In host memory
+    /// it is the dense split that keeps everyone in order, and gets a team
+    /// of its own.
     pub fn idup(&self) -> impl Future<Output = Result<Comm<'t, T>>> + '_ {
-        let tags = self.chain.next_call();
-        let proposal = Proposal::new(self.t);
+        let in_host = self.team.is_some();
+        let on_host = in_host.then(|| {
+            self.split_as(
+                Color::<()>::Everyone,
+                Key::<()>::ParentOrder,
+                Algorithm::Dense,
+            )
+        });
+        let on_chain = (!in_host).then(|| (self.chain.next_call(), Proposal::new(self.t)));
         let deadline = self.deadline();
         async move {
+            if let Some(dup) = on_host {
+                let dup = dup
+                    .await?
+                    .ok_or_else(|| Error::InvalidArgument("a dup without this member".into()))?;
+                return Ok(dup);
+            }
+            let (tags, proposal) = on_chain.expect("the chain's when not in host memory");
             let agreed = allreduce_in(
                 self.t,
                 &self.chain,
@@ -200,9 +240,91 @@ impl<'t, T: Transport> Comm<'t, T> {
         C: Serialize + 'a,
         K: Wire + Clone + Ord + 'static,
     {
+        self.split_as(color, key, self.algorithm)
+    }
+
+    fn split_as<'a, C, K>(
+        &'a self,
+        color: Color<C>,
+        key: Key<K>,
+        algorithm: Algorithm,
+    ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
+    where
+        C: Serialize + 'a,
+        K: Wire + Clone + Ord + 'static,
+    {
         let deadline = self.deadline();
-        let split = split(self.t, &self.chain, color, key, self.algorithm, deadline);
-        async move { Ok(self.member_of(split.await?)) }
+        let image = match &key {
+            Key::Is(k) => crate::split::integer_image(k),
+            Key::ParentOrder => None,
+        };
+        let mut args = Some((color, key));
+        let mut claim = None;
+        let path = self.dense_path(algorithm, || {
+            let (color, key) = args.take().expect("taken once");
+            let offered = claim.insert(self.offer_region());
+            let offer = offered.offer().map(|region| Offer { region });
+            Box::pin(split_offering(
+                self.t,
+                &self.chain,
+                color,
+                key,
+                algorithm,
+                offer,
+                deadline,
+            ))
+        });
+        async move {
+            match path {
+                DensePath::Chain(split) => {
+                    self.member_of(split.await?, claim.expect("made with the chain's path"))
+                }
+                DensePath::Dense(team, seqs, proposal) => {
+                    let (color, key) = args.take().expect("taken once");
+                    let order = &K::cmp;
+                    let body = dense::split(
+                        team,
+                        seqs,
+                        &self.chain,
+                        proposal,
+                        color,
+                        key,
+                        order,
+                        image,
+                        algorithm,
+                        deadline,
+                    );
+                    Ok(self.member_of_dense(body.await?))
+                }
+            }
+        }
+    }
+
+    /// Chooses how a split called now runs: the dense path on a
+    /// communicator in host memory (with the team's two calls and a context
+    /// proposal, taken now), else `chain()`, which takes the chain's tags.
+    fn dense_path<F>(
+        &self,
+        algorithm: Algorithm,
+        chain: impl FnOnce() -> F,
+    ) -> DensePath<'_, 't, T, F> {
+        match &self.team {
+            Some(team) if matches!(algorithm, Algorithm::Auto | Algorithm::Dense) => {
+                DensePath::Dense(team, (team.call(), team.call()), Proposal::new(self.t))
+            }
+            _ => DensePath::Chain(Box::pin(chain())),
+        }
+    }
+
+    fn member_of_dense(&self, dense: dense::Dense<'t, T>) -> Option<Comm<'t, T>> {
+        match dense.split {
+            Split::Member(group) => {
+                let mut comm = self.derived(group.chain, dense.map);
+                comm.team = dense.team.map(Box::new);
+                Some(comm)
+            }
+            Split::NotMember { .. } => None,
+        }
     }
 
     /// [`Comm::isplit`] keeping this communicator's order in each group
@@ -226,25 +348,85 @@ impl<'t, T: Transport> Comm<'t, T> {
         K: Wire + Clone + 'a,
     {
         let deadline = self.deadline();
-        let (color, key) = (color.into(), Key::Is(key));
-        let split = split_by(
-            self.t,
-            &self.chain,
-            color,
-            key,
-            order,
-            self.algorithm,
-            deadline,
-        );
-        async move { Ok(self.member_of(split.await?)) }
-    }
-
-    fn member_of(&self, split: Split) -> Option<Comm<'t, T>> {
-        match split {
-            Split::Member(group) => Some(self.derived(group.chain, None)),
-            Split::NotMember { .. } => None,
+        let mut args = Some((color.into(), Key::Is(key), order));
+        let mut claim = None;
+        let path = self.dense_path(self.algorithm, || {
+            let (color, key, order) = args.take().expect("taken once");
+            let offered = claim.insert(self.offer_region());
+            let offer = offered.offer().map(|region| Offer { region });
+            let algorithm = self.algorithm;
+            Box::pin(split_by_offering(
+                self.t,
+                &self.chain,
+                color,
+                key,
+                order,
+                algorithm,
+                offer,
+                deadline,
+            ))
+        });
+        async move {
+            match path {
+                DensePath::Chain(split) => {
+                    self.member_of(split.await?, claim.expect("made with the chain's path"))
+                }
+                DensePath::Dense(team, seqs, proposal) => {
+                    let (color, key, order) = args.take().expect("taken once");
+                    let body = dense::split(
+                        team,
+                        seqs,
+                        &self.chain,
+                        proposal,
+                        color,
+                        key,
+                        &order,
+                        None,
+                        self.algorithm,
+                        deadline,
+                    );
+                    Ok(self.member_of_dense(body.await?))
+                }
+            }
         }
     }
+
+    /// A region offered to the group a chain split makes, for a team where
+    /// that group is on this host: as large as the most members it can
+    /// have here (none where this host has one rank).
+    fn offer_region(&self) -> Claim<'t, T> {
+        let here = self.t.host_ranks().len() as u32;
+        Claim::new(self.t, self.size().min(here))
+    }
+
+    /// The communicator of a chain split's `split`, in host memory where
+    /// its group is on this host and every member offered a region.
+    fn member_of(&self, split: Split, claim: Claim<'t, T>) -> Result<Option<Comm<'t, T>>> {
+        let Split::Member(group) = split else {
+            return Ok(None);
+        };
+        let Some(places) = group.places else {
+            return Ok(Some(self.derived(group.chain, None)));
+        };
+        let ranks: Vec<_> = places.iter().map(|p| p.rank).collect();
+        let regions = places.iter().map(|p| p.region).collect();
+        let (rank, context) = (group.chain.rank(), group.chain.context());
+        let team = claim.into_team(ranks.clone(), regions, rank, context)?;
+        // The map is made from the team's list on the first lookup.
+        let mut comm = self.derived(group.chain, None);
+        comm.team = team.map(Box::new);
+        Ok(Some(comm))
+    }
+}
+
+/// How a split runs: the dense path through the host team (its two calls
+/// and a context proposal) or a chain split (its future, which took its
+/// tags; boxed, as it holds every chain algorithm's state: unboxed, a
+/// split's future was 8,976 bytes where the dense path needs 6,144, all
+/// moved on every split in host memory too).
+enum DensePath<'a, 't, T: Transport, F> {
+    Dense(&'a Team<'t, T>, (u64, u64), Proposal),
+    Chain(std::pin::Pin<Box<F>>),
 }
 
 /// Joins the job on the default provider (shm; see
@@ -310,6 +492,7 @@ impl<T: Transport> std::fmt::Debug for Comm<'_, T> {
             .field("size", &self.size())
             .field("context", &format_args!("{:#x}", self.context()))
             .field("timeout", &self.timeout)
+            .field("host_memory", &self.team.is_some())
             .field("map", &self.map.get().map(|m| m.to_string()))
             .finish()
     }

@@ -27,10 +27,10 @@ pub(crate) struct Agreed {
     pub radix_refused: bool,
 }
 
-const SPLIT: u8 = 1;
-const EVERYONE: u8 = 2;
-const KEYED: u8 = 4;
-const PARENT_ORDER: u8 = 8;
+pub(super) const SPLIT: u8 = 1;
+pub(super) const EVERYONE: u8 = 2;
+pub(super) const KEYED: u8 = 4;
+pub(super) const PARENT_ORDER: u8 = 8;
 /// A member whose key or color Radix cannot sort.
 const RADIX_REFUSED: u8 = 16;
 
@@ -57,9 +57,9 @@ fn combine(a: &Votes, b: &Votes) -> Votes {
 }
 
 /// Jenkins' one-at-a-time hash, widened: stable across processes and runs.
-fn fingerprint(text: &str) -> u64 {
+fn fingerprint(texts: &[&str]) -> u64 {
     let mut h: u64 = 0;
-    for &b in text.as_bytes() {
+    for &b in texts.iter().flat_map(|text| text.as_bytes()) {
         h = h.wrapping_add(u64::from(b));
         h = h.wrapping_add(h << 10);
         h ^= h >> 6;
@@ -67,6 +67,66 @@ fn fingerprint(text: &str) -> u64 {
     h = h.wrapping_add(h << 3);
     h ^= h >> 11;
     h.wrapping_add(h << 15)
+}
+
+/// A fingerprint of the color and key types, equal on processes that pass
+/// the same ones (of their names joined by " / ", hashed where they lie:
+/// every split takes one, so it formats no string).
+pub(super) fn types<C, K>() -> u64 {
+    fingerprint(&[
+        std::any::type_name::<C>(),
+        " / ",
+        std::any::type_name::<K>(),
+    ])
+}
+
+/// What a process's color and key say about the split's modes.
+pub(super) fn modes<C, K>(color: &Color<C>, key: &Key<K>, radix_refused: bool) -> u8 {
+    (match color {
+        Color::NotMember => 0,
+        Color::Is(_) => SPLIT,
+        Color::Everyone => EVERYONE,
+    }) | match (color, key) {
+        (Color::NotMember, _) => 0,
+        (_, Key::Is(_)) => KEYED,
+        (_, Key::ParentOrder) => PARENT_ORDER,
+    } | if radix_refused { RADIX_REFUSED } else { 0 }
+}
+
+/// The disagreement among every process's types, algorithm and modes
+/// (the lowest and highest of each, and the union of the modes), if any:
+/// the same error on every process.
+pub(super) fn disagreement<C, K>(
+    types: (u64, u64),
+    algorithm: (u32, u32),
+    modes: u8,
+    asked: Algorithm,
+) -> Option<Error> {
+    if types.0 != types.1 {
+        return Some(Error::Mismatch {
+            what: format!(
+                "the color and key types (this process passed {} and {})",
+                std::any::type_name::<C>(),
+                std::any::type_name::<K>()
+            ),
+        });
+    }
+    if algorithm.0 != algorithm.1 {
+        return Some(Error::Mismatch {
+            what: format!("the split algorithm (this process asked for {asked})"),
+        });
+    }
+    if modes & (SPLIT | EVERYONE) == SPLIT | EVERYONE {
+        return Some(Error::Mismatch {
+            what: "whether to split (some members passed Color::Everyone, others a color)".into(),
+        });
+    }
+    if modes & (KEYED | PARENT_ORDER) == KEYED | PARENT_ORDER {
+        return Some(Error::Mismatch {
+            what: "whether to reorder (some members passed Key::ParentOrder, others a key)".into(),
+        });
+    }
+    None
 }
 
 /// `proposal` is this process's offer of the new groups' context id, taken
@@ -83,20 +143,8 @@ pub(crate) async fn agree<T: Transport, C, K>(
     radix_refused: bool,
     deadline: Time,
 ) -> Result<Agreed> {
-    let types = fingerprint(&format!(
-        "{} / {}",
-        std::any::type_name::<C>(),
-        std::any::type_name::<K>()
-    ));
-    let modes = match color {
-        Color::NotMember => 0,
-        Color::Is(_) => SPLIT,
-        Color::Everyone => EVERYONE,
-    } | match (color, key) {
-        (Color::NotMember, _) => 0,
-        (_, Key::Is(_)) => KEYED,
-        (_, Key::ParentOrder) => PARENT_ORDER,
-    } | if radix_refused { RADIX_REFUSED } else { 0 };
+    let types = types::<C, K>();
+    let modes = modes(color, key, radix_refused);
     let algorithm_id = algorithm.id();
     let mine = Votes {
         types: (types, types),
@@ -106,29 +154,8 @@ pub(crate) async fn agree<T: Transport, C, K>(
         members: u32::from(modes != 0),
     };
     let all = allreduce_in(t, parent, tags, mine, combine, deadline).await?;
-    if all.types.0 != all.types.1 {
-        return Err(Error::Mismatch {
-            what: format!(
-                "the color and key types (this process passed {} and {})",
-                std::any::type_name::<C>(),
-                std::any::type_name::<K>()
-            ),
-        });
-    }
-    if all.algorithm.0 != all.algorithm.1 {
-        return Err(Error::Mismatch {
-            what: format!("the split algorithm (this process asked for {algorithm})"),
-        });
-    }
-    if all.modes & (SPLIT | EVERYONE) == SPLIT | EVERYONE {
-        return Err(Error::Mismatch {
-            what: "whether to split (some members passed Color::Everyone, others a color)".into(),
-        });
-    }
-    if all.modes & (KEYED | PARENT_ORDER) == KEYED | PARENT_ORDER {
-        return Err(Error::Mismatch {
-            what: "whether to reorder (some members passed Key::ParentOrder, others a key)".into(),
-        });
+    if let Some(e) = disagreement::<C, K>(all.types, all.algorithm, all.modes, algorithm) {
+        return Err(e);
     }
     let context = all.context.context(t.size())?;
     let radix_refused = all.modes & RADIX_REFUSED != 0;
@@ -139,4 +166,22 @@ pub(crate) async fn agree<T: Transport, C, K>(
         context,
         radix_refused,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fingerprint of the types is that of their names joined by " / "
+    /// (as it was when it formatted them), so every build agrees.
+    #[test]
+    fn types_hash_the_joined_names() {
+        let joined = format!(
+            "{} / {}",
+            std::any::type_name::<Vec<u8>>(),
+            std::any::type_name::<i64>()
+        );
+        assert_eq!(types::<Vec<u8>, i64>(), fingerprint(&[&joined]));
+        assert_ne!(types::<Vec<u8>, i64>(), types::<i64, Vec<u8>>());
+    }
 }

@@ -12,13 +12,15 @@ mod allgather_group;
 mod bins;
 pub(crate) mod bitonic;
 mod cheng;
+pub(crate) mod dense;
 mod fault;
 mod gather_scatter;
 mod hash;
 mod item;
 mod mix;
-mod numbering;
+pub(crate) mod numbering;
 mod radix;
+pub(crate) use radix::integer_image;
 mod sorted;
 
 use std::cmp::Ordering;
@@ -90,8 +92,13 @@ pub enum Algorithm {
     Hash,
     /// Hash, finishing chains shorter than 64 with AllgatherGroup.
     Hash64,
-    /// The paper's findings, with thresholds from the simulator (BG/P-like
-    /// LogGP, computation charged, docs/scaling.md): the serial GatherScatter up to
+    /// On a communicator in host memory, one allgather of colors and keys
+    /// through shared memory and a local sort (the dense path); elsewhere
+    /// AllgatherGroup.
+    Dense,
+    /// Dense on a communicator in host memory; elsewhere the paper's
+    /// findings, with thresholds from the simulator (BG/P-like LogGP,
+    /// computation charged, docs/scaling.md): the serial GatherScatter up to
     /// [`AUTO_SERIAL_MAX_REORDER`] processes when reordering and
     /// [`AUTO_SERIAL_MAX_SPLIT`] when only splitting; above, Bitonic when
     /// reordering and Hash when only splitting.
@@ -114,7 +121,7 @@ pub const CHENG_MAX_ITEMS: std::ops::RangeInclusive<u32> = 2..=1 << 20;
 
 impl Algorithm {
     /// Every algorithm, Cheng with the paper's smallest, middle and largest M.
-    pub const ALL: [Algorithm; 10] = [
+    pub const ALL: [Algorithm; 11] = [
         Algorithm::AllgatherGroup,
         Algorithm::GatherScatter,
         Algorithm::Cheng(128),
@@ -124,6 +131,7 @@ impl Algorithm {
         Algorithm::Radix,
         Algorithm::Hash,
         Algorithm::Hash64,
+        Algorithm::Dense,
         Algorithm::Auto,
     ];
 
@@ -137,6 +145,7 @@ impl Algorithm {
             Algorithm::Hash => 4,
             Algorithm::Hash64 => 5,
             Algorithm::Auto => 6,
+            Algorithm::Dense => 7,
             Algorithm::Cheng(m) => 64 + m,
         }
     }
@@ -163,6 +172,7 @@ impl Algorithm {
             Algorithm::Auto if size <= AUTO_SERIAL_MAX_SPLIT => Algorithm::GatherScatter,
             Algorithm::Auto if reorder => Algorithm::Bitonic,
             Algorithm::Auto => Algorithm::Hash,
+            Algorithm::Dense => Algorithm::AllgatherGroup,
             chosen => chosen,
         }
     }
@@ -178,6 +188,7 @@ impl fmt::Display for Algorithm {
             Algorithm::Radix => f.write_str("Radix"),
             Algorithm::Hash => f.write_str("Hash"),
             Algorithm::Hash64 => f.write_str("Hash64"),
+            Algorithm::Dense => f.write_str("Dense"),
             Algorithm::Auto => f.write_str("Auto"),
         }
     }
@@ -218,6 +229,9 @@ pub struct Group {
     pub id: u32,
     /// How many groups the split made.
     pub count: u32,
+    /// Every member's place, in group order, where the group is on one host
+    /// and its members offered regions for a team.
+    pub(crate) places: Option<Vec<numbering::Place>>,
 }
 
 /// What a split gives one process.
@@ -302,6 +316,24 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + Ord + 'static,
 {
+    split_offering(t, parent, color, key, algorithm, None, deadline)
+}
+
+/// [`split`], offering a region of this rank's host arena to its new group.
+pub(crate) fn split_offering<'a, T, C, K>(
+    t: &'a T,
+    parent: &'a Chain,
+    color: Color<C>,
+    key: Key<K>,
+    algorithm: Algorithm,
+    offer: Option<numbering::Offer>,
+    deadline: Time,
+) -> impl Future<Output = Result<Split>> + 'a
+where
+    T: Transport,
+    C: Serialize + 'a,
+    K: Wire + Clone + Ord + 'static,
+{
     let reserved = Reserved::on(t, parent);
     let radix_key = match &key {
         Key::Is(k) => radix::integer_image(k),
@@ -309,7 +341,7 @@ where
     };
     let order = &K::cmp;
     run(
-        t, parent, reserved, color, key, order, radix_key, algorithm, deadline,
+        t, parent, reserved, color, key, order, radix_key, algorithm, offer, deadline,
     )
 }
 
@@ -332,10 +364,31 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + 'a,
 {
+    split_by_offering(t, parent, color, key, order, algorithm, None, deadline)
+}
+
+/// [`split_by`], offering a region of this rank's host arena to its new
+/// group.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn split_by_offering<'a, T, C, K>(
+    t: &'a T,
+    parent: &'a Chain,
+    color: Color<C>,
+    key: Key<K>,
+    order: impl Fn(&K, &K) -> Ordering + 'a,
+    algorithm: Algorithm,
+    offer: Option<numbering::Offer>,
+    deadline: Time,
+) -> impl Future<Output = Result<Split>> + 'a
+where
+    T: Transport,
+    C: Serialize + 'a,
+    K: Wire + Clone + 'a,
+{
     let reserved = Reserved::on(t, parent);
     async move {
         run(
-            t, parent, reserved, color, key, &order, None, algorithm, deadline,
+            t, parent, reserved, color, key, &order, None, algorithm, offer, deadline,
         )
         .await
     }
@@ -353,6 +406,7 @@ async fn run<T, C, K>(
     order: item::KeyOrder<'_, K>,
     radix_key: Option<Vec<u8>>,
     algorithm: Algorithm,
+    offer: Option<numbering::Offer>,
     deadline: Time,
 ) -> Result<Split>
 where
@@ -414,6 +468,7 @@ where
         placement,
         faults,
         agreed,
+        offer,
         deadline,
     )
     .await
@@ -463,6 +518,6 @@ where
             let serial_below = Some(HASH64_SERIAL_BELOW);
             hash::place(t, parent, calls, me, agreed, order, serial_below, deadline).await?
         }
-        Algorithm::Auto => unreachable!("resolved above"),
+        Algorithm::Auto | Algorithm::Dense => unreachable!("resolved above"),
     })
 }

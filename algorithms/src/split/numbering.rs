@@ -5,7 +5,8 @@
 //! The scan also spreads a comparator fault of any member to every process,
 //! those whose sub-chain saw none included (Hash splits before it sorts).
 
-use catena_fabric::{Time, Transport};
+use catena_fabric::{Rank, Time, Transport};
+use serde::{Deserialize, Serialize};
 
 use super::agreement::Agreed;
 use super::fault::{Fault, Faults};
@@ -15,7 +16,10 @@ use crate::scan::{allreduce, double_scan_in};
 use crate::Result;
 
 /// Takes the tags of one call on the parent; the new chain is the member's
-/// alone until the split returns it.
+/// alone until the split returns it. A member that `offer`s a region of its
+/// host arena learns every member's, where the whole group is on its host
+/// and every member offered one (in the same allreduce that numbers it).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn number<T: Transport>(
     t: &T,
     parent: &Chain,
@@ -23,6 +27,7 @@ pub(crate) async fn number<T: Transport>(
     placement: Option<Placement>,
     mut faults: Faults,
     agreed: Agreed,
+    offer: Option<Offer>,
     deadline: Time,
 ) -> Result<Split> {
     let chain = placement
@@ -57,8 +62,55 @@ pub(crate) async fn number<T: Transport>(
         return Ok(Split::NotMember { groups: count });
     };
     let mine = leads.then(|| leaders.exclusive_lr.map_or(0, |e| e.0));
-    let id = allreduce(t, &chain, mine, |a, b| a.or(*b), deadline)
-        .await?
-        .expect("every group has a leader");
-    Ok(Split::Member(Group { chain, id, count }))
+    let places = offer
+        .filter(|_| chain.size() <= crate::host::MAX_MEMBERS)
+        .map(|offer| {
+            let mut places = vec![None; chain.size() as usize];
+            places[chain.rank() as usize] = Some(Place {
+                rank: parent.address(),
+                host: t.host(),
+                region: offer.region,
+            });
+            places
+        });
+    let merge = |a: &Numbered, b: &Numbered| Numbered {
+        id: a.id.or(b.id),
+        places: match (&a.places, &b.places) {
+            (Some(x), Some(y)) => Some(x.iter().zip(y).map(|(p, q)| p.or(*q)).collect()),
+            _ => None,
+        },
+    };
+    let all = allreduce(t, &chain, Numbered { id: mine, places }, merge, deadline).await?;
+    let id = all.id.expect("every group has a leader");
+    let places = all
+        .places
+        .and_then(|p| p.into_iter().collect::<Option<Vec<Place>>>())
+        .filter(|p| p.iter().all(|place| place.host == t.host()));
+    Ok(Split::Member(Group {
+        chain,
+        id,
+        count,
+        places,
+    }))
+}
+
+/// A region a member offers its new group, for a host team.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Offer {
+    pub region: u64,
+}
+
+/// A member's world rank, host and offered region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Place {
+    pub rank: Rank,
+    pub host: u64,
+    pub region: u64,
+}
+
+/// What the new chain's allreduce agrees on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Numbered {
+    id: Option<u32>,
+    places: Option<Vec<Option<Place>>>,
 }

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use catena_algorithms::Split;
 
 /// What one process should get, as the sequential reference computes it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expected {
     Member {
         rank: u32,

@@ -39,6 +39,17 @@ impl Set {
         }
     }
 
+    /// An element's bytes, and the offset of its target (a u32) in it.
+    pub fn layout(self) -> (usize, usize) {
+        match self {
+            Set::A => (std::mem::size_of::<u32>(), 0),
+            Set::B | Set::C => (
+                std::mem::size_of::<Particle>(),
+                std::mem::offset_of!(Particle, tproc),
+            ),
+        }
+    }
+
     pub fn parse(name: &str) -> Result<Set, String> {
         Set::ALL
             .into_iter()

@@ -5,7 +5,7 @@
 //! local sort, MPI_Alltoallv) built with `mpi`; `--sim N,...` runs data set
 //! C in the simulator (virtual time, messages and bytes per rank).
 
-mod data;
+pub(crate) mod data;
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -104,7 +104,7 @@ fn variants(args: &Args) -> Result<Vec<AlltoallVariant>> {
 
 /// Room for what a process receives: the mean plus generous slack (A and
 /// B are uniform, C mostly stays).
-fn capacity(elements: usize) -> usize {
+pub(crate) fn capacity(elements: usize) -> usize {
     elements + elements / 4 + 1024
 }
 
@@ -387,8 +387,103 @@ fn mpich(args: &Args) -> Result<Vec<Figure>> {
     read_csv(&csv)
 }
 
-/// Under `mpiexec`: counts per target, MPI_Alltoall of the counts, a
-/// stable counting sort into a temporary, MPI_Alltoallv of bytes.
+/// Data set `set` of `n` elements on `rank` as bytes, with its layout
+/// ([`Set::layout`]).
+#[cfg(feature = "mpi")]
+pub(crate) fn set_bytes(set: Set, n: usize, rank: u32, size: u32) -> (Vec<u8>, (usize, usize)) {
+    let bytes = match set {
+        Set::A => bytemuck::cast_slice(&data::integers(n, rank, size)).to_vec(),
+        Set::B => bytemuck::cast_slice(&data::particles(n, rank, size)).to_vec(),
+        Set::C => bytemuck::cast_slice(&data::moved(n, rank, size)).to_vec(),
+    };
+    (bytes, set.layout())
+}
+
+/// The target of an element of `element` bytes whose target lies at `at`.
+pub(crate) fn target_at(e: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(e[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// The seed's best variant on MPICH: counts per target, MPI_Alltoall of
+/// the counts, a stable counting sort into a temporary, MPI_Alltoallv of
+/// bytes; its buffers are kept across calls, as a plan's are (the
+/// exchange itself needs the `mpi` feature).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) struct MpichExchange {
+    element: usize,
+    at: usize,
+    sorted: Vec<u8>,
+    /// What arrived (room for `capacity` elements).
+    pub(crate) recv: Vec<u8>,
+}
+
+impl MpichExchange {
+    /// For `send_bytes` bytes of elements of `element` bytes, their target
+    /// at `at`, receiving up to `capacity` elements.
+    pub(crate) fn new(send_bytes: usize, (element, at): (usize, usize), capacity: usize) -> Self {
+        MpichExchange {
+            element,
+            at,
+            sorted: vec![0u8; send_bytes],
+            recv: vec![0u8; capacity * element],
+        }
+    }
+
+    /// The temporary it keeps between calls (the sort buffer).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// One exchange of `send` over `world`: the number of bytes received.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn exchange<C: mpi::traits::Communicator>(
+        &mut self,
+        world: &C,
+        send: &[u8],
+    ) -> Result<usize> {
+        use mpi::datatype::{Partition, PartitionMut};
+        use mpi::traits::*;
+
+        let (element, at) = (self.element, self.at);
+        let size = world.size() as usize;
+        let mut counts = vec![0i32; size];
+        for e in send.chunks(element) {
+            counts[target_at(e, at) as usize] += 1;
+        }
+        let mut recv_counts = vec![0i32; size];
+        world.all_to_all_into(&counts[..], &mut recv_counts[..]);
+        let displs = |c: &[i32]| -> Vec<i32> {
+            c.iter()
+                .scan(0, |at, &c| Some(std::mem::replace(at, *at + c)))
+                .collect()
+        };
+        let mut next: Vec<usize> = displs(&counts).iter().map(|&d| d as usize).collect();
+        for e in send.chunks(element) {
+            let t = target_at(e, at) as usize;
+            self.sorted[next[t] * element..(next[t] + 1) * element].copy_from_slice(e);
+            next[t] += 1;
+        }
+        let bytes = |c: &[i32]| c.iter().map(|&c| c * element as i32).collect::<Vec<_>>();
+        let (scounts, rcounts) = (bytes(&counts), bytes(&recv_counts));
+        let (sdispls, rdispls) = (displs(&scounts), displs(&rcounts));
+        let total: i32 = rcounts.iter().sum();
+        if total as usize > self.recv.len() {
+            return Err(format!(
+                "rank {} receives {total} bytes, room for {}",
+                world.rank(),
+                self.recv.len()
+            )
+            .into());
+        }
+        let s = Partition::new(&self.sorted[..], &scounts[..], &sdispls[..]);
+        let mut r = PartitionMut::new(&mut self.recv[..], &rcounts[..], &rdispls[..]);
+        world.all_to_all_varcount_into(&s, &mut r);
+        Ok(total as usize)
+    }
+}
+
+/// Under `mpiexec`: [`MpichExchange`] on every data set.
 #[cfg(feature = "mpi")]
 pub fn mpi_main(args: &Args) -> crate::Outcome {
     use mpi::collective::SystemOperation;
@@ -400,72 +495,21 @@ pub fn mpi_main(args: &Args) -> crate::Outcome {
     let n = args.elements;
     let mut figures = Vec::new();
     for set in sets(args)? {
-        // Elements as bytes, and where in each its target lies (ZMPI's
-        // tproc_pos): read in the timed loop, twice, as ZMPI does.
-        let (send, element, at): (Vec<u8>, usize, usize) = match set {
-            Set::A => (
-                bytemuck::cast_slice(&data::integers(n, rank, size)).to_vec(),
-                4,
-                0,
-            ),
-            Set::B => (
-                bytemuck::cast_slice(&data::particles(n, rank, size)).to_vec(),
-                64,
-                56,
-            ),
-            Set::C => (
-                bytemuck::cast_slice(&data::moved(n, rank, size)).to_vec(),
-                64,
-                56,
-            ),
-        };
-        let tproc = |e: &[u8]| u32::from_le_bytes(e[at..at + 4].try_into().expect("4 bytes"));
-        let away = send.chunks(element).filter(|e| tproc(e) != rank).count() as f64;
+        let (send, (element, at)) = set_bytes(set, n, rank, size);
+        let away = send
+            .chunks(element)
+            .filter(|e| target_at(e, at) != rank)
+            .count() as f64;
         let mut moved = 0.0;
         world.all_reduce_into(&away, &mut moved, SystemOperation::sum());
-        let mut recv = vec![0u8; capacity(n) * element];
-        // Reused across calls, as a plan's buffers are.
-        let mut sorted = vec![0u8; send.len()];
+        let mut mpich = MpichExchange::new(send.len(), (element, at), capacity(n));
         let (mut times, mut peak) = (Vec::new(), 0usize);
         for repetition in 0..=args.repetitions {
             world.barrier();
             let before = heap::held();
             heap::reset_peak();
             let start = Instant::now();
-            let mut counts = vec![0i32; size as usize];
-            for e in send.chunks(element) {
-                counts[tproc(e) as usize] += 1;
-            }
-            let mut recv_counts = vec![0i32; size as usize];
-            world.all_to_all_into(&counts[..], &mut recv_counts[..]);
-            let displs = |c: &[i32]| -> Vec<i32> {
-                c.iter()
-                    .scan(0, |at, &c| Some(std::mem::replace(at, *at + c)))
-                    .collect()
-            };
-            let mut next: Vec<usize> = displs(&counts).iter().map(|&d| d as usize).collect();
-            for e in send.chunks(element) {
-                let t = tproc(e) as usize;
-                sorted[next[t] * element..(next[t] + 1) * element].copy_from_slice(e);
-                next[t] += 1;
-            }
-            let bytes = |c: &[i32]| c.iter().map(|&c| c * element as i32).collect::<Vec<_>>();
-            let (scounts, rcounts) = (bytes(&counts), bytes(&recv_counts));
-            let (sdispls, rdispls) = (displs(&scounts), displs(&rcounts));
-            let total: i32 = rcounts.iter().sum();
-            if total as usize > recv.len() {
-                return Err(format!(
-                    "rank {rank} receives {total} bytes, room for {}",
-                    recv.len()
-                )
-                .into());
-            }
-            {
-                use mpi::datatype::{Partition, PartitionMut};
-                let s = Partition::new(&sorted[..], &scounts[..], &sdispls[..]);
-                let mut r = PartitionMut::new(&mut recv[..], &rcounts[..], &rdispls[..]);
-                world.all_to_all_varcount_into(&s, &mut r);
-            }
+            mpich.exchange(&world, &send)?;
             let elapsed = start.elapsed().as_secs_f64() * 1e3;
             let temporary = heap::peak().saturating_sub(before);
             let mut slowest = 0.0f64;
@@ -483,7 +527,7 @@ pub fn mpi_main(args: &Args) -> crate::Outcome {
             ms: quantile(&mut times, 0.5),
             moved: moved / f64::from(size) * element as f64,
             heap: most as usize,
-            held: sorted.len(),
+            held: mpich.held_bytes(),
         });
     }
     if rank == 0 {

@@ -6,7 +6,9 @@
 use std::future::Future;
 
 use catena_fabric::eager::{Messenger, CONTROL_WINDOW_BYTES};
-use catena_fabric::{ControlWindows, EagerMessaging, Rank, RemoteKey, Result, Rma, Signal, Time};
+use catena_fabric::{
+    ControlWindows, EagerMessaging, HostMemory, Rank, RemoteKey, Result, Rma, Signal, Time,
+};
 
 use super::window::{SimKey, SimWindow};
 use super::{Sim, SimRank};
@@ -157,6 +159,54 @@ impl ControlWindows for EagerRank<'_> {
         self.rank.check_peer(rank)?;
         let id = self.rank.sim().control_base.get() + u64::from(rank);
         Ok(SimKey::encode(rank, id, CONTROL_WINDOW_BYTES))
+    }
+}
+
+impl HostMemory for EagerRank<'_> {
+    type HostPeer = Rank;
+
+    fn host_ranks(&self) -> &[Rank] {
+        self.rank.host_ranks()
+    }
+
+    fn host_alloc(&self, len: usize, reset: usize) -> Result<catena_fabric::HostRegion> {
+        self.rank.host_alloc(len, reset)
+    }
+
+    fn host_world_region(&self, len: usize) -> Option<catena_fabric::HostRegion> {
+        self.rank.host_world_region(len)
+    }
+
+    fn host_release(&self, region: catena_fabric::HostRegion) {
+        self.rank.host_release(region);
+    }
+
+    fn host_peer(&self, rank: Rank) -> Result<Rank> {
+        self.rank.host_peer(rank)
+    }
+
+    fn host_write(&self, peer: &Rank, at: u64, data: &[u8]) -> Result<()> {
+        self.rank.host_write(peer, at, data)
+    }
+
+    fn host_read(&self, peer: &Rank, at: u64, buf: &mut [u8]) -> Result<()> {
+        self.rank.host_read(peer, at, buf)
+    }
+
+    fn host_store(&self, peer: &Rank, at: u64, value: u64) -> Result<()> {
+        self.rank.host_store(peer, at, value)
+    }
+
+    fn host_set(&self, peer: &Rank, at: u64, value: u64) -> Result<()> {
+        self.rank.host_set(peer, at, value)
+    }
+
+    fn host_load(&self, peer: &Rank, at: u64) -> Result<u64> {
+        self.rank.host_load(peer, at)
+    }
+
+    fn host_add(&self, peer: &Rank, at: u64, value: u64) -> Result<u64> {
+        self.rank.host_add(peer, at, value)
     }
 }
 

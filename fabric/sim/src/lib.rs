@@ -19,12 +19,13 @@
 
 mod compute;
 mod eager;
+mod host;
 mod jitter;
 pub mod model;
 mod rank;
 mod window;
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
@@ -37,6 +38,7 @@ use rustc_hash::FxHashMap;
 
 pub use compute::{thread_cpu_ns, ComputeFactor, CpuClock};
 pub use eager::EagerRank;
+pub use host::HostModel;
 pub use jitter::{Delays, Enumerated, Seeded};
 pub use model::{CostModel, LogGp, Routed};
 pub use rank::SimRank;
@@ -110,7 +112,7 @@ impl Ord for Event {
     }
 }
 
-/// What one virtual rank holds in the simulator (80 bytes).
+/// What one virtual rank holds in the simulator (96 bytes).
 #[derive(Default)]
 struct RankState {
     clock: Cell<u64>,
@@ -126,6 +128,10 @@ struct RankState {
     in_call: Cell<bool>,
     /// The next [`catena_fabric::Rma::next_serial`].
     serials: Cell<u64>,
+    /// Host regions made so far (region ids are 1, 2, ...).
+    host_regions: Cell<u64>,
+    /// Whether the world's host region was handed out.
+    world_region: Cell<bool>,
     inbox: RefCell<Vec<Envelope>>,
 }
 
@@ -251,6 +257,10 @@ pub struct Sim {
     compute: Option<Meter>,
     /// Consecutive ranks per simulated host (what `Rma::host` tells).
     ranks_per_host: u32,
+    /// What host memory costs.
+    host_model: HostModel,
+    /// 0..size, made when a rank first asks who shares its host.
+    all_ranks: OnceCell<Vec<Rank>>,
 }
 
 impl Sim {
@@ -288,11 +298,21 @@ impl Sim {
             trace: None,
             compute: None,
             ranks_per_host: 1,
+            host_model: HostModel::default(),
+            all_ranks: OnceCell::new(),
         }
     }
 
+    /// Charges host memory (the memory the ranks of one simulated host
+    /// share) by `model` instead of the default.
+    pub fn with_host_model(mut self, model: HostModel) -> Sim {
+        self.host_model = model;
+        self
+    }
+
     /// Places `n` consecutive ranks on each simulated host (1 by default),
-    /// as `Rma::host` reports them. The cost model does not change with it.
+    /// as `Rma::host` reports them; they share host memory, charged by the
+    /// [`HostModel`]. The network's cost model does not change with it.
     pub fn with_ranks_per_host(mut self, n: u32) -> Sim {
         self.ranks_per_host = n.max(1);
         self
@@ -494,6 +514,7 @@ impl Sim {
         body: impl AsyncFn(&H) -> R,
     ) -> Result<(Vec<R>, Report), Stuck> {
         let started = Instant::now();
+        host::reset(self);
         let mut futures: Vec<Option<Pin<Box<dyn Future<Output = R> + '_>>>> = handles
             .iter()
             .map(|h| {

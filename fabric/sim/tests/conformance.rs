@@ -17,7 +17,11 @@ const MODEL: LogGp = LogGp {
 };
 
 fn suite_on(ranks: u32) {
-    let sim = Sim::new(ranks, MODEL);
+    suite_on_hosts_of(ranks, 1);
+}
+
+fn suite_on_hosts_of(ranks: u32, per_host: u32) {
+    let sim = Sim::new(ranks, MODEL).with_ranks_per_host(per_host);
     let (results, report) = sim
         .run(async |t: &SimRank<'_>| {
             for check in SUITE {
@@ -47,6 +51,12 @@ fn conformance_suite_on_3() {
 #[test]
 fn conformance_suite_on_8() {
     suite_on(8);
+}
+
+/// Host memory between the ranks of a host, and refused across hosts.
+#[test]
+fn conformance_suite_on_7_in_hosts_of_3() {
+    suite_on_hosts_of(7, 3);
 }
 
 /// A ping-pong of k bytes takes 2 (o + L + k G + o) under LogGP.

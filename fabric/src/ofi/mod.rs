@@ -452,6 +452,11 @@ impl Rma for OfiTransport {
         self.job.now()
     }
 
+    #[inline]
+    fn coarse_now(&self) -> Time {
+        self.job.coarse_now()
+    }
+
     fn alloc_window(&self, len: usize) -> Result<OfiWindow> {
         crate::bounds::check_window_len(len)?;
         let id = self.next_window.get();
@@ -599,6 +604,7 @@ impl Rma for OfiTransport {
         Ok(())
     }
 
+    #[inline]
     fn check_health(&self) -> Result<()> {
         self.job.check_health()
     }
@@ -607,6 +613,7 @@ impl Rma for OfiTransport {
         self.job.check_peer(rank)
     }
 
+    #[inline]
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }
@@ -643,6 +650,8 @@ impl ControlWindows for OfiTransport {
         RemoteKey::from_bytes(key)
     }
 }
+
+crate::host::host_memory_through_job!(OfiTransport);
 
 impl EagerMessaging for OfiTransport {
     fn messenger(&self) -> &Messenger<OfiWindow> {

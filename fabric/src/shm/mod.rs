@@ -11,11 +11,11 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub use window::ShmWindow;
-use window::{MappedWindow, ShmKey, DOORBELL_AT, SLEEPERS_AT};
+use window::{MappedWindow, ShmKey};
 
 use crate::bootstrap::Bootstrap;
 use crate::config;
@@ -92,12 +92,8 @@ impl ShmTransport {
         self.mapped.borrow().len()
     }
 
-    fn control(&self) -> &crate::shm::segment::Segment {
-        self.messenger.control_window().segment()
-    }
-
     /// Runs `f` on the mapping of `target`'s window named by `key`, mapping
-    /// it (and its owner's control window) on first use.
+    /// it on first use.
     fn with_peer_window<R>(
         &self,
         target: Rank,
@@ -123,8 +119,9 @@ impl ShmTransport {
         }
     }
 
-    /// Maps the window `key` (`sealed`, decoded) names (and first its
-    /// owner's control window), once the key proved to be one its owner made.
+    /// Maps the window `key` (`sealed`, decoded) names, once the key proved
+    /// to be one its owner made, with its owner's host arena (where its
+    /// doorbell is).
     fn map_peer_window(&self, key: ShmKey, sealed: &RemoteKey) -> Result<Rc<MappedWindow>> {
         let target = key.owner;
         if let Some(Mapping { window: w, .. }) = self.mapped.borrow().get(&(target, key.id)) {
@@ -135,20 +132,17 @@ impl ShmTransport {
             }
             return Ok(w.clone());
         }
-        let secret = self.job.peer_key_secret(target)?;
-        let control_sealed = self.control_key(target)?;
-        let control_key = ShmKey::decode(&control_sealed, target, &secret)?;
-        let control = match key.id {
-            0 if key == control_key => None,
-            0 => {
+        if key.id == 0 {
+            let secret = self.job.peer_key_secret(target)?;
+            if key != ShmKey::decode(&self.control_key(target)?, target, &secret)? {
                 return Err(Error::InvalidKey(format!(
                     "{key:?} is not rank {target}'s control window"
-                )))
+                )));
             }
-            _ => Some(self.map_peer_window(control_key, &control_sealed)?),
-        };
+        }
+        let owner = self.job.host_peer(target)?;
         let pid = self.job.pid(target)?;
-        let w = match MappedWindow::open(pid, key, control)? {
+        let w = match MappedWindow::open(pid, key, owner)? {
             Some(w) => Rc::new(w),
             // A rank holds its control window while it lives.
             None if key.id == 0 || !crate::os::process_alive(pid as i32) => {
@@ -179,15 +173,11 @@ struct Mapping {
     window: Rc<MappedWindow>,
 }
 
-/// Rings the doorbell of `w`'s owner if it is (about to be) asleep.
+/// Rings the doorbell of `w`'s owner if it is (about to be) asleep: the
+/// caller's signal RMW is SeqCst, so with the fence in `prepare_park`
+/// either the owner sees the signal or this sees the sleeper.
 fn wake(w: &MappedWindow) {
-    let (doorbell, sleepers) = w.doorbell();
-    // The caller's signal RMW and this load are both SeqCst; with the fence
-    // in `prepare_park`, either we see the sleeper or it sees the signal.
-    if sleepers.load(Ordering::SeqCst) != 0 {
-        doorbell.fetch_add(1, Ordering::SeqCst);
-        futex::wake(doorbell, 1);
-    }
+    w.owner.wake();
 }
 
 impl Rma for ShmTransport {
@@ -211,6 +201,11 @@ impl Rma for ShmTransport {
 
     fn now(&self) -> Time {
         self.job.now()
+    }
+
+    #[inline]
+    fn coarse_now(&self) -> Time {
+        self.job.coarse_now()
     }
 
     fn alloc_window(&self, len: usize) -> Result<ShmWindow> {
@@ -289,6 +284,7 @@ impl Rma for ShmTransport {
         self.job.check_rank(target)
     }
 
+    #[inline]
     fn check_health(&self) -> Result<()> {
         self.job.check_health()
     }
@@ -297,6 +293,7 @@ impl Rma for ShmTransport {
         self.job.check_peer(rank)
     }
 
+    #[inline]
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }
@@ -315,26 +312,24 @@ impl Blocking for ShmTransport {
         self.spin
     }
 
+    // The doorbell is in the host arena, so that puts, signals and host
+    // stores all wake a parked rank.
     fn prepare_park(&self) -> u64 {
-        self.control()
-            .u32_at(SLEEPERS_AT)
-            .store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        u64::from(self.control().u32_at(DOORBELL_AT).load(Ordering::SeqCst))
+        self.job.host_memory().map_or(0, |host| host.prepare_park())
     }
 
     fn park(&self, ticket: u64) {
         let timeout = self.job.take_park_timeout(PARK_SLICE);
-        if !timeout.is_zero() {
-            futex::wait(self.control().u32_at(DOORBELL_AT), ticket as u32, timeout);
+        match self.job.host_memory() {
+            Ok(host) => host.park(ticket, timeout),
+            Err(_) => std::thread::sleep(timeout),
         }
-        self.cancel_park();
     }
 
     fn cancel_park(&self) {
-        self.control()
-            .u32_at(SLEEPERS_AT)
-            .store(0, Ordering::Relaxed);
+        if let Ok(host) = self.job.host_memory() {
+            host.cancel_park();
+        }
     }
 }
 
@@ -343,6 +338,8 @@ impl ControlWindows for ShmTransport {
         RemoteKey::from_bytes(self.job.address(rank)?)
     }
 }
+
+crate::host::host_memory_through_job!(ShmTransport);
 
 impl EagerMessaging for ShmTransport {
     fn messenger(&self) -> &Messenger<ShmWindow> {

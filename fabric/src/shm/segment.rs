@@ -22,9 +22,20 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Creates a sealed segment of `len` zeroed bytes and maps it; peers can
-    /// open it while the returned descriptor stays open.
+    /// Creates a sealed segment of `len` zeroed bytes and maps it, every
+    /// page faulted in; peers can open it while the returned descriptor
+    /// stays open.
     pub fn create(len: usize) -> Result<(Segment, OwnedFd)> {
+        Self::create_with(len, true)
+    }
+
+    /// [`Segment::create`] whose pages are made when first touched: for a
+    /// large arena of which a process uses a little.
+    pub fn create_lazy(len: usize) -> Result<(Segment, OwnedFd)> {
+        Self::create_with(len, false)
+    }
+
+    fn create_with(len: usize, populate: bool) -> Result<(Segment, OwnedFd)> {
         let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
         // SAFETY: a valid C string and flags; the result is checked.
         let fd = unsafe { libc::memfd_create(c"catena".as_ptr(), flags) };
@@ -39,13 +50,22 @@ impl Segment {
         if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } != 0 {
             return Err(os_error("sealing shared memory"));
         }
-        Ok((Self::map(&file, len)?, file.into()))
+        Ok((Self::map(&file, len, populate)?, file.into()))
     }
 
     /// Maps segment `fd` of process `pid` (of this user) if it is a segment
     /// of `len` bytes; `None` if that descriptor is closed, names something
     /// else, or the process is gone.
     pub fn open(pid: u32, fd: RawFd, len: usize) -> Result<Option<Segment>> {
+        Self::open_with(pid, fd, len, true)
+    }
+
+    /// [`Segment::open`] without faulting the pages in.
+    pub fn open_lazy(pid: u32, fd: RawFd, len: usize) -> Result<Option<Segment>> {
+        Self::open_with(pid, fd, len, false)
+    }
+
+    fn open_with(pid: u32, fd: RawFd, len: usize, populate: bool) -> Result<Option<Segment>> {
         let path = format!("/proc/{pid}/fd/{fd}");
         let opened = OpenOptions::new()
             .read(true)
@@ -72,7 +92,7 @@ impl Segment {
         if !is_segment(file.as_raw_fd(), len) {
             return Ok(None);
         }
-        Self::map(&file, len).map(Some)
+        Self::map(&file, len, populate).map(Some)
     }
 
     /// Maps segment `fd`, inherited from the parent, if it is a segment of
@@ -87,14 +107,19 @@ impl Segment {
         // SAFETY: `fd` is open (checked), and nothing else in this process
         // uses the descriptor the launcher left for it.
         let file = unsafe { File::from_raw_fd(fd) };
-        Self::map(&file, len)
+        Self::map(&file, len, true)
     }
 
-    fn map(file: &File, len: usize) -> Result<Segment> {
+    fn map(file: &File, len: usize, populate: bool) -> Result<Segment> {
         // SAFETY: the file is a sealed memfd of `len` bytes that nobody can
         // shrink, and all access to the mapping goes through raw pointers
         // and atomics.
-        let map = unsafe { MmapOptions::new().len(len).populate().map_mut(file) }
+        let mut options = MmapOptions::new();
+        options.len(len);
+        if populate {
+            options.populate();
+        }
+        let map = unsafe { options.map_mut(file) }
             .map_err(|e| Error::io(format!("mapping {len} bytes of shared memory"), e))?;
         Ok(Segment { map })
     }

@@ -1,6 +1,5 @@
 //! Windows of the shm provider: one segment each, a page of header (owner,
-//! id, length, live/freed state; in window 0 also the process's doorbell)
-//! then the exposed bytes. Keys are `S | owner | id | len | fd | tag`, the
+//! id, length, live/freed state) then the exposed bytes. Keys are `S | owner | id | len | fd | tag`, the
 //! tag sealing the rest under the owner's secret (see [`KeySecret`]).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -8,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::segment::Segment;
 use crate::bounds::{check_bounds, check_word, MAX_WINDOW_BYTES};
+use crate::host::ArenaMap;
 use crate::key::{KeySecret, SEAL_BYTES};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
@@ -18,10 +18,6 @@ const ID_AT: usize = 8;
 const LEN_AT: usize = 16;
 const STATE_AT: usize = 24;
 const OWNER_AT: usize = 32;
-/// Bumped by whoever must wake this process (window 0 only).
-pub(crate) const DOORBELL_AT: usize = 64;
-/// Non-zero while this process is about to sleep on its doorbell.
-pub(crate) const SLEEPERS_AT: usize = 68;
 const LIVE: u64 = 1;
 const FREED: u64 = 2;
 const KEY_TAG: u8 = b'S';
@@ -96,8 +92,8 @@ impl ShmKey {
 pub(crate) struct MappedWindow {
     pub segment: Segment,
     pub key: ShmKey,
-    /// The owner's control window (with its doorbell); `None` for window 0.
-    pub control: Option<std::rc::Rc<MappedWindow>>,
+    /// The owner's host arena, where its doorbell is.
+    pub owner: std::rc::Rc<ArenaMap>,
 }
 
 impl MappedWindow {
@@ -107,7 +103,7 @@ impl MappedWindow {
     pub(crate) fn open(
         pid: u32,
         key: ShmKey,
-        control: Option<std::rc::Rc<MappedWindow>>,
+        owner: std::rc::Rc<ArenaMap>,
     ) -> Result<Option<MappedWindow>> {
         let Some(segment) = Segment::open(pid, key.fd, HEADER_BYTES + key.len)? else {
             return Ok(None);
@@ -120,7 +116,7 @@ impl MappedWindow {
         Ok(same.then_some(MappedWindow {
             segment,
             key,
-            control,
+            owner,
         }))
     }
 
@@ -149,17 +145,6 @@ impl MappedWindow {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.data().add(offset), data.len())
         };
         Ok(())
-    }
-
-    /// The doorbell and sleeper flag of the owner.
-    pub(crate) fn doorbell(
-        &self,
-    ) -> (&std::sync::atomic::AtomicU32, &std::sync::atomic::AtomicU32) {
-        let control = self.control.as_deref().unwrap_or(self);
-        (
-            control.segment.u32_at(DOORBELL_AT),
-            control.segment.u32_at(SLEEPERS_AT),
-        )
     }
 }
 
@@ -282,7 +267,8 @@ mod tests {
     use super::*;
 
     fn open_own(key: ShmKey) -> Option<MappedWindow> {
-        MappedWindow::open(std::process::id(), key, None).unwrap()
+        let (arena, _fd) = ArenaMap::create(0, "test", 0).unwrap();
+        MappedWindow::open(std::process::id(), key, std::rc::Rc::new(arena)).unwrap()
     }
 
     /// A header that disagrees with the key in any field is not the key's

@@ -365,6 +365,11 @@ impl Rma for UcxTransport {
         self.job.now()
     }
 
+    #[inline]
+    fn coarse_now(&self) -> Time {
+        self.job.coarse_now()
+    }
+
     fn alloc_window(&self, len: usize) -> Result<UcxWindow> {
         crate::bounds::check_window_len(len)?;
         let id = self.next_window.get();
@@ -540,6 +545,7 @@ impl Rma for UcxTransport {
         .await
     }
 
+    #[inline]
     fn check_health(&self) -> Result<()> {
         // A failed endpoint says one peer is gone (`check_peer`), not that
         // the job lost it: as with shm, the bootstrap decides that.
@@ -554,6 +560,7 @@ impl Rma for UcxTransport {
         self.job.check_peer(rank)
     }
 
+    #[inline]
     fn wake_at(&self, at: Time) {
         self.job.wake_at(at);
     }
@@ -597,6 +604,8 @@ impl ControlWindows for UcxTransport {
         RemoteKey::from_bytes(decode_address(self.job.address(rank)?)?.0)
     }
 }
+
+crate::host::host_memory_through_job!(UcxTransport);
 
 impl EagerMessaging for UcxTransport {
     fn messenger(&self) -> &Messenger<UcxWindow> {

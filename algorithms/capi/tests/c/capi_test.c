@@ -505,7 +505,9 @@ int main(int argc, char **argv) {
         }
         check_split(half, color, key, "posted split");
         OK(catena_comm_free(&half));
-        /* The rest of the posted collectives, waited for in post order. */
+        /* The rest of the posted collectives, waited for in reverse order: a wait
+         * progresses every request (on a communicator in host memory the calls run
+         * in post order). */
         {
             catena_request_t *more[5];
             int64_t factor = me + 1, product = 0;
@@ -519,7 +521,7 @@ int main(int argc, char **argv) {
                                        NULL, 0, &more[2]));
             OK(catena_allgather_post(world, &me, sizeof me, all, &more[3]));
             OK(catena_gather_post(world, &me, sizeof me, me == 0 ? gathered : NULL, 0, &more[4]));
-            for (int r = 0; r < 5; r++)
+            for (int r = 4; r >= 0; r--)
                 OK(catena_request_wait(&more[r]));
             if (me == n - 1) {
                 int64_t want = 1;

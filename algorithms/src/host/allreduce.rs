@@ -1,0 +1,137 @@
+//! Allreduce inside a host, in rank order. A value that fits a mailbox
+//! line goes to every member, which folds them all (one crossing), up to
+//! `select::FLAT_MAX` members; above, up a tree to member 0 and down again.
+//! A longer value is reduced by slices (each member reduces its slice of
+//! everyone's) and the reduced slices are copied out by everyone.
+
+use catena_fabric::{HostMemory, Time};
+
+use super::bcast::{bcast, Value};
+use super::mailbox::{arrived, post, read};
+use super::reduce::{reduce_slices, up_the_tree};
+use super::stream::{chunk_for, expose, pull_into, Readers};
+use super::{others_then_me, select, Combine, Team};
+use crate::{Error, Result};
+
+/// Every member's `send` combined in rank order into every member's `recv`
+/// (both of one length everywhere, in whole elements of `elem` bytes).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn allreduce<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    recv: &mut [u8],
+    elem: usize,
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<()> {
+    // Every member's value reached this one, directly or folded in.
+    reduce_everywhere(team, seq, send, recv, elem, combine, deadline).await?;
+    team.all_entered(seq);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn reduce_everywhere<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    recv: &mut [u8],
+    elem: usize,
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let (me, n) = (team.me(), team.size());
+    if recv.len() != send.len() {
+        return Err(Error::InvalidArgument(format!(
+            "an allreduce of {} bytes into {}",
+            send.len(),
+            recv.len()
+        )));
+    }
+    let inline = send.len() <= team.layout().inline();
+    if inline && select::exchange(n) {
+        return exchange(team, seq, send, recv, combine, deadline).await;
+    }
+    if inline {
+        // Boxed: the exchange's future, which small teams take, stays small.
+        return Box::pin(up_and_down(team, seq, send, recv, combine, deadline)).await;
+    }
+    let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;
+    let chunk = chunk_for(elem).expect("checked by reduce_slices");
+    let pieces = [(&reduced[..], Readers::All)];
+    let exposing = expose(team, &pieces, chunk, deadline);
+    let copying = async {
+        for m in others_then_me(me, n) {
+            let part = &mut recv[slice(m)];
+            match m == me {
+                true => part.copy_from_slice(&reduced),
+                false => pull_into(team, m, 0, part, chunk, deadline).await?,
+            }
+        }
+        Ok::<(), Error>(())
+    };
+    crate::join::join(exposing, copying).await.map(drop)
+}
+
+/// Up a tree to member 0 and down again.
+async fn up_and_down<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    recv: &mut [u8],
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let mut acc = team.take_buffer();
+    let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
+    if let Ok(true) = reduced {
+        recv.copy_from_slice(&acc);
+    }
+    team.put_buffer(acc);
+    reduced?;
+    bcast(team, seq, 0, Value::Fixed(recv), deadline).await
+}
+
+/// Every member posts its value to every other and folds all of them.
+async fn exchange<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    recv: &mut [u8],
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let (me, n) = (team.me(), team.size());
+    for m in (0..n).filter(|&m| m != me) {
+        post(team, m, seq, send.len() as u64, send, deadline).await?;
+    }
+    let mut mismatch = None;
+    for m in 0..n {
+        if m != me {
+            let len = arrived(team, m, seq, deadline).await?;
+            if len != send.len() as u64 {
+                mismatch.get_or_insert((m, len));
+                continue;
+            }
+        }
+        match (m, m == me) {
+            (0, true) => recv.copy_from_slice(send),
+            (0, false) => read(team, m, seq, recv)?,
+            (_, true) => combine(recv, send)?,
+            (_, false) => team.with_scratch(send.len(), |value| {
+                read(team, m, seq, value)?;
+                combine(recv, value)
+            })?,
+        }
+    }
+    match mismatch {
+        Some((m, len)) => Err(Error::Mismatch {
+            what: format!(
+                "allreduce lengths: member {m} passes {len} bytes where this one passes {}",
+                send.len()
+            ),
+        }),
+        None => Ok(()),
+    }
+}

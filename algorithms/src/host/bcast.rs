@@ -1,0 +1,120 @@
+//! Broadcast inside a host: the length (and a short value itself) travels
+//! down a k-nomial tree rotated to the root, each member forwarding what
+//! its parent posted; a longer value is exposed by the root in its cells
+//! and every other member copies it straight out (one level, in parallel).
+
+use catena_fabric::{HostMemory, Time};
+
+use super::layout::CELL;
+use super::mailbox::{arrived, post, read};
+use super::stream::{expose, pull, pull_into, Readers};
+use super::tree::{children, member_of, parent, virtual_of};
+use super::{select, Team};
+use crate::{Error, Result};
+
+/// Where a broadcast's value is: the root's to send, another member's to
+/// fill (of the root's length, or any length).
+pub(crate) enum Value<'a> {
+    /// A buffer every member passes with the same length.
+    Fixed(&'a mut [u8]),
+    /// The root's bytes; elsewhere filled with what the root sent.
+    Any(&'a mut Vec<u8>),
+}
+
+/// The root's value into every member's (call `seq`).
+pub(crate) async fn bcast<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    mut value: Value<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let (me, n) = (team.me(), team.size());
+    let (radix, inline) = (select::radix(n), team.layout().inline());
+    let v = virtual_of(me, root, n);
+    let children = || children(v, n, radix).map(|c| member_of(c, root, n));
+    // A long value's post carries the index of its first chunk: 0.
+    const FIRST: [u8; 8] = [0; 8];
+    if me == root {
+        let data: &[u8] = match &value {
+            Value::Fixed(buf) => buf,
+            Value::Any(bytes) => bytes,
+        };
+        let long = data.len() > inline;
+        for c in children() {
+            let carried = if long { &FIRST[..] } else { data };
+            post(team, c, seq, data.len() as u64, carried, deadline).await?;
+        }
+        if long {
+            expose(team, &[(data, Readers::All)], CELL, deadline).await?;
+        }
+        return Ok(());
+    }
+    let from = member_of(parent(v, radix).expect("not the root"), root, n);
+    let len = arrived(team, from, seq, deadline).await?;
+    let long = len > inline as u64;
+    if long {
+        for c in children() {
+            post(team, c, seq, len, &FIRST, deadline).await?;
+        }
+    }
+    let mut scratch = Vec::new();
+    let wrong = match &mut value {
+        Value::Fixed(buf) if buf.len() as u64 != len => Some(buf.len()),
+        _ => None,
+    };
+    if !long {
+        // A short value is copied out first, then passed on from here.
+        let into: &mut [u8] = match (&mut value, wrong) {
+            (_, Some(_)) => {
+                scratch.resize(len as usize, 0);
+                &mut scratch
+            }
+            (Value::Fixed(buf), None) => buf,
+            (Value::Any(bytes), None) => {
+                bytes.clear();
+                bytes.resize(len as usize, 0);
+                bytes
+            }
+        };
+        read(team, from, seq, into)?;
+        for c in children() {
+            post(team, c, seq, len, into, deadline).await?;
+        }
+    }
+    if let Some(expected) = wrong {
+        if long {
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            pull(team, root, 0, len, CELL, |_, _| Ok(()), deadline).await?;
+        }
+        return Err(Error::Mismatch {
+            what: format!("bcast lengths: the root sent {len} bytes for a buffer of {expected}"),
+        });
+    }
+    match (&mut value, long) {
+        (_, false) => Ok(()),
+        (Value::Fixed(buf), true) => pull_into(team, root, 0, buf, CELL, deadline).await,
+        (Value::Any(bytes), true) => {
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            bytes.clear();
+            pull(
+                team,
+                root,
+                0,
+                len,
+                CELL,
+                |_, chunk| {
+                    bytes.try_reserve(chunk.len()).map_err(|_| Error::Codec {
+                        action: "receive",
+                        what: "a bcast value",
+                        message: format!("the root sent {len} bytes, more than fit here"),
+                    })?;
+                    bytes.extend_from_slice(chunk);
+                    Ok(())
+                },
+                deadline,
+            )
+            .await
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Gather inside a host: every member posts its value to the root (a long
+//! one exposed for the root alone) and the root copies each into place.
+
+use catena_fabric::{HostMemory, Time};
+
+use super::layout::CELL;
+use super::message::{announce, receive, receive_into};
+use super::stream::{expose, Readers};
+use super::{others_then_me, Team};
+use crate::Result;
+
+/// Every member's `send` (all of one length) in rank order into the
+/// root's `recv`.
+pub(crate) async fn gather<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    send: &[u8],
+    recv: Option<&mut [u8]>,
+    deadline: Time,
+) -> Result<()> {
+    let me = team.me();
+    let Some(recv) = recv.filter(|_| me == root) else {
+        return send_to_root(team, seq, root, send, deadline).await;
+    };
+    let each = send.len();
+    for m in others_then_me(me, team.size()) {
+        let part = &mut recv[m as usize * each..(m as usize + 1) * each];
+        match m == me {
+            true => part.copy_from_slice(send),
+            false => receive_into(team, m, seq, part, deadline).await?,
+        }
+    }
+    team.all_entered(seq);
+    Ok(())
+}
+
+/// Every member's `send` (of any length) in rank order, on the root.
+pub(crate) async fn gather_any<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    send: &[u8],
+    deadline: Time,
+) -> Result<Option<Vec<Vec<u8>>>> {
+    let me = team.me();
+    if me != root {
+        send_to_root(team, seq, root, send, deadline).await?;
+        return Ok(None);
+    }
+    let mut all = Vec::with_capacity(team.size() as usize);
+    for m in 0..team.size() {
+        all.push(match m == me {
+            true => send.to_vec(),
+            false => receive(team, m, seq, deadline).await?,
+        });
+    }
+    team.all_entered(seq);
+    Ok(Some(all))
+}
+
+async fn send_to_root<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    send: &[u8],
+    deadline: Time,
+) -> Result<()> {
+    announce(team, root, seq, send, 0, deadline).await?;
+    if send.len() > team.layout().inline() {
+        expose(team, &[(send, Readers::One(root))], CELL, deadline).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! A message of any length from one member to another in one call: a post
+//! carries its length and, if it fits, its bytes; a longer one says where
+//! its first chunk lies in the writer's exposure (see `stream`; chunks of a
+//! whole cell), which the writer makes separately, once per call, for all
+//! its long messages. A writer posts to a reader at most once per call.
+
+use catena_fabric::{HostMemory, Time};
+
+use super::layout::CELL;
+use super::mailbox::{arrived, first_chunk, post, read};
+use super::stream::{pull, pull_into};
+use super::Team;
+use crate::{Error, Result};
+
+/// Posts `data`'s header to member `to` for call `seq`: its bytes if they
+/// fit, else the index of its first chunk in this member's exposure.
+pub(crate) async fn announce<T: HostMemory>(
+    team: &Team<'_, T>,
+    to: u32,
+    seq: u64,
+    data: &[u8],
+    first: u64,
+    deadline: Time,
+) -> Result<()> {
+    let len = data.len() as u64;
+    match data.len() <= team.layout().inline() {
+        true => post(team, to, seq, len, data, deadline).await,
+        false => post(team, to, seq, len, &first.to_le_bytes(), deadline).await,
+    }
+}
+
+/// Receives member `from`'s message of call `seq` into `out`, which must be
+/// exactly as long (else `Mismatch`, after the message was drained so its
+/// writer is not held up).
+pub(crate) async fn receive_into<T: HostMemory>(
+    team: &Team<'_, T>,
+    from: u32,
+    seq: u64,
+    out: &mut [u8],
+    deadline: Time,
+) -> Result<()> {
+    let len = arrived(team, from, seq, deadline).await?;
+    let long = len > team.layout().inline() as u64;
+    if len != out.len() as u64 {
+        if long {
+            let first = first_chunk(team, from, seq)?;
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            pull(team, from, first, len, CELL, |_, _| Ok(()), deadline).await?;
+        }
+        return Err(Error::Mismatch {
+            what: format!(
+                "message lengths: member {from} sent {len} bytes where {} were expected",
+                out.len()
+            ),
+        });
+    }
+    match long {
+        false => read(team, from, seq, out),
+        true => {
+            pull_into(
+                team,
+                from,
+                first_chunk(team, from, seq)?,
+                out,
+                CELL,
+                deadline,
+            )
+            .await
+        }
+    }
+}
+
+/// Receives member `from`'s message of call `seq`, of whatever length it
+/// has (memory for it is taken as its bytes arrive, and a length this
+/// process cannot hold is an error, not an abort).
+pub(crate) async fn receive<T: HostMemory>(
+    team: &Team<'_, T>,
+    from: u32,
+    seq: u64,
+    deadline: Time,
+) -> Result<Vec<u8>> {
+    let len = arrived(team, from, seq, deadline).await?;
+    if len <= team.layout().inline() as u64 {
+        let mut out = vec![0; len as usize];
+        read(team, from, seq, &mut out)?;
+        return Ok(out);
+    }
+    let total = usize::try_from(len).map_err(|_| too_long(from, len))?;
+    let mut out = Vec::new();
+    let first = first_chunk(team, from, seq)?;
+    pull(
+        team,
+        from,
+        first,
+        total,
+        CELL,
+        |_, chunk| {
+            out.try_reserve(chunk.len())
+                .map_err(|_| too_long(from, len))?;
+            out.extend_from_slice(chunk);
+            Ok(())
+        },
+        deadline,
+    )
+    .await?;
+    Ok(out)
+}
+
+fn too_long(from: u32, len: u64) -> Error {
+    Error::Codec {
+        action: "receive",
+        what: "a host message",
+        message: format!("member {from} sent {len} bytes, more than this process can hold"),
+    }
+}

@@ -1,0 +1,441 @@
+//! Collectives among the members of a communicator that share one host,
+//! through the host's shared memory instead of messages (issue 32): a
+//! [`Team`] gives each member a region of its host arena; flags and small
+//! values move through mailbox lines that peers store into, larger data
+//! through cells the writer exposes and its readers copy out of. Written
+//! once against `HostMemory`, so the simulator runs them too, with a cost
+//! model of their own. One file per collective; `select` picks among them.
+
+mod allgather;
+mod allreduce;
+mod barrier;
+mod bcast;
+mod claim;
+mod gather;
+mod layout;
+mod mailbox;
+mod message;
+mod reduce;
+mod scatter;
+pub(crate) mod select;
+mod stream;
+mod tree;
+pub(crate) mod values;
+
+use std::cell::{Cell, OnceCell};
+use std::time::Duration;
+
+use catena_fabric::{wait_until, ContextId, HostMemory, HostRegion, Rank, Time};
+
+pub(crate) use allgather::{allgather, allgather_any};
+pub(crate) use allreduce::allreduce;
+pub(crate) use barrier::barrier;
+pub(crate) use bcast::{bcast, Value};
+pub(crate) use claim::Claim;
+pub(crate) use gather::{gather, gather_any};
+pub(crate) use layout::{Layout, MAX_MEMBERS};
+pub(crate) use reduce::reduce;
+pub(crate) use scatter::{scatter, scatter_any};
+
+use crate::context::WORLD_CONTEXT;
+use crate::{Error, Result};
+
+/// A context id's bits mixed, so that ids that differ anywhere give stamps
+/// that differ (splitmix64's finalizer).
+fn context_digest(context: ContextId) -> u64 {
+    let mut z = context.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// How often a writer that waits for a peer to finish a call looks again:
+/// it reads the peer's memory, and nothing wakes it when that changes.
+const PEER_POLL: Duration = Duration::from_micros(20);
+
+/// Whether elements of `elem` bytes fit a cell whole, as host reductions
+/// need.
+pub(crate) fn stream_fits(elem: usize) -> bool {
+    stream::chunk_for(elem).is_some()
+}
+
+/// The other members in rank order, then `me`: a member that copies its
+/// own part last copies its peers' while they expose theirs (its own copy
+/// needs nobody). Readers take writers in one order for all, as a cell is
+/// free again only once all its readers consumed it: rotated orders can
+/// wait on each other in a circle.
+pub(crate) fn others_then_me(me: u32, n: u32) -> impl Iterator<Item = u32> {
+    (0..n).filter(move |&m| m != me).chain([me])
+}
+
+/// A reduction over bytes: `acc = acc ⊕ x`, `acc` on the left.
+pub(crate) type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8]) -> Result<()>;
+
+/// What a member keeps of another (or of itself): where its region is, its
+/// arena (mapped on first use), and counts of their traffic.
+struct Member<P> {
+    region: u64,
+    peer: OnceCell<P>,
+    /// What it last showed as finished (a lower bound).
+    seen_finished: Cell<u64>,
+    /// Chunks exposed to it, and consumed from it, so far.
+    sent_to: Cell<u64>,
+    got_from: Cell<u64>,
+}
+
+/// The members of a communicator on one host, and where each one's region
+/// lies. Holds O(members) state: a host has a bounded number of cores.
+pub(crate) struct Team<'t, T: HostMemory> {
+    t: &'t T,
+    /// Members' world ranks, in group rank order.
+    ranks: Vec<Rank>,
+    /// What this member keeps of each member (one allocation).
+    members: Vec<Member<T::HostPeer>>,
+    me: u32,
+    own: HostRegion,
+    layout: Layout,
+    /// The world's region is never given back.
+    world: bool,
+    /// The upper half of every mailbox sequence word this team stores (a
+    /// digest of its communicator's context): a slot a team of another
+    /// communicator left in a reused region never looks posted.
+    stamp: u64,
+    next_seq: Cell<u64>,
+    finished: Cell<u64>,
+    /// A call waits for an earlier one to end.
+    queued: Cell<bool>,
+    /// The last call every member is known to have finished.
+    all_finished: Cell<u64>,
+
+    /// Where a short value a peer posted is read before it is combined.
+    scratch: std::cell::RefCell<Vec<u8>>,
+    /// A reduction's accumulator, lent to one call at a time.
+    buffer: Cell<Vec<u8>>,
+}
+
+impl<'t, T: HostMemory> Team<'t, T> {
+    /// The world's team, if every rank of the job shares this host: every
+    /// rank finds its region at the same offset, so this needs no exchange.
+    /// Only the first world of a process gets it; the decision depends on
+    /// nothing but the job's shape and program order, so every rank takes
+    /// the same one.
+    pub(crate) fn world(t: &'t T) -> Option<Team<'t, T>> {
+        let ranks = t.host_ranks().to_vec();
+        let size = ranks.len() as u32;
+        if size != t.size() || !(2..=MAX_MEMBERS).contains(&size) {
+            return None;
+        }
+        let own = t.host_world_region(Layout::new(size).bytes())?;
+        let regions = vec![own.at; ranks.len()];
+        let me = ranks.iter().position(|&r| r == t.rank())? as u32;
+        Some(Team::new(t, ranks, regions, me, own, true, WORLD_CONTEXT))
+    }
+
+    /// A team of `ranks` (group order) whose regions are `regions`, this
+    /// member being `me` with region `own`, for the communicator `context`.
+    pub(crate) fn new(
+        t: &'t T,
+        ranks: Vec<Rank>,
+        regions: Vec<u64>,
+        me: u32,
+        own: HostRegion,
+        world: bool,
+        context: ContextId,
+    ) -> Team<'t, T> {
+        let n = ranks.len();
+        let members = regions
+            .into_iter()
+            .map(|region| Member {
+                region,
+                peer: OnceCell::new(),
+                seen_finished: Cell::new(0),
+                sent_to: Cell::new(0),
+                got_from: Cell::new(0),
+            })
+            .collect();
+        Team {
+            t,
+            members,
+            layout: Layout::new(n as u32),
+            ranks,
+            me,
+            own,
+            world,
+            stamp: (context_digest(context) as u32 as u64) << 32,
+            next_seq: Cell::new(1),
+            finished: Cell::new(0),
+            queued: Cell::new(false),
+            all_finished: Cell::new(0),
+            scratch: std::cell::RefCell::new(Vec::new()),
+            buffer: Cell::new(Vec::new()),
+        }
+    }
+
+    /// What a mailbox sequence word holds once call `seq` was posted.
+    pub(crate) fn stamp(&self, seq: u64) -> u64 {
+        self.stamp | (seq & 0xffff_ffff)
+    }
+
+    /// The members' world ranks, in group order.
+    pub(crate) fn ranks(&self) -> &[Rank] {
+        &self.ranks
+    }
+
+    /// Member `m`'s world rank.
+    pub(crate) fn rank_of(&self, m: u32) -> Rank {
+        self.ranks[m as usize]
+    }
+
+    /// The number of members.
+    pub(crate) fn size(&self) -> u32 {
+        self.ranks.len() as u32
+    }
+
+    /// This member's index.
+    pub(crate) fn me(&self) -> u32 {
+        self.me
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The transport.
+    pub(crate) fn t(&self) -> &'t T {
+        self.t
+    }
+
+    /// Member `m`'s arena, mapped on first use.
+    pub(crate) fn peer(&self, m: u32) -> Result<&T::HostPeer> {
+        let t = self.t;
+        let cell = &self.members[m as usize].peer;
+        if let Some(peer) = cell.get() {
+            return Ok(peer);
+        }
+        let peer = t.host_peer(self.ranks[m as usize])?;
+        Ok(cell.get_or_init(|| peer))
+    }
+
+    /// The offset of `at` in member `m`'s region.
+    pub(crate) fn at(&self, m: u32, at: u64) -> u64 {
+        self.members[m as usize].region + at
+    }
+
+    /// Takes the next call's sequence number; called when a collective is
+    /// called, before its first await, so calls take theirs in call order.
+    pub(crate) fn call(&self) -> u64 {
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq + 1);
+        seq
+    }
+
+    /// Runs `body` as call `seq`: [`Team::begin`], the body, [`Team::end`].
+    /// (The hot calls write the three steps out: a body moved into this
+    /// future would take its room twice.)
+    pub(crate) async fn run<R>(
+        &self,
+        seq: u64,
+        deadline: Time,
+        body: impl std::future::Future<Output = Result<R>>,
+    ) -> Result<R> {
+        self.begin(seq, deadline).await?;
+        let out = body.await;
+        self.end(seq, out)
+    }
+
+    /// Waits until every earlier call on this team has ended: calls on a
+    /// team run one after another, in call order, so their cells and
+    /// counts never interleave.
+    pub(crate) async fn begin(&self, seq: u64, deadline: Time) -> Result<()> {
+        if self.finished.get() + 1 == seq {
+            return Ok(());
+        }
+        wait_until(self.t, deadline, "an earlier host collective", || {
+            let ready = self.finished.get() + 1 == seq;
+            self.queued.set(self.queued.get() || !ready);
+            Ok(ready.then_some(()))
+        })
+        .await
+        .map_err(Error::from)
+    }
+
+    /// Ends call `seq` (whatever its outcome, which it passes on, so later
+    /// calls go on) and publishes that it did, for writers that wait to
+    /// reuse a mailbox slot.
+    pub(crate) fn end<R>(&self, seq: u64, out: Result<R>) -> Result<R> {
+        self.finished.set(seq);
+        let own = self.peer(self.me)?;
+        // Writers poll this word; none sleeps on it.
+        self.t
+            .host_set(own, self.at(self.me, Layout::FINISHED), seq)?;
+        // A later call waits for this one and nothing from outside will
+        // poll it again: ask to be polled now.
+        if self.queued.replace(false) {
+            self.t.wake_at(self.t.now());
+        }
+        out
+    }
+
+    /// Records that every member has entered call `seq` (this member got
+    /// something from each, directly or through others): so each finished
+    /// every call before it.
+    pub(crate) fn all_entered(&self, seq: u64) {
+        self.all_finished.set(self.all_finished.get().max(seq - 1));
+    }
+
+    /// Whether member `m` is known to have finished call `need`.
+    pub(crate) fn known_finished(&self, m: u32, need: u64) -> bool {
+        need <= self.all_finished.get() || self.members[m as usize].seen_finished.get() >= need
+    }
+
+    /// Waits until member `m` has finished call `need`, so that call `seq`
+    /// may write the mailbox slot `need` used. It reads `m`'s memory, which
+    /// nothing signals, so it polls every [`PEER_POLL`]; when it must wait,
+    /// it waits for half the slots more, so the next calls need not look.
+    pub(crate) async fn await_finished(
+        &self,
+        m: u32,
+        seq: u64,
+        need: u64,
+        deadline: Time,
+    ) -> Result<()> {
+        let seen = &self.members[m as usize].seen_finished;
+        if self.known_finished(m, need) {
+            return Ok(());
+        }
+        let t = self.t;
+        let peer = self.peer(m)?;
+        let at = self.at(m, Layout::FINISHED);
+        let finished = t.host_load(peer, at)?;
+        seen.set(seen.get().max(finished));
+        if finished >= need {
+            return Ok(());
+        }
+        // `m` needs nothing from call `seq` on to finish the calls before it.
+        let goal = (need + layout::SLOTS / 2).min(seq - 1);
+        wait_until(t, deadline, "a host peer to finish a call", || {
+            let finished = t.host_load(peer, at)?;
+            seen.set(seen.get().max(finished));
+            if finished >= goal {
+                return Ok(Some(()));
+            }
+            t.wake_at(t.now().saturating_add(PEER_POLL).min(deadline));
+            Ok(None)
+        })
+        .await
+        .map_err(Error::from)
+    }
+
+    /// Runs `f` on this team's scratch buffer of `len` bytes (never across
+    /// an await: calls on a team run one at a time, each in turns).
+    pub(crate) fn with_scratch<R>(&self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let mut scratch = self.scratch.borrow_mut();
+        if scratch.len() < len {
+            scratch.resize(len, 0);
+        }
+        f(&mut scratch[..len])
+    }
+
+    /// This team's accumulator (empty while a call holds it): no call
+    /// allocates one anew.
+    pub(crate) fn take_buffer(&self) -> Vec<u8> {
+        self.buffer.take()
+    }
+
+    /// Gives the accumulator back.
+    pub(crate) fn put_buffer(&self, buffer: Vec<u8>) {
+        self.buffer.set(buffer);
+    }
+
+    pub(crate) fn sent_to(&self, m: u32) -> &Cell<u64> {
+        &self.members[m as usize].sent_to
+    }
+
+    pub(crate) fn got_from(&self, m: u32) -> &Cell<u64> {
+        &self.members[m as usize].got_from
+    }
+}
+
+/// Letting go of a team: every member's region loses a user, and this
+/// member's own is given back, to be reused once nobody uses it.
+impl<T: HostMemory> Drop for Team<'_, T> {
+    fn drop(&mut self) {
+        if self.world {
+            return;
+        }
+        for m in 0..self.size() {
+            if let Ok(peer) = self.peer(m) {
+                let _ = self.t.host_add(peer, self.at(m, Layout::USERS), u64::MAX);
+            }
+        }
+        self.t.host_release(self.own);
+    }
+}
+
+#[cfg(test)]
+mod size_probe {
+    use super::*;
+    #[test]
+    fn sizes() {
+        let sim = catena_sim::Sim::new(2, catena_sim::LogGp::default()).with_ranks_per_host(2);
+        let _ = sim.run(async |t: &catena_sim::SimRank<'_>| {
+            let team = Team::world(t).unwrap();
+            let mut buf = [0u8; 8];
+            let d = catena_fabric::Time::MAX;
+            let c = |_: &mut [u8], _: &[u8]| Ok(());
+            eprintln!("barrier {}", std::mem::size_of_val(&barrier(&team, 1, d)));
+            eprintln!(
+                "bcast {}",
+                std::mem::size_of_val(&bcast(&team, 1, 0, Value::Fixed(&mut buf), d))
+            );
+            let mut r = [0u8; 8];
+            eprintln!(
+                "allreduce {}",
+                std::mem::size_of_val(&allreduce(&team, 1, &[0u8; 8], &mut r, 8, &c, d))
+            );
+            eprintln!(
+                "post {}",
+                std::mem::size_of_val(&mailbox::post(&team, 1, 1, 8, &[0u8; 8], d))
+            );
+            eprintln!(
+                "arrived {}",
+                std::mem::size_of_val(&mailbox::arrived(&team, 1, 1, d))
+            );
+            eprintln!(
+                "await_finished {}",
+                std::mem::size_of_val(&team.await_finished(1, 1, 1, d))
+            );
+            eprintln!(
+                "run {}",
+                std::mem::size_of_val(&team.run(1, d, async { Ok(()) }))
+            );
+            eprintln!(
+                "up_the_tree {}",
+                std::mem::size_of_val(&reduce::up_the_tree(
+                    &team,
+                    1,
+                    &[0u8; 8],
+                    &mut Vec::new(),
+                    &c,
+                    d
+                ))
+            );
+            eprintln!("error {}", std::mem::size_of::<crate::Error>());
+            eprintln!(
+                "run(allreduce) {}",
+                std::mem::size_of_val(&team.run(
+                    1,
+                    d,
+                    allreduce(&team, 1, &[0u8; 8], &mut r, 8, &c, d)
+                ))
+            );
+            let world = crate::Comm::world(t);
+            let s = [0u64];
+            let mut rr = [0u64];
+            eprintln!(
+                "comm allreduce_into {}",
+                std::mem::size_of_val(&world.iallreduce_into(&s, &mut rr, |a, b| a + b))
+            );
+        });
+    }
+}

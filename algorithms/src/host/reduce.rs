@@ -1,0 +1,229 @@
+//! Reduce inside a host, in rank order (the operation need only be
+//! associative). Values that fit a mailbox line go up a k-nomial tree to
+//! member 0, whose subtrees are contiguous runs, and then to the root;
+//! longer ones are reduced by slices: every member exposes its value cut
+//! into one slice per member, reduces its own slice of everyone's, and
+//! the root copies the reduced slices out.
+
+use catena_fabric::{HostMemory, Time};
+
+use super::mailbox::{arrived, post, read};
+use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
+use super::tree::{children, parent};
+use super::{others_then_me, select, Combine, Team};
+use crate::{Error, Result};
+
+/// Every member's `send` (whole elements of `elem` bytes, the same length
+/// everywhere) combined in rank order into the root's `recv`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn reduce<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    send: &[u8],
+    recv: Option<&mut [u8]>,
+    elem: usize,
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let me = team.me();
+    if send.len() <= team.layout().inline() {
+        let mut acc = team.take_buffer();
+        let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
+        let out = match (me, root, reduced, recv) {
+            (_, _, Err(e), _) => Err(e),
+            (0, 0, Ok(true), Some(recv)) => {
+                team.all_entered(seq);
+                copy(recv, &acc)
+            }
+            (0, _, Ok(true), _) => post(team, root, seq, acc.len() as u64, &acc, deadline).await,
+            (_, _, _, Some(recv)) if me == root => {
+                let len = arrived(team, 0, seq, deadline).await?;
+                team.all_entered(seq);
+                if len != recv.len() as u64 {
+                    return Err(Error::Mismatch {
+                        what: format!("reduce lengths: {len} bytes for a buffer of {}", recv.len()),
+                    });
+                }
+                read(team, 0, seq, recv)
+            }
+            _ => Ok(()),
+        };
+        team.put_buffer(acc);
+        return out;
+    }
+    let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;
+    let chunk = chunk_for(elem).expect("checked by reduce_slices");
+    if me != root {
+        return expose(team, &[(&reduced, Readers::One(root))], chunk, deadline).await;
+    }
+    let recv = recv.expect("the root has a receive buffer");
+    for m in others_then_me(me, team.size()) {
+        let part = &mut recv[slice(m)];
+        match m == me {
+            true => part.copy_from_slice(&reduced),
+            false => pull_into(team, m, 0, part, chunk, deadline).await?,
+        }
+    }
+    team.all_entered(seq);
+    Ok(())
+}
+
+fn copy(recv: &mut [u8], value: &[u8]) -> Result<()> {
+    if recv.len() != value.len() {
+        return Err(Error::Mismatch {
+            what: format!(
+                "reduce lengths: {} bytes for a buffer of {}",
+                value.len(),
+                recv.len()
+            ),
+        });
+    }
+    recv.copy_from_slice(value);
+    Ok(())
+}
+
+/// A short value reduced up the tree into `acc`: true on member 0, which
+/// holds the result. Every member's value must be as long as member 0's.
+pub(crate) async fn up_the_tree<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    acc: &mut Vec<u8>,
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<bool> {
+    let (me, n) = (team.me(), team.size());
+    let radix = select::radix(n);
+    acc.clear();
+    acc.extend_from_slice(send);
+    let mut mismatch = None;
+    for c in children(me, n, radix) {
+        let len = arrived(team, c, seq, deadline).await?;
+        if len != acc.len() as u64 {
+            mismatch.get_or_insert(len);
+            continue;
+        }
+        team.with_scratch(acc.len(), |value| {
+            read(team, c, seq, value)?;
+            combine(acc, value)
+        })?;
+    }
+    // A member whose length differs still passes a value on, so that no
+    // one waits; the disagreement is reported where it was seen.
+    if let Some(p) = parent(me, radix) {
+        post(team, p, seq, acc.len() as u64, acc, deadline).await?;
+    }
+    match mismatch {
+        Some(len) => Err(Error::Mismatch {
+            what: format!(
+                "reduce lengths: a member sent {len} bytes where {} were expected",
+                acc.len()
+            ),
+        }),
+        None => Ok(me == 0),
+    }
+}
+
+/// The slice of member `m` of a value of `len` bytes in elements of `elem`.
+pub(crate) fn slices(len: usize, elem: usize, n: u32) -> impl Fn(u32) -> std::ops::Range<usize> {
+    let elem = elem.max(1);
+    let count = len / elem;
+    move |m: u32| {
+        let at = |m: u32| count * m as usize / n as usize * elem;
+        at(m)..at(m + 1)
+    }
+}
+
+/// The ranges of a value's slices, and this member's reduced slice.
+type Sliced = (Box<dyn Fn(u32) -> std::ops::Range<usize>>, Vec<u8>);
+
+/// Reduce by slices: every member posts its length to every other, exposes
+/// its value cut into slices (slice m for member m), and combines slice
+/// `me` of every member's value in rank order. Yields the slices' ranges
+/// and this member's reduced slice.
+pub(crate) fn reduce_slices<'a, T: HostMemory>(
+    team: &'a Team<'_, T>,
+    seq: u64,
+    send: &'a [u8],
+    elem: usize,
+    combine: Combine<'a>,
+    deadline: Time,
+) -> super::stream::Step<'a, Sliced> {
+    Box::pin(reduce_slices_in(team, seq, send, elem, combine, deadline))
+}
+
+async fn reduce_slices_in<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    elem: usize,
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<Sliced> {
+    let (me, n) = (team.me(), team.size());
+    let chunk = chunk_for(elem).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "elements of {elem} bytes are too large for host memory"
+        ))
+    })?;
+    let len = send.len() as u64;
+    let others = || (0..n).filter(move |&m| m != me);
+    for m in others() {
+        post(team, m, seq, len, &[], deadline).await?;
+    }
+    let mut mismatch = None;
+    for m in others() {
+        let got = arrived(team, m, seq, deadline).await?;
+        if got != len {
+            mismatch.get_or_insert((m, got));
+        }
+    }
+    if let Some((m, got)) = mismatch {
+        return Err(Error::Mismatch {
+            what: format!(
+                "reduce lengths: member {m} passes {got} bytes where this one passes {len}"
+            ),
+        });
+    }
+    let slice = slices(send.len(), elem, n);
+    let pieces: Vec<(&[u8], Readers)> = others()
+        .map(|m| (&send[slice(m)], Readers::One(m)))
+        .collect();
+    // Where piece `m` of a writer `w` starts in `w`'s exposure.
+    let first = |w: u32, m: u32| -> u64 {
+        (0..m)
+            .filter(|&j| j != w)
+            .map(|j| chunks(slice(j).len(), chunk))
+            .sum()
+    };
+    let exposing = expose(team, &pieces, chunk, deadline);
+    let reducing = async {
+        let mine = slice(me);
+        let mut acc = vec![0u8; mine.len()];
+        for m in 0..n {
+            let first = first(m, me);
+            match (m, m == me) {
+                (0, true) => acc.copy_from_slice(&send[mine.clone()]),
+                (0, false) => pull_into(team, 0, first, &mut acc, chunk, deadline).await?,
+                (_, true) => combine(&mut acc, &send[mine.clone()])?,
+                (_, false) => {
+                    let acc = &mut acc;
+                    pull(
+                        team,
+                        m,
+                        first,
+                        mine.len(),
+                        chunk,
+                        |at, part| combine(&mut acc[at..at + part.len()], part),
+                        deadline,
+                    )
+                    .await?
+                }
+            }
+        }
+        Ok::<_, Error>(acc)
+    };
+    let ((), reduced) = crate::join::join(exposing, reducing).await?;
+    Ok((Box::new(slice), reduced))
+}

@@ -1,0 +1,200 @@
+//! One process's arena as any process of its host maps it: a header page
+//! (magic, owner, length, job, the owner's doorbell), the world's region at
+//! a fixed offset, then the regions the owner hands out. Every access is
+//! checked against the arena's length and kept off the header.
+
+use std::hash::{Hash, Hasher};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::{ArenaAddress, WORLD_REGION_BYTES};
+use crate::bounds::{check_bounds, check_word};
+use crate::shm::{futex, segment::Segment};
+use crate::{Error, Rank, Result};
+
+/// The header page; no region lies in it, so no peer's store reaches it.
+pub(crate) const HEADER_BYTES: usize = 4096;
+pub(crate) const WORLD_REGION_AT: usize = HEADER_BYTES;
+const MAGIC: u64 = u64::from_le_bytes(*b"CATENAH1");
+const MAGIC_AT: usize = 0;
+const OWNER_AT: usize = 8;
+const LEN_AT: usize = 16;
+const JOB_AT: usize = 24;
+/// Bumped by whoever must wake the owner; its own cache line.
+const DOORBELL_AT: usize = 64;
+/// Non-zero while the owner is (about to be) asleep on its doorbell.
+const SLEEPERS_AT: usize = 68;
+
+/// A mapping of one process's arena.
+pub struct ArenaMap {
+    segment: Segment,
+    rank: Rank,
+}
+
+/// A job's id as the header holds it: arenas of another job are not ours.
+fn job_hash(job: &str) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    job.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl ArenaMap {
+    /// Creates `rank`'s arena of `len` bytes (at least the header and the
+    /// world's region); its pages are made when first touched.
+    pub(crate) fn create(rank: Rank, job: &str, len: usize) -> Result<(ArenaMap, OwnedFd)> {
+        let len = len.max(HEADER_BYTES + WORLD_REGION_BYTES);
+        crate::bounds::check_window_len(len)?;
+        let (segment, fd) = Segment::create_lazy(len)?;
+        let header = |at: usize, value: u64| segment.u64_at(at).store(value, Ordering::Relaxed);
+        header(OWNER_AT, u64::from(rank));
+        header(LEN_AT, len as u64);
+        header(JOB_AT, job_hash(job));
+        segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
+        Ok((ArenaMap { segment, rank }, fd))
+    }
+
+    /// Maps the arena `rank` (process `pid`) published at `address`, if it
+    /// is that rank's arena of this job: a memfd of the published length
+    /// whose header names the same owner, length and job.
+    pub(crate) fn open(rank: Rank, job: &str, pid: u32, address: ArenaAddress) -> Result<ArenaMap> {
+        let refused = |why: &str| Error::Protocol(format!("rank {rank}'s host arena: {why}"));
+        let len = usize::try_from(address.len)
+            .ok()
+            .filter(|&len| len >= HEADER_BYTES + WORLD_REGION_BYTES)
+            .ok_or_else(|| refused(&format!("a published length of {}", address.len)))?;
+        crate::bounds::check_window_len(len)?;
+        let Some(segment) = Segment::open_lazy(pid, address.fd, len)? else {
+            return Err(match crate::os::process_alive(pid as i32) {
+                true => refused("its descriptor is not a sealed segment of its length"),
+                false => Error::PeerGone { rank },
+            });
+        };
+        let header_is = |at: usize, value: u64| segment.u64_at(at).load(Ordering::Acquire) == value;
+        if !(header_is(MAGIC_AT, MAGIC)
+            && header_is(OWNER_AT, u64::from(rank))
+            && header_is(LEN_AT, len as u64)
+            && header_is(JOB_AT, job_hash(job)))
+        {
+            return Err(refused("its header names another owner, length or job"));
+        }
+        Ok(ArenaMap { segment, rank })
+    }
+
+    /// The owner's rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// The arena's length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.segment.mapped_len()
+    }
+
+    /// Never: an arena holds at least its header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// `OutOfBounds` unless `len` bytes at `at` lie past the header and
+    /// inside the arena; the offset as an index.
+    #[inline]
+    fn check(&self, at: u64, len: usize) -> Result<usize> {
+        let at = usize::try_from(at).unwrap_or(usize::MAX);
+        if at < HEADER_BYTES {
+            return Err(Error::OutOfBounds {
+                offset: at,
+                len,
+                window_len: self.len(),
+            });
+        }
+        check_bounds(at, len, self.len())?;
+        Ok(at)
+    }
+
+    #[inline]
+    fn word(&self, at: u64) -> Result<&AtomicU64> {
+        let at = self.check(at, 8)?;
+        check_word(at, self.len())?;
+        Ok(self.segment.u64_at(at))
+    }
+
+    /// Copies `data` to `at` (a plain store: a flag stored after it
+    /// publishes it).
+    #[inline]
+    pub fn write(&self, at: u64, data: &[u8]) -> Result<()> {
+        let at = self.check(at, data.len())?;
+        // SAFETY: the range lies inside the mapping (checked); `data` is ours.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.segment.base().add(at), data.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `buf.len()` bytes at `at` out (after a flag's load that
+    /// published them).
+    #[inline]
+    pub fn read(&self, at: u64, buf: &mut [u8]) -> Result<()> {
+        let at = self.check(at, buf.len())?;
+        // SAFETY: as in `write`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.segment.base().add(at), buf.as_mut_ptr(), buf.len())
+        };
+        Ok(())
+    }
+
+    /// Stores `value` into the word at `at`, publishing every write before
+    /// it, and wakes the owner if it sleeps.
+    #[inline]
+    pub fn store(&self, at: u64, value: u64) -> Result<()> {
+        // SeqCst, not Release: with the sleepers load below and the fence in
+        // `Host::prepare_park`, either this store is seen by the owner's last
+        // look before it sleeps, or the owner's sleepers flag is seen here.
+        self.word(at)?.store(value, Ordering::SeqCst);
+        self.wake();
+        Ok(())
+    }
+
+    /// Stores `value` into the word at `at`, publishing every write before
+    /// it (release), and wakes nobody.
+    #[inline]
+    pub fn set(&self, at: u64, value: u64) -> Result<()> {
+        self.word(at)?.store(value, Ordering::Release);
+        Ok(())
+    }
+
+    /// The word at `at` (acquire: what was written before its store is
+    /// visible).
+    #[inline]
+    pub fn load(&self, at: u64) -> Result<u64> {
+        Ok(self.word(at)?.load(Ordering::Acquire))
+    }
+
+    /// Adds `value` to the word at `at` (wrapping); yields the old value and
+    /// wakes the owner if it sleeps.
+    #[inline]
+    pub fn add(&self, at: u64, value: u64) -> Result<u64> {
+        let old = self.word(at)?.fetch_add(value, Ordering::SeqCst);
+        self.wake();
+        Ok(old)
+    }
+
+    /// Rings the owner's doorbell if it is (about to be) asleep.
+    #[inline]
+    pub fn wake(&self) {
+        if self.sleepers().load(Ordering::SeqCst) != 0 {
+            self.doorbell().fetch_add(1, Ordering::SeqCst);
+            futex::wake(self.doorbell(), 1);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn doorbell(&self) -> &AtomicU32 {
+        self.segment.u32_at(DOORBELL_AT)
+    }
+
+    #[inline]
+    pub(crate) fn sleepers(&self) -> &AtomicU32 {
+        self.segment.u32_at(SLEEPERS_AT)
+    }
+}
