@@ -2,7 +2,9 @@
 //! the target as `ucp_put_lat` does, and 8 B put + signal) and bandwidth
 //! (1 KiB .. 64 MiB) between two pinned ranks, for one provider or all of
 //! them side by side, next to the machine's physical limits and the fabric
-//! libraries' own tools measured in the same run.
+//! libraries' own tools measured in the same run. Beside each put figure,
+//! the same figure for tagged messages (`Transport::send`/`recv`, eager
+//! messaging on the provider's puts) in the same job, and their ratio.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -82,6 +84,10 @@ const CONFIGS: &[Config] = &[
 ];
 
 const CTX: u64 = 0xBE_0001;
+/// Tags of the message ping-pong, the bandwidth messages and their acks.
+const PING_TAG: u32 = 1;
+const BULK_TAG: u32 = 2;
+const ACK_TAG: u32 = 3;
 const LATENCY_SIGNAL: usize = 0;
 const BANDWIDTH_SIGNAL: usize = 8;
 const ACK_SIGNAL: usize = 16;
@@ -92,6 +98,8 @@ const DATA_AT: usize = 64;
 const BULK_AT: usize = 192;
 const REPETITIONS: usize = 3;
 const LATENCY_BATCH: usize = 100;
+/// The latency tests take turns in this many rounds.
+const LATENCY_ROUNDS: usize = 10;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 fn sizes(max: usize) -> impl Iterator<Item = usize> {
@@ -267,16 +275,30 @@ fn references(selected: &[&Config], args: &Args) -> Vec<(String, Figures)> {
 fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcome {
     let mut csv = Table::new(&["source", "metric", "size_bytes", "value", "unit"]);
     println!("\n8 B one-way latency, ns (half the ping-pong round trip, median):");
-    let mut lat = Table::new(&["source", "put", "put + signal"]);
+    let mut lat = Table::new(&[
+        "source",
+        "put",
+        "put + signal",
+        "send/recv",
+        "send/recv / put+signal",
+    ]);
     let cell = |v: Option<f64>| v.map_or("-".into(), |ns| format!("{ns:.0}"));
     for (name, f) in results {
-        if f.put_ns.is_none() && f.put_signal_ns.is_none() {
+        if f.put_ns.is_none() && f.put_signal_ns.is_none() && f.message_ns.is_none() {
             continue;
         }
-        lat.row(vec![name.clone(), cell(f.put_ns), cell(f.put_signal_ns)]);
+        let ratio = ratio(f.message_ns, f.put_signal_ns);
+        lat.row(vec![
+            name.clone(),
+            cell(f.put_ns),
+            cell(f.put_signal_ns),
+            cell(f.message_ns),
+            ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+        ]);
         for (metric, value) in [
             ("put_latency", f.put_ns),
             ("put_signal_latency", f.put_signal_ns),
+            ("message_latency", f.message_ns),
         ] {
             if let Some(ns) = value {
                 csv.row(vec![
@@ -291,39 +313,56 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
     }
     lat.print();
     let sizes: Vec<usize> = sizes(args.max_size).collect();
-    let with_bw: Vec<&(String, Figures)> = results
-        .iter()
-        .filter(|(_, f)| !f.bandwidth.is_empty())
-        .collect();
+    // Per source its put column, and where it has them its message column
+    // and the message / put ratio.
     let mut header = vec!["size".to_string()];
-    header.extend(with_bw.iter().map(|(n, _)| n.clone()));
+    for (name, f) in results {
+        if !f.bandwidth.is_empty() {
+            header.push(format!("{name} put"));
+        }
+        if !f.message_bandwidth.is_empty() {
+            header.extend([format!("{name} send/recv"), "/ put".into()]);
+        }
+    }
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut bw = Table::new(&header);
+    let gbs = |g: Option<&f64>| g.map_or("-".into(), |g| format!("{g:.2}"));
     for &size in &sizes {
         let mut row = vec![human_bytes(size)];
-        for (name, f) in &with_bw {
-            row.push(
-                f.bandwidth
-                    .get(&size)
-                    .map_or("-".into(), |g| format!("{g:.2}")),
-            );
-            if let Some(g) = f.bandwidth.get(&size) {
-                csv.row(vec![
-                    name.clone(),
-                    "bandwidth".into(),
-                    size.to_string(),
-                    format!("{g:.3}"),
-                    "GB/s".into(),
-                ]);
+        for (name, f) in results {
+            let put = f.bandwidth.get(&size);
+            let message = f.message_bandwidth.get(&size);
+            if !f.bandwidth.is_empty() {
+                row.push(gbs(put));
+            }
+            if !f.message_bandwidth.is_empty() {
+                row.push(gbs(message));
+                let r = ratio(message.copied(), put.copied());
+                row.push(r.map_or("-".into(), |r| format!("{:.0} %", r * 100.0)));
+            }
+            for (metric, value) in [("bandwidth", put), ("message_bandwidth", message)] {
+                if let Some(g) = value {
+                    csv.row(vec![
+                        name.clone(),
+                        metric.into(),
+                        size.to_string(),
+                        format!("{g:.3}"),
+                        "GB/s".into(),
+                    ]);
+                }
             }
         }
         bw.row(row);
     }
-    println!("\nPut bandwidth, GB/s:");
+    println!("\nBandwidth, GB/s (puts into one window; messages each received):");
     bw.print();
     csv.write_csv(&args.csv)?;
     println!("\nwrote {}", args.csv.display());
     Ok(0)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? / b?).filter(|r| r.is_finite())
 }
 
 /// Spins until the word at `offset` reaches `at_least`, progressing the
@@ -355,25 +394,26 @@ fn poll_word<T: Transport + Blocking>(
     }
 }
 
-/// Median half round trip of `round_trips` calls of `round_trip(i)` (after a
-/// tenth as many to warm up; `i` counts from 1 over both), timed in batches.
-fn half_round_trip(
+/// Round trips per batch of `round_trips` calls of `round_trip` (a
+/// multiple of [`LATENCY_BATCH`], after `warm_up` untimed ones), timed by
+/// batch so that reading the clock does not count.
+fn batches(
     round_trips: usize,
-    mut round_trip: impl FnMut(u64) -> Result<()>,
-) -> Result<f64> {
-    let warm_up = round_trips / 10;
-    let mut rtts = Vec::with_capacity(round_trips / LATENCY_BATCH);
-    let mut start = Instant::now();
-    for i in 1..=(warm_up + round_trips) as u64 {
-        round_trip(i)?;
-        if i as usize % LATENCY_BATCH == 0 {
-            if i > warm_up as u64 {
-                rtts.push(start.elapsed().as_secs_f64() * 1e9 / LATENCY_BATCH as f64);
-            }
-            start = Instant::now();
-        }
+    warm_up: usize,
+    mut round_trip: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    for _ in 0..warm_up {
+        round_trip()?;
     }
-    Ok(quantile(&mut rtts, 0.5) / 2.0)
+    let mut rtts = Vec::with_capacity(round_trips / LATENCY_BATCH);
+    for _ in 0..round_trips / LATENCY_BATCH {
+        let start = Instant::now();
+        for _ in 0..LATENCY_BATCH {
+            round_trip()?;
+        }
+        rtts.push(start.elapsed().as_secs_f64() * 1e9 / LATENCY_BATCH as f64);
+    }
+    Ok(rtts)
 }
 
 /// One configuration's results, as its rank 0 writes them.
@@ -384,6 +424,10 @@ struct Figures {
     /// 8 B put + signal: half the round trip, ns.
     put_signal_ns: Option<f64>,
     bandwidth: BTreeMap<usize, f64>,
+    /// 8 B send/recv ping-pong: half the round trip, ns.
+    message_ns: Option<f64>,
+    /// Back-to-back messages, each received, GB/s by size.
+    message_bandwidth: BTreeMap<usize, f64>,
 }
 
 impl Figures {
@@ -392,17 +436,19 @@ impl Figures {
         for (metric, value) in [
             ("put_ns", self.put_ns),
             ("put_signal_ns", self.put_signal_ns),
+            ("message_ns", self.message_ns),
         ] {
             if let Some(ns) = value {
                 t.row(vec![metric.into(), "8".into(), ns.to_string()]);
             }
         }
-        for (size, gbs) in &self.bandwidth {
-            t.row(vec![
-                "bandwidth_gbs".into(),
-                size.to_string(),
-                gbs.to_string(),
-            ]);
+        for (metric, table) in [
+            ("bandwidth_gbs", &self.bandwidth),
+            ("message_bandwidth_gbs", &self.message_bandwidth),
+        ] {
+            for (size, gbs) in table {
+                t.row(vec![metric.into(), size.to_string(), gbs.to_string()]);
+            }
         }
         t.write_csv(path)
     }
@@ -415,8 +461,12 @@ impl Figures {
             match cells[..] {
                 ["put_ns", _, v] => f.put_ns = Some(v.parse()?),
                 ["put_signal_ns", _, v] => f.put_signal_ns = Some(v.parse()?),
+                ["message_ns", _, v] => f.message_ns = Some(v.parse()?),
                 ["bandwidth_gbs", size, v] => {
                     f.bandwidth.insert(size.parse()?, v.parse()?);
+                }
+                ["message_bandwidth_gbs", size, v] => {
+                    f.message_bandwidth.insert(size.parse()?, v.parse()?);
                 }
                 _ => return Err(format!("{}: unexpected line {line:?}", path.display()).into()),
             }
@@ -483,7 +533,8 @@ fn measure<P: Provider>(args: &Args) -> crate::Outcome {
     Ok(0)
 }
 
-/// Rank 1: answers every latency probe and acknowledges every bandwidth run.
+/// Rank 1: answers every latency probe and acknowledges every bandwidth run,
+/// for puts and for messages, in the order [`origin`] makes them.
 async fn target<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
@@ -491,43 +542,77 @@ async fn target<T: Transport + Blocking>(
     args: &Args,
 ) -> Result<()> {
     let deadline = t.deadline_in(TIMEOUT);
-    let probes = (args.round_trips / 10 + args.round_trips) as u64;
-    for i in 1..=probes {
-        poll_word(t, window, PUT_WORD, i, deadline)?;
-        t.put(0, origin, PUT_WORD, &i.to_ne_bytes())?;
-    }
-    for i in 1..=probes {
-        t.wait_signal(window, LATENCY_SIGNAL, i, deadline).await?;
-        t.put_signal(
-            0,
-            origin,
-            DATA_AT,
-            &i.to_le_bytes(),
-            Signal {
+    let (mut put, mut signalled) = (0u64, 0u64);
+    for round in 0..LATENCY_ROUNDS {
+        let probes = probes_in(round, args.round_trips) as u64;
+        for _ in 0..probes {
+            put += 1;
+            poll_word(t, window, PUT_WORD, put, deadline)?;
+            t.put(0, origin, PUT_WORD, &put.to_ne_bytes())?;
+        }
+        for _ in 0..probes {
+            signalled += 1;
+            t.wait_signal(window, LATENCY_SIGNAL, signalled, deadline)
+                .await?;
+            let signal = Signal {
                 offset: LATENCY_SIGNAL,
                 add: 1,
-            },
-        )?;
+            };
+            t.put_signal(0, origin, DATA_AT, &signalled.to_le_bytes(), signal)?;
+        }
+        for _ in 0..probes {
+            let ping = t.recv(Some(0), CTX, PING_TAG, deadline).await?;
+            t.send(0, CTX, PING_TAG, &ping.data, deadline).await?;
+        }
     }
-    for run in 1..=(sizes(args.max_size).count() * REPETITIONS) as u64 {
-        t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline)
-            .await?;
-        t.put_signal(
-            0,
-            origin,
-            DATA_AT,
-            &[],
-            Signal {
+    let mut run = 0u64;
+    for size in sizes(args.max_size) {
+        for _ in 0..REPETITIONS {
+            run += 1;
+            t.wait_signal(window, BANDWIDTH_SIGNAL, run, deadline)
+                .await?;
+            let ack = Signal {
                 offset: ACK_SIGNAL,
                 add: 1,
-            },
-        )?;
+            };
+            t.put_signal(0, origin, DATA_AT, &[], ack)?;
+            for _ in 0..iterations(size) {
+                let got = t.recv(Some(0), CTX, BULK_TAG, deadline).await?;
+                if got.data.len() != size {
+                    return Err(catena_fabric::Error::Protocol(format!(
+                        "a {}-byte message where {size} were sent",
+                        got.data.len()
+                    )));
+                }
+            }
+            t.send(0, CTX, ACK_TAG, &[], deadline).await?;
+        }
     }
     Ok(())
 }
 
-/// Rank 0: the two ping-pongs, timed in batches so that reading the clock
-/// does not count as latency, then back-to-back puts of each size.
+/// Timed round trips of each latency test in round `round` of
+/// [`LATENCY_ROUNDS`] (the first also warms up, with a tenth more).
+fn probes_in(round: usize, round_trips: usize) -> usize {
+    let per_round = (round_trips / LATENCY_ROUNDS / LATENCY_BATCH).max(1) * LATENCY_BATCH;
+    match round {
+        0 => per_round + warm_up(round_trips),
+        _ => per_round,
+    }
+}
+
+/// Untimed round trips before the first timed ones of each test.
+fn warm_up(round_trips: usize) -> usize {
+    round_trips / 10
+}
+
+/// Rank 0: the three ping-pongs (put, put + signal, message), in rounds
+/// that take turns so that all three see the same machine (on a shared or
+/// virtual machine, how far apart the two cores are changes over seconds),
+/// each timed in batches so that reading the clock does not count as
+/// latency; then, per size, back-to-back puts and back-to-back messages in
+/// turn (each message sent and received in a `block_on` of its own, as a
+/// program that sends and receives one message at a time would).
 fn origin<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
@@ -535,36 +620,56 @@ fn origin<T: Transport + Blocking>(
     args: &Args,
 ) -> Result<Figures> {
     let deadline = t.deadline_in(TIMEOUT);
-    // A put of the round-trip number to a word the peer polls, as
-    // ucp_put_lat does: what a bare put costs.
-    let put_ns = half_round_trip(args.round_trips, |i| {
-        t.put(1, target, PUT_WORD, &i.to_ne_bytes())?;
-        poll_word(t, window, PUT_WORD, i, deadline)
-    })?;
-    // What a put that tells its target costs: data, then a signal it is there.
     let payload = [0x42u8; 8];
-    let put_signal_ns = half_round_trip(args.round_trips, |i| {
-        t.put_signal(
-            1,
-            target,
-            DATA_AT,
-            &payload,
-            Signal {
+    let (mut put, mut signalled) = (0u64, 0u64);
+    let (mut put_rtts, mut signal_rtts, mut message_rtts) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..LATENCY_ROUNDS {
+        let warm_up = if round == 0 {
+            warm_up(args.round_trips)
+        } else {
+            0
+        };
+        let probes = probes_in(round, args.round_trips) - warm_up;
+        // A put of the round-trip number to a word the peer polls, as
+        // ucp_put_lat does: what a bare put costs.
+        put_rtts.extend(batches(probes, warm_up, || {
+            put += 1;
+            t.put(1, target, PUT_WORD, &put.to_ne_bytes())?;
+            poll_word(t, window, PUT_WORD, put, deadline)
+        })?);
+        // What a put that tells its target costs: data, then a signal it is there.
+        signal_rtts.extend(batches(probes, warm_up, || {
+            signalled += 1;
+            let signal = Signal {
                 offset: LATENCY_SIGNAL,
                 add: 1,
-            },
-        )?;
-        block_on(t, t.wait_signal(window, LATENCY_SIGNAL, i, deadline)).map(drop)
-    })?;
+            };
+            t.put_signal(1, target, DATA_AT, &payload, signal)?;
+            block_on(
+                t,
+                t.wait_signal(window, LATENCY_SIGNAL, signalled, deadline),
+            )
+            .map(drop)
+        })?);
+        message_rtts.extend(batches(probes, warm_up, || {
+            block_on(t, async {
+                t.send(1, CTX, PING_TAG, &payload, deadline).await?;
+                t.recv(Some(1), CTX, PING_TAG, deadline).await
+            })
+            .map(drop)
+        })?);
+    }
+    let half = |rtts: &mut Vec<f64>| Some(quantile(rtts, 0.5) / 2.0);
     let mut figures = Figures {
-        put_ns: Some(put_ns),
-        put_signal_ns: Some(put_signal_ns),
+        put_ns: half(&mut put_rtts),
+        put_signal_ns: half(&mut signal_rtts),
+        message_ns: half(&mut message_rtts),
         ..Figures::default()
     };
     let source = vec![0xa5u8; args.max_size];
     let mut run = 0u64;
     for size in sizes(args.max_size) {
-        let mut rates = Vec::new();
+        let (mut put_rates, mut message_rates) = (Vec::new(), Vec::new());
         for _ in 0..REPETITIONS {
             run += 1;
             let iters = iterations(size);
@@ -572,20 +677,26 @@ fn origin<T: Transport + Blocking>(
             for _ in 0..iters {
                 t.put(1, target, BULK_AT, &source[..size])?;
             }
-            t.put_signal(
-                1,
-                target,
-                DATA_AT,
-                &[],
-                Signal {
-                    offset: BANDWIDTH_SIGNAL,
-                    add: 1,
-                },
-            )?;
+            let done = Signal {
+                offset: BANDWIDTH_SIGNAL,
+                add: 1,
+            };
+            t.put_signal(1, target, DATA_AT, &[], done)?;
             block_on(t, t.wait_signal(window, ACK_SIGNAL, run, deadline))?;
-            rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
+            put_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
+            let start = Instant::now();
+            for _ in 0..iters {
+                block_on(t, t.send(1, CTX, BULK_TAG, &source[..size], deadline))?;
+            }
+            block_on(t, t.recv(Some(1), CTX, ACK_TAG, deadline))?;
+            message_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
         }
-        figures.bandwidth.insert(size, quantile(&mut rates, 0.5));
+        figures
+            .bandwidth
+            .insert(size, quantile(&mut put_rates, 0.5));
+        figures
+            .message_bandwidth
+            .insert(size, quantile(&mut message_rates, 0.5));
     }
     Ok(figures)
 }

@@ -34,6 +34,12 @@ pub const ENV_RING_BYTES: &str = "CATENA_EAGER_RING_BYTES";
 /// Per peer, the bytes of unreceived eager messages held before that peer's
 /// sends wait for the receiver.
 pub const ENV_INBOX_BYTES: &str = "CATENA_EAGER_INBOX_BYTES";
+/// Messages of at least this many bytes go by rendezvous (their payload
+/// straight into the receiver's bulk window) rather than through the ring.
+pub const ENV_RENDEZVOUS_BYTES: &str = "CATENA_EAGER_RENDEZVOUS_BYTES";
+/// Size of the bulk ring a receiver makes for each peer that sends it
+/// rendezvous messages, in bytes.
+pub const ENV_BULK_BYTES: &str = "CATENA_EAGER_BULK_BYTES";
 /// Bytes of each process's host arena, the memory its host peers share
 /// (virtual: pages are made where regions are used).
 pub const ENV_HOST_ARENA_BYTES: &str = "CATENA_HOST_ARENA_BYTES";
@@ -101,6 +107,26 @@ fn ring_size(bytes: usize) -> Result<usize> {
 /// per peer).
 pub fn inbox_bytes(default: usize) -> Result<usize> {
     Ok(env_number(ENV_INBOX_BYTES)?.unwrap_or(default))
+}
+
+/// The sizes `CATENA_EAGER_BULK_BYTES` may ask for.
+pub const BULK_BYTES: std::ops::RangeInclusive<usize> = 1..=1 << 30;
+
+/// The rendezvous threshold `CATENA_EAGER_RENDEZVOUS_BYTES` and bulk ring
+/// size `CATENA_EAGER_BULK_BYTES` ask for, else the defaults. Any threshold
+/// is sound (a message below it goes through the ring, in pieces if it
+/// must); a bulk ring is [`BULK_BYTES`].
+pub fn rendezvous(default_threshold: usize, default_bulk: usize) -> Result<(usize, usize)> {
+    let threshold = env_number(ENV_RENDEZVOUS_BYTES)?.unwrap_or(default_threshold);
+    let bulk = env_number(ENV_BULK_BYTES)?.unwrap_or(default_bulk);
+    if !BULK_BYTES.contains(&bulk) {
+        return Err(Error::Bootstrap(format!(
+            "{ENV_BULK_BYTES}={bulk}: a bulk ring is {} to {} bytes",
+            BULK_BYTES.start(),
+            BULK_BYTES.end()
+        )));
+    }
+    Ok((threshold, bulk))
 }
 
 #[cfg(test)]

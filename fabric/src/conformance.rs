@@ -611,7 +611,7 @@ fn key_fields(key: &[u8]) -> Option<(usize, Option<usize>)> {
     match (key.first()?, key.len()) {
         (b'O' | b'U', _) => Some((9, Some(17))),
         (b'S', 17) => Some((9, None)),
-        (b'S', 21) => Some((13, None)),
+        (b'S', 25) => Some((13, None)),
         _ => None,
     }
 }

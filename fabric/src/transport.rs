@@ -57,6 +57,16 @@ pub trait LocalWindow {
     /// Copies `buf.len()` bytes at `offset` out of the window; fails with
     /// `OutOfBounds` past its end.
     fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()>;
+    /// Appends the `len` bytes at `offset` of the window to `buf` (as
+    /// [`LocalWindow::read`] into `len` new bytes, which a provider need
+    /// not zero first); fails with `OutOfBounds` past the window's end, and
+    /// then leaves `buf` as it was.
+    fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        let old = buf.len();
+        buf.resize(old + len, 0);
+        self.read(offset, &mut buf[old..])
+            .inspect_err(|_| buf.truncate(old))
+    }
     /// Copies `data` into the window at `offset`, as a local store (no peer is
     /// notified); fails with `OutOfBounds` past its end.
     fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
@@ -298,30 +308,29 @@ pub trait Transport: HostMemory {
     ) -> impl Future<Output = Result<Message>>;
 }
 
+// The messenger's futures themselves, not wrapped in another state machine:
+// an executor moves a send's or receive's future on every call.
 impl<T: EagerMessaging + HostMemory> Transport for T {
-    async fn send(
+    fn send(
         &self,
         target: Rank,
         context: ContextId,
         tag: Tag,
         data: &[u8],
         deadline: Time,
-    ) -> Result<()> {
+    ) -> impl Future<Output = Result<()>> {
         self.messenger()
             .send(self, target, context, tag, data, deadline)
-            .await
     }
 
-    async fn recv(
+    fn recv(
         &self,
         source: Option<Rank>,
         context: ContextId,
         tag: Tag,
         deadline: Time,
-    ) -> Result<Message> {
-        self.messenger()
-            .recv(self, source, context, tag, deadline)
-            .await
+    ) -> impl Future<Output = Result<Message>> {
+        self.messenger().recv(self, source, context, tag, deadline)
     }
 }
 

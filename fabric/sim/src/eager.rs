@@ -27,16 +27,25 @@ impl<'s> EagerRank<'s> {
         control: SimWindow<'s>,
         ring_bytes: usize,
         inbox_bytes: usize,
+        (rendezvous_bytes, bulk_bytes): (usize, usize),
     ) -> Self {
         EagerRank {
             rank,
-            messenger: Messenger::new(control, ring_bytes).with_inbox_bytes(inbox_bytes),
+            messenger: Messenger::new(control, ring_bytes)
+                .with_inbox_bytes(inbox_bytes)
+                .with_rendezvous(rendezvous_bytes, bulk_bytes),
         }
     }
 
     /// Peers this rank holds a connection with.
     pub fn connection_count(&self) -> usize {
         self.messenger.connection_count()
+    }
+
+    /// Peers this rank made a bulk window for (they sent it rendezvous
+    /// messages).
+    pub fn bulk_window_count(&self) -> usize {
+        self.messenger.bulk_window_count()
     }
 
     /// Bytes of unreceived messages this rank holds, over all peers.
@@ -219,6 +228,7 @@ pub(super) fn ranks(sim: &Sim, ring_bytes: usize) -> Vec<EagerRank<'_>> {
                 control,
                 ring_bytes,
                 sim.eager_inbox_bytes,
+                sim.eager_rendezvous,
             )
         })
         .collect()

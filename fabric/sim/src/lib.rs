@@ -248,6 +248,9 @@ pub struct Sim {
     /// Per peer, the unreceived bytes an eager rank holds (see
     /// `Messenger::with_inbox_bytes`).
     eager_inbox_bytes: usize,
+    /// An eager rank's rendezvous threshold and bulk ring size (see
+    /// `Messenger::with_rendezvous`).
+    eager_rendezvous: (usize, usize),
     jitter: RefCell<Option<Jitter>>,
     trace: Option<RefCell<Vec<TraceEvent>>>,
     /// Charges each rank's computation to its clock, when asked to.
@@ -287,6 +290,10 @@ impl Sim {
             running: Cell::new(None),
             control_base: Cell::new(0),
             eager_inbox_bytes: catena_fabric::eager::DEFAULT_INBOX_BYTES,
+            eager_rendezvous: (
+                catena_fabric::eager::DEFAULT_RENDEZVOUS_BYTES,
+                catena_fabric::eager::DEFAULT_BULK_BYTES,
+            ),
             jitter: RefCell::new(None),
             trace: None,
             compute: None,
@@ -367,6 +374,14 @@ impl Sim {
     /// peer before that peer's sends wait (see `Messenger::with_inbox_bytes`).
     pub fn with_eager_inbox_bytes(mut self, bytes: usize) -> Sim {
         self.eager_inbox_bytes = bytes;
+        self
+    }
+
+    /// Eager ranks send messages of `threshold` bytes or more by rendezvous,
+    /// through bulk rings of `bulk_bytes` (see `Messenger::with_rendezvous`;
+    /// by default the real providers' sizes).
+    pub fn with_eager_rendezvous(mut self, threshold: usize, bulk_bytes: usize) -> Sim {
+        self.eager_rendezvous = (threshold, bulk_bytes);
         self
     }
 

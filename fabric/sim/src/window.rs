@@ -15,6 +15,19 @@ pub(super) struct SimKey {
 }
 
 const KEY_TAG: u8 = b'S';
+/// Tag, owner, id and length; then a check word over them.
+const BODY_LEN: usize = 21;
+const KEY_LEN: usize = BODY_LEN + 4;
+
+/// A check word over a key's fields, so that a key with a byte changed is
+/// refused rather than naming another live window of the same size (the
+/// simulator has no secrets to seal keys with, as real providers do).
+fn check_word_of(body: &[u8]) -> [u8; 4] {
+    let mut h = std::hash::BuildHasher::build_hasher(&rustc_hash::FxBuildHasher);
+    std::hash::Hasher::write(&mut h, body);
+    let h = std::hash::Hasher::finish(&h);
+    ((h ^ (h >> 32)) as u32).to_le_bytes()
+}
 
 impl SimKey {
     pub(crate) fn encode(owner: Rank, id: u64, len: usize) -> RemoteKey {
@@ -22,14 +35,21 @@ impl SimKey {
         bytes.extend_from_slice(&owner.to_le_bytes());
         bytes.extend_from_slice(&id.to_le_bytes());
         bytes.extend_from_slice(&(len as u64).to_le_bytes());
-        RemoteKey::from_bytes(&bytes).expect("a 21-byte key")
+        let check = check_word_of(&bytes);
+        bytes.extend_from_slice(&check);
+        RemoteKey::from_bytes(&bytes).expect("a 25-byte key")
     }
 
     /// The key's window, which must be `target`'s.
     pub(crate) fn decode(key: &RemoteKey, target: Rank) -> Result<SimKey> {
         let bytes = key.as_bytes();
-        if bytes.len() != 21 || bytes[0] != KEY_TAG {
+        if bytes.len() != KEY_LEN || bytes[0] != KEY_TAG {
             return Err(Error::InvalidKey(format!("not a simulator key: {key:?}")));
+        }
+        if bytes[BODY_LEN..] != check_word_of(&bytes[..BODY_LEN]) {
+            return Err(Error::InvalidKey(format!(
+                "a changed simulator key: {key:?}"
+            )));
         }
         let owner = Rank::from_le_bytes(bytes[1..5].try_into().expect("4 bytes"));
         if owner != target {
@@ -108,6 +128,13 @@ impl LocalWindow for SimWindow<'_> {
         let memory = self.memory.borrow();
         check_bounds(offset, buf.len(), memory.len())?;
         buf.copy_from_slice(&memory[offset..offset + buf.len()]);
+        Ok(())
+    }
+
+    fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        let memory = self.memory.borrow();
+        check_bounds(offset, len, memory.len())?;
+        buf.extend_from_slice(&memory[offset..offset + len]);
         Ok(())
     }
 

@@ -9,9 +9,15 @@ mod intruder;
 use std::time::Duration;
 
 use catena_fabric::conformance::{self, Check, SUITE};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use catena_fabric::eager::wire::{
+    bulk_window_bytes, BULK_CREDIT_SIGNAL, FRAME_HEADER_BYTES, REQUEST_BELL, RING_SIGNAL,
+};
 use catena_fabric::eager::wire::{encode_header, slot_at, SLOT_COUNT, SLOT_FILLED, SLOT_FROM_AT};
-use catena_fabric::eager::wire::{FRAME_HEADER_BYTES, REQUEST_BELL, RING_SIGNAL};
-use catena_fabric::{wait_until, ControlWindows, Error, Rank, Rma, Transport};
+use catena_fabric::{wait_until, ControlWindows, Error, LocalWindow, Rank, Rma, Transport};
 use catena_sim::{Delays, EagerRank, Enumerated, LogGp, Report, Seeded, Sim};
 use intruder::Intruder;
 
@@ -50,7 +56,19 @@ fn run_with(
     what: &str,
     body: impl AsyncFn(&EagerRank<'_>) -> catena_fabric::Result<()>,
 ) -> Report {
-    let sim = Sim::new(ranks, MODEL).with_delays(delays).with_trace();
+    let sim = Sim::new(ranks, MODEL).with_delays(delays);
+    run_sim(sim, ring, what, body)
+}
+
+/// Runs `body` on `sim`'s eager ranks, tracing events; every rank must
+/// finish and succeed.
+fn run_sim(
+    sim: Sim,
+    ring: usize,
+    what: &str,
+    body: impl AsyncFn(&EagerRank<'_>) -> catena_fabric::Result<()>,
+) -> Report {
+    let sim = sim.with_trace();
     let (results, report) = sim
         .run_eager(ring, body)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -490,5 +508,418 @@ fn an_exchange_of_big_messages_passes_an_inbox_bound_of_nothing() {
         .unwrap();
     for (rank, r) in results.into_iter().enumerate() {
         r.unwrap_or_else(|e: Error| panic!("rank {rank}: {e}"));
+    }
+}
+
+// Rendezvous: messages of at least THRESHOLD bytes send their header
+// through the ring and their payload through the receiver's bulk ring.
+
+/// Rendezvous from this size on, through bulk rings of an odd size, so
+/// that chunks wrap anywhere in them. Payloads of up to a quarter bulk ring
+/// wait there until received (none of them in a ring of BULK, many in one
+/// of BIG_BULK); larger ones stream into the heap as they land.
+const THRESHOLD: usize = 256;
+const BULK: usize = 1000;
+const BIG_BULK: usize = 4004;
+
+/// A machine of `ranks` eager ranks with small rendezvous sizes and
+/// `seed`'s delays.
+fn rendezvous_sim(ranks: u32, seed: u64) -> Sim {
+    Sim::new(ranks, MODEL)
+        .with_delays(Seeded::new(seed, MAX_DELAY_NS))
+        .with_eager_rendezvous(THRESHOLD, BULK)
+}
+
+/// [`rendezvous_sim`] with bulk rings of `bulk` bytes.
+fn bulk_sim(ranks: u32, seed: u64, bulk: usize) -> Sim {
+    rendezvous_sim(ranks, seed).with_eager_rendezvous(THRESHOLD, bulk)
+}
+
+/// Runs `futures` to completion, polling them in order each round; their
+/// results in order.
+async fn join_all<T>(futures: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+    let mut futures: Vec<_> = futures.into_iter().map(Some).collect();
+    let mut out: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
+            if let Some(future) = f {
+                if let Poll::Ready(v) = future.as_mut().poll(cx) {
+                    *o = Some(v);
+                    *f = None;
+                }
+            }
+        }
+        match futures.iter().all(Option::is_none) {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("finished")).collect()
+}
+
+/// Sizes on both sides of the threshold and of the bulk ring.
+const SIZES: [usize; 12] = [0, 1, 255, 256, 257, 999, 1000, 1001, 4321, 3, 300, 2 * BULK];
+
+/// Inline and rendezvous messages, sent one after another and all at once
+/// (their sends joined), through rings smaller and larger than them, their
+/// payloads waiting in the bulk ring or streamed: every byte and the order
+/// per sender survive any disorder, and only the receivers of rendezvous
+/// messages make a bulk window.
+#[test]
+fn rendezvous_and_inline_messages_keep_bytes_and_order() {
+    for (ring, bulk) in [(64, BULK), (256, BULK), (4096, BULK), (256, BIG_BULK)] {
+        for seed in 0..6 {
+            let sim = bulk_sim(3, seed, bulk);
+            let what = format!("ring {ring}, bulk {bulk}, seed {seed}");
+            run_sim(sim, ring, &what, async |t| {
+                let (size, me) = (t.size(), t.rank());
+                let right = (me + 1) % size;
+                let left = (me + size - 1) % size;
+                let payload =
+                    |from: Rank, i: usize| conformance::pattern(from, i, SIZES[i % SIZES.len()]);
+                for i in 0..SIZES.len() {
+                    t.send(right, 3, 9, &payload(me, i), deadline(t)).await?;
+                }
+                let all: Vec<Vec<u8>> = (SIZES.len()..3 * SIZES.len())
+                    .map(|i| payload(me, i))
+                    .collect();
+                let sends = all
+                    .iter()
+                    .map(|data| Box::pin(t.send(right, 3, 9, data, deadline(t))) as Pin<Box<_>>)
+                    .collect();
+                for sent in join_all(sends).await {
+                    sent?;
+                }
+                for i in 0..3 * SIZES.len() {
+                    let got = t.recv(Some(left), 3, 9, deadline(t)).await?;
+                    if got.data != payload(left, i) {
+                        return Err(Error::Protocol(format!(
+                            "message {i} ({} bytes) from rank {left} is wrong",
+                            got.data.len()
+                        )));
+                    }
+                }
+                if t.bulk_window_count() != 1 || t.connection_count() != 2 {
+                    return Err(Error::Protocol(format!(
+                        "{} bulk windows over {} connections",
+                        t.bulk_window_count(),
+                        t.connection_count()
+                    )));
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Two ranks that contact each other at once with rendezvous messages,
+/// exhaustively over the first 12 operations' delays: both get the other's
+/// messages, over one connection and one bulk window each.
+#[test]
+fn simultaneous_first_contact_with_rendezvous_messages() {
+    const OPERATIONS: u32 = 12;
+    for mask in 0..1u64 << OPERATIONS {
+        let sim = Sim::new(2, MODEL)
+            .with_delays(Enumerated::new(mask, 1_500))
+            .with_eager_rendezvous(THRESHOLD, BULK);
+        run_sim(sim, 256, &format!("mask {mask:#b}"), async |t| {
+            let peer = 1 - t.rank();
+            for i in 0..3 {
+                let data = conformance::pattern(t.rank(), i, 700 * i + 300);
+                t.send(peer, 7, 1, &data, deadline(t)).await?;
+            }
+            for i in 0..3 {
+                let got = t.recv(Some(peer), 7, 1, deadline(t)).await?;
+                if got.data != conformance::pattern(peer, i, 700 * i + 300) {
+                    return Err(Error::Protocol(format!("message {i} is wrong")));
+                }
+            }
+            match (t.connection_count(), t.bulk_window_count()) {
+                (1, 1) => Ok(()),
+                counts => Err(Error::Protocol(format!(
+                    "{counts:?} connections, bulk windows"
+                ))),
+            }
+        });
+    }
+}
+
+/// A receiver that holds its inbox bound and does not receive for a while:
+/// the rendezvous sender waits for bulk credit (its messages are several
+/// bulk rings each), the receiver holds at most the bound and one message,
+/// and then gets every message in order.
+#[test]
+fn a_slow_receiver_holds_back_rendezvous_senders() {
+    const BOUND: usize = 2000;
+    const SIZE: usize = 3 * BULK + 7;
+    const COUNT: usize = 6;
+    for seed in 0..4 {
+        let sim = rendezvous_sim(2, seed).with_eager_inbox_bytes(BOUND);
+        run_sim(sim, 256, &format!("seed {seed}"), async |t| {
+            if t.rank() == 0 {
+                for i in 0..COUNT {
+                    let data = conformance::pattern(0, i, SIZE);
+                    t.send(1, 3, 1, &data, deadline(t)).await?;
+                }
+                return Ok(());
+            }
+            for _ in 0..5 {
+                nap(t, Duration::from_millis(1)).await;
+                let held = t.inbox_bytes() as usize;
+                let most = BOUND + 2 * (FRAME_HEADER_BYTES + SIZE);
+                if held == 0 || held > most {
+                    return Err(Error::Protocol(format!("{held} bytes held, bound {most}")));
+                }
+            }
+            for i in 0..COUNT {
+                let got = t.recv(Some(0), 3, 1, deadline(t)).await?;
+                if got.data != conformance::pattern(0, i, SIZE) {
+                    return Err(Error::Protocol(format!("message {i} is wrong")));
+                }
+            }
+            assert_eq!(t.inbox_bytes(), 0);
+            Ok(())
+        });
+    }
+}
+
+/// A rendezvous send that times out before the receiver gave it a bulk
+/// window, and one dropped after writing part of its payload, both break
+/// the stream: the next send fails at once with `Protocol`, and the
+/// receiver gets every message before the hole and times out on the one
+/// that has it.
+#[test]
+fn a_failed_or_dropped_rendezvous_send_breaks_the_stream() {
+    for dropped in [false, true] {
+        let sim = rendezvous_sim(2, 0).with_eager_inbox_bytes(0);
+        run_sim(sim, 256, &format!("dropped {dropped}"), async |t| {
+            let big = conformance::pattern(0, 2, 5 * BULK);
+            if t.rank() == 1 {
+                // Do not receive: the bound of 0 lets in only the first
+                // message, so the receiver drains nothing more.
+                nap(t, Duration::from_millis(5)).await;
+                let first = t.recv(Some(0), 3, 1, deadline(t)).await?;
+                assert_eq!(first.data, conformance::pattern(0, 1, BULK));
+                let short = t.deadline_in(Duration::from_millis(5));
+                let hole = t.recv(Some(0), 3, 2, short).await;
+                return match hole {
+                    Err(Error::Timeout { .. }) => Ok(()),
+                    other => Err(Error::Protocol(format!(
+                        "the message after a hole: {other:?}"
+                    ))),
+                };
+            }
+            // A rendezvous message of its own: the receiver makes its bulk
+            // window and takes it in (the one message let in).
+            t.send(1, 3, 1, &conformance::pattern(0, 1, BULK), deadline(t))
+                .await?;
+            if dropped {
+                // Writes what credit allows of the payload, then is dropped.
+                let mut send = std::pin::pin!(t.send(1, 3, 2, &big, deadline(t)));
+                let polled = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+                assert!(polled.is_pending(), "5 bulk rings went out in one poll");
+            } else {
+                let short = t.deadline_in(Duration::from_millis(1));
+                let sent = t.send(1, 3, 2, &big, short).await;
+                assert!(matches!(sent, Err(Error::Timeout { .. })), "{sent:?}");
+            }
+            let started = t.now();
+            let next = t.send(1, 3, 3, b"after", deadline(t)).await;
+            assert!(is_protocol(&next), "{next:?}");
+            assert_eq!(t.now(), started, "the send after a broken one waited");
+            Ok(())
+        });
+    }
+}
+
+/// A hostile peer that lies in rendezvous frames or about its bulk stream
+/// (a 300 TB payload announced as landed, a bulk signal that runs
+/// backwards, a frame of no known kind) breaks its own connection, both
+/// ways, with `Protocol`; the rendezvous message it sent honestly before
+/// still arrives, and the victim keeps talking to an honest rank.
+#[test]
+fn lies_about_rendezvous_payloads_break_only_that_connection() {
+    const HUGE: u64 = 300 << 40;
+    for lie in 0..3 {
+        let sim = rendezvous_sim(3, 0);
+        run_sim(sim, 256, &format!("lie {lie}"), async |t| match t.rank() {
+            0 => {
+                honest_exchange(t).await?;
+                let first = t.recv(Some(2), 7, 1, deadline(t)).await?;
+                assert_eq!(first.data, conformance::pattern(2, 0, 600));
+                let short = t.deadline_in(Duration::from_millis(10));
+                let next = t.recv(Some(2), 7, 1, short).await;
+                assert!(is_protocol(&next), "lie {lie}: {next:?}");
+                assert!(is_protocol(&t.send(2, 7, 1, b"x", short).await));
+                honest_exchange(t).await
+            }
+            1 => {
+                honest_exchange(t).await?;
+                honest_exchange(t).await
+            }
+            _ => {
+                let mut me = Intruder::connect(t, 0, 256, deadline(t)).await?;
+                let header = Intruder::rendezvous_header(7, 1, 600);
+                me.stream(&header, header.len() as u64)?;
+                me.await_bulk_window(deadline(t)).await?;
+                me.stream_bulk(&conformance::pattern(2, 0, 600), 600)?;
+                let lied = match lie {
+                    0 => {
+                        let header = Intruder::rendezvous_header(7, 1, 0);
+                        let mut header = header.clone();
+                        header[..8].copy_from_slice(&HUGE.to_le_bytes());
+                        me.stream(&header, header.len() as u64)?;
+                        me.stream_bulk(&[7; 100], HUGE)
+                    }
+                    1 => {
+                        let header = Intruder::rendezvous_header(7, 1, 50);
+                        me.stream(&header, header.len() as u64)?;
+                        // Adds -100: the bulk signal runs backwards.
+                        me.stream_bulk(&[7; 10], u64::MAX - 99)
+                    }
+                    _ => {
+                        let mut header = Intruder::rendezvous_header(7, 1, 50);
+                        header[20] = 7;
+                        me.stream(&header, header.len() as u64)
+                    }
+                };
+                // Keep the windows the victim writes to until it is done.
+                nap(t, Duration::from_millis(20)).await;
+                lied
+            }
+        });
+    }
+}
+
+/// A hostile peer that answers the victim's rendezvous message with a
+/// forged bulk window (a key of its control or connection window, a key
+/// longer than keys are, a ring of no bytes or of more than a window
+/// holds) or returns bulk credit it was never sent: the victim's send
+/// fails at once with `Protocol`, later calls with that peer too, and the
+/// victim keeps talking to an honest rank.
+#[test]
+fn forged_bulk_windows_and_credit_break_only_that_connection() {
+    for forgery in 0..6 {
+        let sim = rendezvous_sim(3, 0);
+        run_sim(sim, 256, &format!("forgery {forgery}"), async |t| {
+            match t.rank() {
+                0 => {
+                    honest_exchange(t).await?;
+                    // Wait for the forgery to be in place.
+                    let ready = t.recv(Some(2), 7, 2, deadline(t)).await?;
+                    assert_eq!(ready.data, b"ready");
+                    let started = t.now();
+                    let big = conformance::pattern(0, 0, 3 * BULK);
+                    let sent = t.send(2, 7, 1, &big, deadline(t)).await;
+                    assert!(is_protocol(&sent), "forgery {forgery}: {sent:?}");
+                    assert!(t.now().saturating_sub(started) < Duration::from_millis(1));
+                    let short = t.deadline_in(Duration::from_millis(1));
+                    assert!(is_protocol(&t.recv(Some(2), 7, 1, short).await));
+                    honest_exchange(t).await
+                }
+                1 => {
+                    honest_exchange(t).await?;
+                    honest_exchange(t).await
+                }
+                _ => {
+                    let me = Intruder::connect(t, 0, 256, deadline(t)).await?;
+                    let mine = t.alloc_window(bulk_window_bytes(BULK))?;
+                    let key = |k: catena_fabric::RemoteKey| k.as_bytes().to_vec();
+                    let (bytes, ring) = match forgery {
+                        0 => (key(t.control_key(2)?), BULK as u64),
+                        1 => (key(me.window.key()), BULK as u64),
+                        2 => (vec![b'S'; 240], BULK as u64),
+                        3 => (key(mine.key()), 0),
+                        4 => (key(mine.key()), u64::MAX),
+                        _ => (key(mine.key()), BULK as u64),
+                    };
+                    me.reply_bulk(&bytes, bytes.len() as u64, ring)?;
+                    if forgery == 5 {
+                        me.signal(BULK_CREDIT_SIGNAL, 5 * BULK as u64)?;
+                    }
+                    let frame = Intruder::frame(7, 2, b"ready");
+                    let mut me = me;
+                    me.stream(&frame, frame.len() as u64)?;
+                    // Keep the windows the victim writes to until it is done.
+                    nap(t, Duration::from_millis(20)).await;
+                    drop(mine);
+                    Ok(())
+                }
+            }
+        });
+    }
+}
+
+/// Payloads waiting in the bulk ring until received, received in another
+/// order than they came (by tag) while more arrive: the ring fills no more
+/// than half with them (the oldest go to the heap, so the sender goes on),
+/// a streamed payload behind them sends them all to the heap, and every
+/// message arrives intact, in order per tag.
+#[test]
+fn waiting_payloads_are_received_out_of_order_and_spilled() {
+    // Resident up to BIG_BULK / 4 = 1001 bytes; message 20 streams.
+    const SIZES: [usize; 3] = [300, 1001, 700];
+    const COUNT: usize = 24;
+    let size = |i: usize| {
+        if i == 20 {
+            3000
+        } else {
+            SIZES[i % SIZES.len()]
+        }
+    };
+    for seed in 0..4 {
+        let sim = bulk_sim(2, seed, BIG_BULK);
+        run_sim(sim, 256, &format!("seed {seed}"), async |t| {
+            if t.rank() == 0 {
+                for i in 0..COUNT {
+                    let data = conformance::pattern(0, i, size(i));
+                    t.send(1, 3, (i % 2) as u32, &data, deadline(t)).await?;
+                }
+                return Ok(());
+            }
+            nap(t, Duration::from_millis(1)).await;
+            for tag in [1, 0] {
+                for i in (0..COUNT).filter(|i| i % 2 == tag) {
+                    let got = t.recv(Some(0), 3, tag as u32, deadline(t)).await?;
+                    if got.data != conformance::pattern(0, i, size(i)) {
+                        return Err(Error::Protocol(format!("message {i} is wrong")));
+                    }
+                }
+            }
+            assert_eq!(t.inbox_bytes(), 0);
+            Ok(())
+        });
+    }
+}
+
+/// Every message goes by rendezvous when the threshold is 0, empty ones
+/// included (their payloads, of no bytes, share bulk ring positions):
+/// received in turn and out of order by tag, they all arrive, and the
+/// bulk ring keeps turning.
+#[test]
+fn empty_rendezvous_messages_keep_the_bulk_ring_turning() {
+    const COUNT: usize = 40;
+    let size = |i: usize| if i % 4 < 2 { 0 } else { 20 * (i % 5) };
+    for seed in 0..4 {
+        let sim = rendezvous_sim(2, seed).with_eager_rendezvous(0, 512);
+        run_sim(sim, 256, &format!("seed {seed}"), async |t| {
+            if t.rank() == 0 {
+                for i in 0..COUNT {
+                    let data = conformance::pattern(0, i, size(i));
+                    t.send(1, 3, (i % 2) as u32, &data, deadline(t)).await?;
+                }
+                return Ok(());
+            }
+            for tag in [1, 0] {
+                for i in (0..COUNT).filter(|i| i % 2 == tag) {
+                    let got = t.recv(Some(0), 3, tag as u32, deadline(t)).await?;
+                    if got.data != conformance::pattern(0, i, size(i)) {
+                        return Err(Error::Protocol(format!("message {i} is wrong")));
+                    }
+                }
+            }
+            Ok(())
+        });
     }
 }

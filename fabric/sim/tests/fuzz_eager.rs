@@ -1,6 +1,8 @@
 //! Fuzz target: a hostile rank writes random bytes, signal adds and slot
-//! states into a victim's control window and their connection's windows
-//! (with the keys it legitimately holds, in `Sim::run_eager`), while an
+//! states into a victim's control window and their connection's windows,
+//! rendezvous frames and bulk bytes into the victim's bulk window, and
+//! forged bulk windows and credit for the victim's rendezvous messages to
+//! it (with the keys it legitimately holds, in `Sim::run_eager`), while an
 //! honest rank talks to the victim. The victim must never panic, hang or
 //! allocate absurdly; its calls with the hostile rank end in a message, a
 //! `Protocol` error or a timeout; and every honest message arrives intact.
@@ -11,10 +13,11 @@ use std::time::Duration;
 
 use catena_fabric::conformance::pattern;
 use catena_fabric::eager::wire::{
-    slot_at, CONTROL_WINDOW_BYTES, CREDIT_SIGNAL, REPLY_SIGNAL, REQUEST_BELL, RING_AT, RING_SIGNAL,
+    bulk_window_bytes, slot_at, BULK_CREDIT_SIGNAL, BULK_REPLY_SIGNAL, BULK_RING_AT, BULK_SIGNAL,
+    CONTROL_WINDOW_BYTES, CREDIT_SIGNAL, REPLY_SIGNAL, REQUEST_BELL, RING_AT, RING_SIGNAL,
     SLOT_COUNT, SLOT_FROM_AT,
 };
-use catena_fabric::{wait_until, Error, Rank, Rma, Transport};
+use catena_fabric::{wait_until, Error, LocalWindow, Rank, Rma, Signal, Transport};
 use catena_fuzz::proptest::prelude::*;
 use catena_fuzz::proptest::test_runner::TestCaseError;
 use catena_sim::{EagerRank, LogGp, Seeded, Sim};
@@ -63,6 +66,24 @@ enum Attack {
     },
     /// Lets virtual time pass, so the victim drains in between.
     Nap { us: u64 },
+    /// An honest rendezvous frame, its payload into the bulk stream
+    /// (ignoring credit).
+    Rendezvous { tag: u32, data: Vec<u8> },
+    /// A rendezvous frame header claiming `len` bytes, and `announced` bulk
+    /// bytes landed.
+    RendezvousHeader { len: u64, announced: u64 },
+    /// Raw bytes anywhere in the victim's bulk window (once it made one).
+    BulkWindow { offset: usize, bytes: Vec<u8> },
+    /// Adds to the victim's bulk signal (once it made a bulk window).
+    BulkSignal { add: u64 },
+    /// A bulk window reply for the victim's rendezvous messages to us: a
+    /// real window of ours or any bytes, any announced key length and ring.
+    BulkReply {
+        genuine: bool,
+        key: Vec<u8>,
+        key_len: u64,
+        ring: u64,
+    },
 }
 
 fn word_value() -> impl Strategy<Value = u64> {
@@ -83,8 +104,17 @@ fn attack() -> impl Strategy<Value = Attack> {
             .prop_map(|(tag, data)| Attack::Frame { tag, data }),
         2 => (word_value(), word_value()).prop_map(|(len, announced)| Attack::Header { len, announced }),
         2 => (0usize..RING_AT + 2048, bytes()).prop_map(|(offset, bytes)| Attack::Window { offset, bytes }),
-        2 => (prop_oneof![Just(REPLY_SIGNAL), Just(CREDIT_SIGNAL), Just(RING_SIGNAL)], word_value())
+        2 => (prop_oneof![Just(REPLY_SIGNAL), Just(CREDIT_SIGNAL), Just(RING_SIGNAL),
+                          Just(BULK_CREDIT_SIGNAL), Just(BULK_REPLY_SIGNAL)], word_value())
             .prop_map(|(word, add)| Attack::Signal { word, add }),
+        2 => (0u32..3, prop::collection::vec(any::<u8>(), 0..1500))
+            .prop_map(|(tag, data)| Attack::Rendezvous { tag, data }),
+        1 => (word_value(), word_value()).prop_map(|(len, announced)| Attack::RendezvousHeader { len, announced }),
+        1 => (0usize..BULK_RING_AT + 2048, bytes()).prop_map(|(offset, bytes)| Attack::BulkWindow { offset, bytes }),
+        1 => word_value().prop_map(|add| Attack::BulkSignal { add }),
+        1 => (any::<bool>(), prop::collection::vec(any::<u8>(), 0..40), prop_oneof![0u64..40, word_value()],
+              prop_oneof![Just(1000u64), 0u64..2000, word_value()])
+            .prop_map(|(genuine, key, key_len, ring)| Attack::BulkReply { genuine, key, key_len, ring }),
         2 => (0..SLOT_COUNT, prop_oneof![Just(2u64), word_value()], prop_oneof![0u64..4, word_value()],
               prop_oneof![0u64..40, word_value()], prop::collection::vec(any::<u8>(), 0..40))
             .prop_map(|(slot, state_add, from, key_len, key)| Attack::Slot { slot, state_add, from, key_len, key }),
@@ -99,6 +129,10 @@ struct Case {
     seed: u64,
     ring: usize,
     inbox: usize,
+    /// Rendezvous from this size (the victim's 100-byte messages to the
+    /// hostile rank go by rendezvous at 64), through bulk rings of `bulk`.
+    rendezvous: usize,
+    bulk: usize,
     /// Sizes of the honest rank's messages.
     honest: Vec<usize>,
     attacks: Vec<Attack>,
@@ -109,20 +143,37 @@ fn cases() -> impl Strategy<Value = Case> {
         any::<u64>(),
         prop_oneof![Just(64usize), Just(256), Just(1024)],
         prop_oneof![Just(0usize), Just(700), Just(1 << 16)],
+        (
+            prop_oneof![Just(64usize), Just(700), Just(usize::MAX)],
+            prop_oneof![Just(100usize), Just(1000)],
+        ),
         prop::collection::vec(0usize..2000, 1..6),
         prop::collection::vec(attack(), 1..16),
     )
-        .prop_map(|(seed, ring, inbox, honest, attacks)| Case {
-            seed,
-            ring,
-            inbox,
-            honest,
-            attacks,
-        })
+        .prop_map(
+            |(seed, ring, inbox, (rendezvous, bulk), honest, attacks)| Case {
+                seed,
+                ring,
+                inbox,
+                rendezvous,
+                bulk,
+                honest,
+                attacks,
+            },
+        )
 }
 
 fn deadline(t: &EagerRank<'_>) -> catena_fabric::Time {
     t.deadline_in(Duration::from_secs(30))
+}
+
+/// Waits briefly for the victim's bulk window (it makes one on our first
+/// rendezvous frame, if it gets that far).
+async fn bulk_window(t: &EagerRank<'_>, me: &mut Intruder<'_, '_>) {
+    if me.victim_bulk.is_none() {
+        let short = t.deadline_in(Duration::from_micros(200));
+        let _ = me.await_bulk_window(short).await;
+    }
 }
 
 async fn nap(t: &EagerRank<'_>, how_long: Duration) {
@@ -176,6 +227,8 @@ async fn honest(t: &EagerRank<'_>, case: &Case) -> catena_fabric::Result<()> {
 
 async fn hostile(t: &EagerRank<'_>, case: &Case) -> catena_fabric::Result<()> {
     let mut me = Intruder::connect(t, VICTIM, case.ring, deadline(t)).await?;
+    // A bulk window of ours, for the genuine replies.
+    let mine = t.alloc_window(bulk_window_bytes(case.bulk))?;
     // The honest rank's first contact goes first: overwriting its request
     // slot would only deny it a connection, which nobody can prevent.
     nap(t, Duration::from_micros(100)).await;
@@ -216,6 +269,52 @@ async fn hostile(t: &EagerRank<'_>, case: &Case) -> catena_fabric::Result<()> {
                 nap(t, Duration::from_micros(*us)).await;
                 Ok(())
             }
+            Attack::Rendezvous { tag, data } => {
+                let header = Intruder::rendezvous_header(7, *tag, data.len());
+                let streamed = me.stream(&header, header.len() as u64);
+                bulk_window(t, &mut me).await;
+                match me.victim_bulk {
+                    Some(_) => streamed.and_then(|()| me.stream_bulk(data, data.len() as u64)),
+                    None => streamed,
+                }
+            }
+            Attack::RendezvousHeader { len, announced } => {
+                let mut header = Intruder::rendezvous_header(7, 0, 0);
+                header[..8].copy_from_slice(&len.to_le_bytes());
+                let streamed = me.stream(&header, header.len() as u64);
+                bulk_window(t, &mut me).await;
+                match me.victim_bulk {
+                    Some(_) => streamed.and_then(|()| me.stream_bulk(&[], *announced)),
+                    None => streamed,
+                }
+            }
+            Attack::BulkWindow { offset, bytes } => match &me.victim_bulk {
+                Some((key, _)) if !bytes.is_empty() => t.put(VICTIM, key, *offset, bytes),
+                _ => Ok(()),
+            },
+            Attack::BulkSignal { add } => match &me.victim_bulk {
+                Some((key, _)) => {
+                    let add = Signal {
+                        offset: BULK_SIGNAL,
+                        add: *add,
+                    };
+                    t.put_signal(VICTIM, key, BULK_SIGNAL, &[], add)
+                }
+                None => Ok(()),
+            },
+            Attack::BulkReply {
+                genuine,
+                key,
+                key_len,
+                ring,
+            } => {
+                let genuine_key = mine.key();
+                let key = match genuine {
+                    true => genuine_key.as_bytes(),
+                    false => key,
+                };
+                me.reply_bulk(key, *key_len, *ring)
+            }
         };
     }
     // Keep the window the victim writes to until it is done.
@@ -226,7 +325,8 @@ async fn hostile(t: &EagerRank<'_>, case: &Case) -> catena_fabric::Result<()> {
 fn check(case: Case) -> Result<(), TestCaseError> {
     let sim = Sim::new(3, MODEL)
         .with_delays(Seeded::new(case.seed, 5_000))
-        .with_eager_inbox_bytes(case.inbox);
+        .with_eager_inbox_bytes(case.inbox)
+        .with_eager_rendezvous(case.rendezvous, case.bulk);
     let run = sim.run_eager(case.ring, async |t| match t.rank() {
         VICTIM => victim(t, &case).await,
         HONEST => honest(t, &case).await,

@@ -5,9 +5,14 @@
 //! peer's control window, so a rank that talks to k peers holds O(k) state.
 //!
 //! A connection carries a byte stream of frames (header + payload) with
-//! credit-based flow control, so messages of any size pass through a fixed
-//! ring, in order per sender. What a peer writes into our windows is
-//! untrusted: a bad value breaks that peer's connection only.
+//! credit-based flow control, in order per sender. Small messages travel
+//! inline, through the ring; a message of at least the rendezvous size
+//! sends only its header through the ring, and its payload through a
+//! second, larger ring of the receiver's (its bulk window, made on the
+//! first such message), written straight by the sender's puts in chunks
+//! that the receiver copies out as they land, under credit of its own. What
+//! a peer writes into our windows is untrusted: a bad value breaks that
+//! peer's connection only.
 
 pub mod wire;
 
@@ -31,22 +36,69 @@ pub use wire::CONTROL_WINDOW_BYTES;
 pub const DEFAULT_RING_BYTES: usize = 64 * 1024;
 /// Default bound on the bytes of unreceived messages held per peer.
 pub const DEFAULT_INBOX_BYTES: usize = 64 << 20;
+/// Default size from which a message goes by rendezvous (its payload
+/// through the receiver's bulk window) rather than inline through the ring.
+pub const DEFAULT_RENDEZVOUS_BYTES: usize = 16 * 1024;
+/// Default size of the bulk ring a receiver makes for a peer that sends it
+/// rendezvous messages.
+pub const DEFAULT_BULK_BYTES: usize = 1 << 20;
 /// How long a requester waits before retrying when all of a peer's request
 /// slots are taken (many ranks contacting one at once).
 const SLOT_RETRY: Duration = Duration::from_micros(100);
+/// Frames up to this size are put together on the stack and written by one
+/// put (unless they wrap around the ring's end), and a receive peeks at
+/// this much of the ring to take a small message in one read.
+const SMALL_FRAME_BYTES: usize = 256;
+/// Progress drains a connection ahead of its receiver by a ring's worth of
+/// unreceived messages (or the inbox bound, if smaller): they are copied
+/// out shortly before they are received, into memory the allocator hands
+/// round, while the rest wait in the rings. Once nothing was received from
+/// the peer for this long (or while a send of this rank waits), it drains
+/// up to the inbox bound instead, so that a receiver busy elsewhere, or
+/// sending to the same peer, lets the peer go on.
+const STALL: Duration = Duration::from_micros(50);
+
+/// How a connection is drained.
+#[derive(Clone, Copy)]
+enum Drain {
+    /// By progress (or a receive that found what it wanted): ahead of the
+    /// receiver by a ring's worth, by the inbox bound once it stalls.
+    Ahead,
+    /// By a receive for (context, tag) that waits on the connection: past
+    /// every bound, payloads waiting in the bulk ring making room for what
+    /// is behind them, until a message it wants is in (so that it does not
+    /// copy out ahead what the next receive would copy just as well).
+    Waiting { context: ContextId, tag: Tag },
+}
+
+/// A waiting receive asks whether its peer's process still exists every
+/// this many pending polls (the question reads a clock).
+const PEER_CHECK_POLLS: u32 = 16;
 
 /// One rank's end of eager messaging: its control window, its connections
-/// by peer and the messages received but not yet matched. A provider holds
-/// one and hands it out through [`EagerMessaging`](crate::EagerMessaging).
+/// by peer and, in each, the messages received but not yet matched. A
+/// provider holds one and hands it out through
+/// [`EagerMessaging`](crate::EagerMessaging).
 pub struct Messenger<W> {
     control: W,
     ring_bytes: usize,
+    /// Messages of at least this many bytes go by rendezvous.
+    rendezvous_bytes: usize,
+    /// The bulk ring this rank makes for a peer that sends it rendezvous
+    /// messages.
+    bulk_bytes: usize,
     /// Per connection: unreceived bytes past which its ring is not drained
     /// further (unless a receive waits on it), so its sender waits for credit.
     inbox_limit: u64,
     connections: RefCell<FxHashMap<Rank, Connection<W>>>,
-    inbox: RefCell<VecDeque<Envelope>>,
     bell_seen: Cell<u64>,
+    /// Messages completed so far, over all connections: their arrival
+    /// order, which a receive from any source follows.
+    arrivals: Cell<u64>,
+    /// Sends that could not complete at once and wait (for a connection or
+    /// credit): while one does, this rank receives nothing, so progress
+    /// drains every connection as far as the inbox bound lets it.
+    sending: Cell<u32>,
     /// First failure met while making progress, reported by later calls.
     failure: RefCell<Option<String>>,
 }
@@ -58,11 +110,35 @@ struct Connection<W> {
     /// Outgoing stream: bytes promised to sends so far, and bytes written.
     reserved: u64,
     written: u64,
+    /// Outgoing bulk stream (rendezvous payloads), the same way.
+    bulk_reserved: u64,
+    bulk_written: u64,
+    /// The peer's bulk window and its ring size, once it told us.
+    bulk_remote: Option<(RemoteKey, usize)>,
     /// Incoming stream: bytes parsed, and bytes whose credit went back.
     consumed: u64,
     returned: u64,
-    partial: Option<Envelope>,
-    partial_len: usize,
+    /// Our bulk window for this peer, made on its first rendezvous message.
+    bulk: Option<W>,
+    /// Incoming bulk stream: bytes given to the payloads of parsed frames,
+    /// bytes whose ring space is free again (copied out), and bytes whose
+    /// credit went back.
+    bulk_assigned: u64,
+    bulk_consumed: u64,
+    bulk_returned: u64,
+    /// Payloads of held messages still in the bulk ring (stream position,
+    /// length, copied out since), oldest first: a message small enough
+    /// waits there until it is received, so that its bytes are copied once,
+    /// into the `Vec` the receive returns, when the receiver wants them.
+    resident: VecDeque<(u64, usize, bool)>,
+    /// The message being taken in.
+    partial: Option<Partial>,
+    /// This peer's messages drained but not yet received, in order.
+    inbox: VecDeque<Envelope>,
+    /// Messages received from this peer so far, and, while the connection
+    /// is held back, that count and when it was first seen so.
+    taken: u64,
+    stall: Option<(u64, Time)>,
     /// Bytes of this peer's messages drained but not yet received (frame
     /// headers included, so empty messages count too).
     held: u64,
@@ -93,6 +169,33 @@ impl<W> Connection<W> {
             None => Ok(()),
         }
     }
+
+    /// The arrival number of this peer's first held message with
+    /// (context, tag).
+    fn first_arrival(&self, context: ContextId, tag: Tag) -> Option<u64> {
+        self.inbox
+            .iter()
+            .find(|e| e.context == context && e.message.tag == tag)
+            .map(|e| e.arrival)
+    }
+}
+
+/// Free bytes of a ring of `ring_bytes` where `written` bytes were written
+/// and `credit` consumed; `None` if the credit is impossible.
+fn credit_room(written: u64, credit: u64, ring_bytes: usize) -> Option<usize> {
+    let in_flight = written
+        .checked_sub(credit)
+        .filter(|&f| f <= ring_bytes as u64)?;
+    Some(ring_bytes - in_flight as usize)
+}
+
+/// Counts one down when dropped.
+struct Decrement<'a>(&'a Cell<u32>);
+
+impl Drop for Decrement<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 /// Marks a connection broken unless disarmed (a send that did not finish).
@@ -113,8 +216,110 @@ impl<W> Drop for BreakOnDrop<'_, W> {
 }
 
 struct Envelope {
+    /// Completed as the messenger's `arrival`-th message.
+    arrival: u64,
     context: ContextId,
     message: Message,
+    /// Where its payload still is in the bulk ring (stream position,
+    /// length), instead of in `message`.
+    resident: Option<(u64, usize)>,
+}
+
+/// A message being taken in: its header is parsed, its payload lands.
+struct Partial {
+    envelope: Envelope,
+    /// Payload bytes announced (fits in memory, checked).
+    len: usize,
+    payload: Payload,
+}
+
+/// Where a partial message's payload comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Payload {
+    /// After the header, in the ring.
+    Inline,
+    /// From bulk stream position `at`, copied into the message as it lands.
+    Streamed { at: u64 },
+    /// From bulk stream position `at`, left in the bulk ring until received.
+    Resident { at: u64 },
+}
+
+/// The largest payload left in a bulk ring of `bulk_bytes` until received:
+/// a quarter, so that the ring has room for the next ones meanwhile.
+fn resident_max(bulk_bytes: usize) -> usize {
+    bulk_bytes / 4
+}
+
+/// What a streamed payload of `len` bytes reserves when its first bytes
+/// land: all of it up to this (pages are taken only as bytes are written),
+/// so it is not copied on growing; beyond, it grows as bytes land.
+const STREAM_RESERVE: usize = 64 << 20;
+
+impl<W: LocalWindow> Connection<W> {
+    /// Ring bytes free for our stream to the peer, by the credit it returned
+    /// (its word, checked: it may not return more than we sent).
+    fn room(&self, peer: Rank, ring_bytes: usize) -> Result<usize> {
+        let credit = self.window.signal(CREDIT_SIGNAL)?;
+        credit_room(self.written, credit, ring_bytes)
+            .ok_or_else(|| Error::Protocol(format!("rank {peer} returned credit never sent")))
+    }
+
+    /// The first held message with (context, tag).
+    fn find(&self, context: ContextId, tag: Tag) -> Option<usize> {
+        self.inbox
+            .iter()
+            .position(|e| e.context == context && e.message.tag == tag)
+    }
+
+    /// Removes held message `i`, copying its payload out of the bulk ring
+    /// (of `bulk_bytes`) if it is still there.
+    fn remove(&mut self, i: usize, bulk_bytes: usize) -> Message {
+        let envelope = self.inbox.remove(i).expect("a held message");
+        self.taken += 1;
+        let mut message = envelope.message;
+        if let Some((at, len)) = envelope.resident {
+            message.data = self.copy_out(at, len, bulk_bytes);
+        }
+        // Saturating: a connection forgotten on a failed first contact and
+        // made again holds none of the old one's messages.
+        self.held = self.held.saturating_sub(frame_bytes(message.data.len()));
+        message
+    }
+
+    /// Copies the resident payload at bulk stream position `at` out of the
+    /// bulk ring, and frees its ring space (with that of the payloads
+    /// before it that were copied out already).
+    fn copy_out(&mut self, at: u64, len: usize, bulk_bytes: usize) -> Vec<u8> {
+        let mut data = Vec::with_capacity(len);
+        let bulk = self
+            .bulk
+            .as_ref()
+            .expect("resident payloads are in the bulk window");
+        append_ring(bulk, (BULK_RING_AT, bulk_bytes), at, len, &mut data)
+            .expect("a resident payload lies in the bulk ring");
+        // The first one not copied yet: empty payloads share a position.
+        if let Some(range) = self.resident.iter_mut().find(|r| r.0 == at && !r.2) {
+            range.2 = true;
+        }
+        while let Some(&(at, len, true)) = self.resident.front() {
+            self.bulk_consumed = at + len as u64;
+            self.resident.pop_front();
+        }
+        data
+    }
+
+    /// Copies held payloads out of the bulk ring into their messages,
+    /// oldest first, while `more` says so.
+    fn spill(&mut self, bulk_bytes: usize, mut more: impl FnMut(&Self) -> bool) {
+        let mut i = 0;
+        while i < self.inbox.len() && !self.resident.is_empty() && more(self) {
+            if let Some((at, len)) = self.inbox[i].resident.take() {
+                let data = self.copy_out(at, len, bulk_bytes);
+                self.inbox[i].message.data = data;
+            }
+            i += 1;
+        }
+    }
 }
 
 impl<W: LocalWindow> Messenger<W> {
@@ -122,7 +327,9 @@ impl<W: LocalWindow> Messenger<W> {
     /// (the provider's `control_key`); `ring_bytes` is clamped to a frame
     /// header at least and a window's maximum at most. Holds at most
     /// [`DEFAULT_INBOX_BYTES`] of unreceived messages per peer (see
-    /// [`Messenger::with_inbox_bytes`]).
+    /// [`Messenger::with_inbox_bytes`]) and sends messages of
+    /// [`DEFAULT_RENDEZVOUS_BYTES`] or more by rendezvous (see
+    /// [`Messenger::with_rendezvous`]).
     pub fn new(control: W, ring_bytes: usize) -> Messenger<W> {
         Messenger {
             control,
@@ -133,9 +340,12 @@ impl<W: LocalWindow> Messenger<W> {
                 FRAME_HEADER_BYTES,
                 crate::bounds::MAX_WINDOW_BYTES - RING_AT,
             ),
+            rendezvous_bytes: DEFAULT_RENDEZVOUS_BYTES,
+            bulk_bytes: DEFAULT_BULK_BYTES,
             connections: RefCell::new(FxHashMap::default()),
-            inbox: RefCell::new(VecDeque::new()),
             bell_seen: Cell::new(0),
+            arrivals: Cell::new(0),
+            sending: Cell::new(0),
             failure: RefCell::new(None),
         }
     }
@@ -148,6 +358,17 @@ impl<W: LocalWindow> Messenger<W> {
     /// receive.
     pub fn with_inbox_bytes(mut self, bytes: usize) -> Messenger<W> {
         self.inbox_limit = bytes as u64;
+        self
+    }
+
+    /// Sends messages of `threshold` bytes or more by rendezvous: their
+    /// header through the ring, their payload straight into a bulk window
+    /// the receiver makes for this rank on the first one, whose ring holds
+    /// `bulk_bytes` (clamped to at least 1 byte and to a window's maximum).
+    /// `usize::MAX` sends every message inline; any threshold is sound.
+    pub fn with_rendezvous(mut self, threshold: usize, bulk_bytes: usize) -> Messenger<W> {
+        self.rendezvous_bytes = threshold;
+        self.bulk_bytes = bulk_bytes.clamp(1, crate::bounds::MAX_WINDOW_BYTES - BULK_RING_AT);
         self
     }
 
@@ -167,8 +388,15 @@ impl<W: LocalWindow> Messenger<W> {
         self.connections.borrow().len()
     }
 
+    /// Peers this rank made a bulk window for (they sent it rendezvous
+    /// messages).
+    pub fn bulk_window_count(&self) -> usize {
+        let conns = self.connections.borrow();
+        conns.values().filter(|c| c.bulk.is_some()).count()
+    }
+
     /// Sends a framed message to `target` over `rma`, connecting first if
-    /// needed and waiting for ring credit until `deadline`; backs
+    /// needed and waiting for credit until `deadline`; backs
     /// [`Transport::send`](crate::Transport::send).
     pub async fn send<R: ControlWindows<Window = W>>(
         &self,
@@ -181,88 +409,240 @@ impl<W: LocalWindow> Messenger<W> {
     ) -> Result<()> {
         check_rank(rma, target)?;
         self.check_failure()?;
+        let rendezvous = data.len() >= self.rendezvous_bytes;
+        if !rendezvous && self.try_send_now(rma, target, context, tag, data)? {
+            return Ok(());
+        }
+        // On the heap: the future a send is polled in stays small (it is
+        // moved into the executor on every call) when it need not wait.
+        Box::pin(self.send_waiting(rma, target, context, tag, data, deadline)).await
+    }
+
+    /// [`Messenger::send`] of a message that cannot be written at once: it
+    /// connects first if needed, and waits for its turn and credit.
+    async fn send_waiting<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        let rendezvous = data.len() >= self.rendezvous_bytes;
+        self.sending.set(self.sending.get() + 1);
+        let _sending = Decrement(&self.sending);
         self.connect(rma, target, deadline).await?;
-        let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + data.len());
-        frame.extend_from_slice(&encode_header(data.len(), context, tag));
-        frame.extend_from_slice(data);
-        let start = {
+        let (header, payload) = if rendezvous {
+            (encode_rendezvous_header(data.len(), context, tag), &[][..])
+        } else {
+            (encode_header(data.len(), context, tag), data)
+        };
+        let frame_len = (FRAME_HEADER_BYTES + payload.len()) as u64;
+        let (start, bulk_start) = {
             let mut conns = self.connections.borrow_mut();
             let conn = conns.get_mut(&target).expect("connected above");
             conn.check_intact(target)?;
-            conn.reserved += frame.len() as u64;
-            conn.reserved - frame.len() as u64
+            conn.reserved += frame_len;
+            let bulk_start = conn.bulk_reserved;
+            if rendezvous {
+                conn.bulk_reserved += data.len() as u64;
+            }
+            (conn.reserved - frame_len, bulk_start)
         };
-        // From here on the stream has a hole until the frame is written: if
-        // this send fails or is dropped, the connection is broken for good.
+        // From here on the streams have a hole until the frame (and its
+        // bulk payload) are written: if this send fails or is dropped, the
+        // connection is broken for good.
         let mut guard = BreakOnDrop {
             connections: &self.connections,
             target,
             armed: true,
         };
-        self.write_frame(rma, target, start, &frame, deadline)
+        self.write_frame(rma, target, start, &header, payload, deadline)
             .await?;
+        if rendezvous {
+            self.write_bulk(rma, target, bulk_start, data, deadline)
+                .await?;
+        }
         guard.armed = false;
         Ok(())
     }
 
-    /// Writes `frame` at stream position `start` as ring credit allows.
+    /// Writes an inline message at once if its connection is made, no
+    /// earlier send to the peer still waits and the ring has room: the
+    /// common case, with no future to wait in, no copy on the heap and one
+    /// put for a small message. `Ok(false)` if it must wait.
+    #[inline(always)]
+    fn try_send_now<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<bool> {
+        let mut conns = self.connections.borrow_mut();
+        let Some(conn) = conns.get_mut(&target) else {
+            return Ok(false);
+        };
+        if conn.remote.is_none() || conn.written != conn.reserved {
+            return Ok(false);
+        }
+        conn.check_intact(target)?;
+        let len = FRAME_HEADER_BYTES + data.len();
+        match conn.room(target, self.ring_bytes) {
+            Ok(room) if room < len => return Ok(false),
+            Ok(_) => {}
+            Err(e) => return blame(conn, Err(e)),
+        }
+        let remote = conn.remote.as_ref().expect("checked above");
+        let pos = conn.written;
+        let at = (pos % self.ring_bytes as u64) as usize;
+        let signal = Signal {
+            offset: RING_SIGNAL,
+            add: len as u64,
+        };
+        let written = if len <= SMALL_FRAME_BYTES && at + len <= self.ring_bytes {
+            // The common case: one put of a frame put together here (the
+            // header written in place: a header built apart and copied in
+            // was read back wider than it was written, a stall each send).
+            let mut frame = [0u8; SMALL_FRAME_BYTES];
+            let header = (&mut frame[..FRAME_HEADER_BYTES])
+                .try_into()
+                .expect("a header");
+            write_header(header, data.len(), context, tag);
+            frame[FRAME_HEADER_BYTES..len].copy_from_slice(data);
+            rma.put_signal(target, remote, RING_AT + at, &frame[..len], signal)
+        } else {
+            let header = encode_header(data.len(), context, tag);
+            let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
+            write_span(rma, target, remote, ring, pos, [&header, data], 0, len)
+        };
+        conn.reserved += len as u64;
+        match written {
+            Ok(()) => {
+                conn.written += len as u64;
+                Ok(true)
+            }
+            // Some bytes may be in the ring and none is announced: the
+            // stream has a hole, as for a send dropped half-way.
+            Err(e) => {
+                conn.broken = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the frame `header` + `payload` at stream position `start` as
+    /// ring credit allows.
     async fn write_frame<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         target: Rank,
         start: u64,
-        frame: &[u8],
+        header: &[u8; FRAME_HEADER_BYTES],
+        payload: &[u8],
         deadline: Time,
     ) -> Result<()> {
+        let total = FRAME_HEADER_BYTES + payload.len();
         let mut sent = 0usize;
-        while sent < frame.len() {
+        while sent < total {
             let pos = start + sent as u64;
-            let (remote, room) = wait_until(rma, deadline, "ring credit from a receiver", || {
-                let conns = self.connections.borrow();
-                let conn = &conns[&target];
+            sent += wait_until(rma, deadline, "ring credit from a receiver", || {
+                let mut conns = self.connections.borrow_mut();
+                let conn = connection(&mut conns, target)?;
                 conn.check_intact(target)?;
                 // Earlier sends to this peer go first; then we need free ring bytes.
                 if conn.written != pos {
                     return Ok(None);
                 }
-                let credit = conn.window.signal(CREDIT_SIGNAL)?;
-                let in_flight = conn
-                    .written
-                    .checked_sub(credit)
-                    .filter(|&f| f <= self.ring_bytes as u64)
-                    .ok_or_else(|| {
-                        Error::Protocol(format!("rank {target} returned credit never sent"))
-                    })?;
-                let room = self.ring_bytes as u64 - in_flight;
-                Ok((room > 0).then(|| (conn.remote.clone().expect("connected"), room as usize)))
+                let room = conn.room(target, self.ring_bytes);
+                let room = blame(conn, room)?;
+                if room == 0 {
+                    return Ok(None);
+                }
+                let chunk = room.min(total - sent);
+                let remote = conn.remote.as_ref().expect("connected");
+                let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
+                write_span(
+                    rma,
+                    target,
+                    remote,
+                    ring,
+                    pos,
+                    [header, payload],
+                    sent,
+                    chunk,
+                )?;
+                conn.written += chunk as u64;
+                Ok(Some(chunk))
             })
             .await?;
-            let chunk = room.min(frame.len() - sent);
-            let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, chunk, self.ring_bytes)
-                .ok_or_else(|| Error::Protocol(format!("a {chunk}-byte chunk exceeds the ring")))?;
-            let signal = Signal {
-                offset: RING_SIGNAL,
-                add: chunk as u64,
-            };
-            if b_len == 0 {
-                rma.put_signal(
-                    target,
-                    &remote,
-                    RING_AT + a_at,
-                    &frame[sent..sent + a_len],
-                    signal,
-                )?;
-            } else {
-                rma.put(target, &remote, RING_AT + a_at, &frame[sent..sent + a_len])?;
-                let b = &frame[sent + a_len..sent + a_len + b_len];
-                rma.put_signal(target, &remote, RING_AT + b_at, b, signal)?;
-            }
-            self.connections
-                .borrow_mut()
-                .get_mut(&target)
-                .expect("connected")
-                .written += chunk as u64;
-            sent += chunk;
+        }
+        Ok(())
+    }
+
+    /// Writes a rendezvous payload at bulk stream position `start`, in
+    /// chunks into the peer's bulk window as its credit allows; learns that
+    /// window from the peer's reply first.
+    async fn write_bulk<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        target: Rank,
+        start: u64,
+        data: &[u8],
+        deadline: Time,
+    ) -> Result<()> {
+        let mut sent = 0usize;
+        while sent < data.len() {
+            let pos = start + sent as u64;
+            sent += wait_until(rma, deadline, "bulk credit from a receiver", || {
+                let mut conns = self.connections.borrow_mut();
+                let conn = connection(&mut conns, target)?;
+                conn.check_intact(target)?;
+                if conn.bulk_written != pos {
+                    return Ok(None);
+                }
+                if conn.bulk_remote.is_none() {
+                    let learnt = learn_bulk_window(rma, target, conn);
+                    if !blame(conn, learnt)? {
+                        return Ok(None);
+                    }
+                }
+                let bulk_bytes = conn.bulk_remote.as_ref().expect("learnt").1;
+                let credit = conn.window.signal(BULK_CREDIT_SIGNAL)?;
+                let room = credit_room(conn.bulk_written, credit, bulk_bytes).ok_or_else(|| {
+                    Error::Protocol(format!("rank {target} returned bulk credit never sent"))
+                });
+                let room = blame(conn, room)?;
+                // Chunks of a quarter ring: the receiver copies one out
+                // while the next lands.
+                let chunk = room.min(data.len() - sent).min(bulk_bytes.div_ceil(4));
+                if chunk == 0 {
+                    return Ok(None);
+                }
+                let remote = &conn.bulk_remote.as_ref().expect("learnt").0;
+                let bulk = (BULK_RING_AT, bulk_bytes, BULK_SIGNAL);
+                let payload = [&data[sent..], &[]];
+                match write_span(rma, target, remote, bulk, pos, payload, 0, chunk) {
+                    Ok(()) => {}
+                    // The window and its size are the peer's word: a put
+                    // into it that is refused means the peer lied.
+                    Err(
+                        e @ (Error::InvalidKey(_)
+                        | Error::OutOfBounds { .. }
+                        | Error::Misaligned { .. }
+                        | Error::WindowFreed { .. }),
+                    ) => {
+                        let why = format!("rank {target}'s bulk window refused a put: {e}");
+                        return blame(conn, Err(Error::Protocol(why)));
+                    }
+                    Err(e) => return Err(e),
+                }
+                conn.bulk_written += chunk as u64;
+                Ok(Some(chunk))
+            })
+            .await?;
         }
         Ok(())
     }
@@ -281,22 +661,22 @@ impl<W: LocalWindow> Messenger<W> {
         if let Some(source) = source {
             check_rank(rma, source)?;
         }
-        wait_until(rma, deadline, "a message", || {
+        let mut pending = 0u32;
+        wait_until(rma, deadline, "a message", move || {
             self.check_failure()?;
-            if let Some(message) = self.take_match(rma, source, context, tag) {
-                return Ok(Some(message));
+            let found = match source {
+                Some(source) => self.recv_from(rma, source, context, tag)?,
+                None => self.recv_any(rma, context, tag),
+            };
+            if found.is_some() {
+                return Ok(found);
             }
-            // A receive that waits lifts the inbox bound of the connections
-            // it could match on, so no bound can hide the message it wants.
-            self.drain_waited_on(rma, source);
-            if let Some(message) = self.take_match(rma, source, context, tag) {
-                return Ok(Some(message));
-            }
+            pending = pending.wrapping_add(1);
             if let Some(source) = source {
-                // A dead peer is PeerGone, even if that broke its connection.
-                rma.check_peer(source)?;
-                if let Some(conn) = self.connections.borrow().get(&source) {
-                    conn.check_sound(source)?;
+                // A dead peer is PeerGone (asked every so often: it reads a
+                // clock), even if that broke its connection.
+                if pending % PEER_CHECK_POLLS == 0 {
+                    rma.check_peer(source)?;
                 }
             }
             Ok(None)
@@ -304,45 +684,165 @@ impl<W: LocalWindow> Messenger<W> {
         .await
     }
 
-    /// Removes the first inbox message matching (source, context, tag), and
-    /// drains its sender's ring into the room it leaves at once: nothing
-    /// else might make progress for a sender held back by the bound.
-    fn take_match<R: ControlWindows<Window = W>>(
+    /// One look for a message from `source`: held ones first, then what has
+    /// landed, drained past the inbox bound (a receive that waits lifts it
+    /// for the connection it could match on, so no bound hides the message
+    /// it wants).
+    #[inline(always)]
+    fn recv_from<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
-        source: Option<Rank>,
+        source: Rank,
+        context: ContextId,
+        tag: Tag,
+    ) -> Result<Option<Message>> {
+        let mut conns = self.connections.borrow_mut();
+        let Some(conn) = conns.get_mut(&source) else {
+            return Ok(None);
+        };
+        if conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none() {
+            // Nothing held nor coming in: the ring alone tells.
+            let landed = conn.window.signal(RING_SIGNAL)?;
+            if landed == conn.consumed {
+                return Ok(None);
+            }
+            if let Some(message) = self.take_direct(rma, source, conn, landed, context, tag)? {
+                return Ok(Some(message));
+            }
+        }
+        // What has landed comes in first, within the bound, even if a match
+        // is held: receiving then frees one message as draining makes the
+        // next, so the allocator hands the same memory round rather than
+        // a batch of fresh pages each time the inbox runs dry.
+        self.serve_or_break(rma, source, conn, Drain::Ahead);
+        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag) {
+            return Ok(Some(message));
+        }
+        self.serve_or_break(rma, source, conn, Drain::Waiting { context, tag });
+        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag) {
+            return Ok(Some(message));
+        }
+        if conn.corrupt.is_some() {
+            // A dead peer is PeerGone, even if that broke its connection.
+            rma.check_peer(source)?;
+            conn.check_sound(source)?;
+        }
+        Ok(None)
+    }
+
+    /// Takes the next message of the peer's stream, `landed` bytes of which
+    /// are in, straight from the ring into the `Vec` returned, if it is an
+    /// inline one with (context, tag) that has landed whole (nothing may be
+    /// held or partial): the common case of a receive, with no inbox.
+    /// `None` for anything else, which the general path handles (and
+    /// reports, if the peer broke the protocol).
+    #[inline(always)]
+    fn take_direct<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        landed: u64,
+        context: ContextId,
+        tag: Tag,
+    ) -> Result<Option<Message>> {
+        if landed < conn.consumed || landed - conn.returned > self.ring_bytes as u64 {
+            return Ok(None);
+        }
+        // At most a ring, checked above. One read takes the header and a
+        // small payload, if they lie before the ring's end.
+        let available = (landed - conn.consumed) as usize;
+        let start = (conn.consumed % self.ring_bytes as u64) as usize;
+        let peek = available
+            .min(self.ring_bytes - start)
+            .min(SMALL_FRAME_BYTES);
+        if peek < FRAME_HEADER_BYTES {
+            return Ok(None);
+        }
+        let mut frame = [0u8; SMALL_FRAME_BYTES];
+        conn.window.read(RING_AT + start, &mut frame[..peek])?;
+        let header: &[u8; FRAME_HEADER_BYTES] =
+            frame[..FRAME_HEADER_BYTES].try_into().expect("a header");
+        let Some(header) = decode_header(header) else {
+            return Ok(None);
+        };
+        let whole = header.len <= (available - FRAME_HEADER_BYTES) as u64;
+        if header.rendezvous || header.context != context || header.tag != tag || !whole {
+            return Ok(None);
+        }
+        let len = header.len as usize;
+        let at = conn.consumed + FRAME_HEADER_BYTES as u64;
+        let data = if FRAME_HEADER_BYTES + len <= peek {
+            frame[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len].to_vec()
+        } else {
+            let mut data = Vec::with_capacity(len);
+            append_ring(&conn.window, (RING_AT, self.ring_bytes), at, len, &mut data)?;
+            data
+        };
+        conn.consumed = at + len as u64;
+        conn.taken += 1;
+        if let Err(e) = self.return_credit(rma, peer, conn) {
+            // The message is in; what failed was telling the peer.
+            conn.corrupt = Some(e.to_string());
+        }
+        Ok(Some(Message {
+            source: peer,
+            tag,
+            data,
+        }))
+    }
+
+    /// One look for a message from any peer: the first to arrive of those
+    /// held, else what has landed on any connection, drained past the
+    /// inbox bound.
+    fn recv_any<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
         context: ContextId,
         tag: Tag,
     ) -> Option<Message> {
-        let message = {
-            let mut inbox = self.inbox.borrow_mut();
-            let i = inbox.iter().position(|e| {
-                e.context == context
-                    && e.message.tag == tag
-                    && source.is_none_or(|s| s == e.message.source)
-            })?;
-            inbox.remove(i).expect("found above").message
-        };
-        let peer = message.source;
-        if let Some(conn) = self.connections.borrow_mut().get_mut(&peer) {
-            // Saturating: a connection forgotten on a failed first contact
-            // and made again holds none of the old one's messages.
-            conn.held = conn.held.saturating_sub(frame_bytes(message.data.len()));
-            self.serve_or_break(rma, peer, conn, self.inbox_limit);
-        }
-        Some(message)
-    }
-
-    /// Serves, past the inbox bound, the connection with `source` (every
-    /// connection if `None`) where the bound holds it back; progress, and
-    /// each receive that makes room, serve the others.
-    fn drain_waited_on<R: ControlWindows<Window = W>>(&self, rma: &R, source: Option<Rank>) {
         let mut conns = self.connections.borrow_mut();
-        for (&peer, conn) in conns.iter_mut() {
-            if source.is_none_or(|s| s == peer) && conn.held >= self.inbox_limit {
-                self.serve_or_break(rma, peer, conn, u64::MAX);
+        for drain in [false, true] {
+            if drain {
+                for (&peer, conn) in conns.iter_mut() {
+                    self.serve_or_break(rma, peer, conn, Drain::Waiting { context, tag });
+                }
+            }
+            let first = conns
+                .iter()
+                .filter_map(|(&peer, c)| Some((c.first_arrival(context, tag)?, peer)))
+                .min();
+            if let Some((_, peer)) = first {
+                let conn = conns.get_mut(&peer).expect("found above");
+                return self.take_and_refill(rma, peer, conn, context, tag);
             }
         }
+        None
+    }
+
+    /// Takes the peer's first held message with (context, tag), and if the
+    /// inbox bound held the peer back, drains its ring into the room left
+    /// at once: nothing else might make progress for that sender.
+    fn take_and_refill<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        context: ContextId,
+        tag: Tag,
+    ) -> Option<Message> {
+        let held_back = conn.held >= self.inbox_limit.min(self.ring_bytes as u64);
+        let i = conn.find(context, tag)?;
+        let message = conn.remove(i, self.bulk_bytes);
+        if held_back {
+            self.serve_or_break(rma, peer, conn, Drain::Ahead);
+        } else if conn.corrupt.is_none() {
+            // Copying a resident payload out freed bulk ring space.
+            if let Err(e) = self.return_credit(rma, peer, conn) {
+                conn.corrupt = Some(e.to_string());
+            }
+        }
+        Some(message)
     }
 
     /// Accepts connection requests, takes in replies, drains rings into the
@@ -359,7 +859,7 @@ impl<W: LocalWindow> Messenger<W> {
         self.accept_requests(rma)?;
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
-            self.serve_or_break(rma, peer, conn, self.inbox_limit);
+            self.serve_or_break(rma, peer, conn, Drain::Ahead);
         }
         Ok(())
     }
@@ -371,38 +871,128 @@ impl<W: LocalWindow> Messenger<W> {
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
-        limit: u64,
+        mode: Drain,
     ) {
         if conn.corrupt.is_none() {
-            if let Err(e) = self.serve_connection(rma, peer, conn, limit) {
+            if let Err(e) = self.serve_connection(rma, peer, conn, mode) {
                 conn.corrupt = Some(e.to_string());
             }
         }
     }
 
-    /// Takes in the peer's reply, drains its ring up to `limit` unreceived
-    /// bytes and returns credit.
+    /// Takes in the peer's reply, drains its ring (and bulk ring) as far as
+    /// `mode` lets it and returns credit.
     fn serve_connection<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
-        limit: u64,
+        mode: Drain,
     ) -> Result<()> {
         if conn.remote.is_none() && conn.window.signal(REPLY_SIGNAL)? >= 1 {
             conn.remote = Some(read_key(&conn.window, REPLY_KEY_LEN_AT, REPLY_KEY_AT)?);
         }
-        self.drain(peer, conn, limit)?;
+        // Ahead of the receiver, a connection is drained a ring's worth
+        // (messages small enough wait in the rings, larger ones are not
+        // streamed into the heap) unless this rank waits in a send or has
+        // received nothing from the peer for a while: then it is drained
+        // eagerly, up to the inbox bound.
+        let read_ahead = self.inbox_limit.min(self.ring_bytes as u64);
+        let half = (self.bulk_bytes / 2) as u64;
+        let bulk_landed = match &conn.bulk {
+            Some(bulk) if !conn.resident.is_empty() => bulk.signal(BULK_SIGNAL)?,
+            _ => 0,
+        };
+        let pressed = |c: &Connection<W>| bulk_landed.saturating_sub(c.bulk_consumed) > half;
+        let eager = match mode {
+            Drain::Waiting { .. } => {
+                // A receive that waits on the peer is taking its messages:
+                // the connection is not stalled, however long that takes.
+                conn.stall = None;
+                true
+            }
+            Drain::Ahead => {
+                let streaming = conn
+                    .partial
+                    .as_ref()
+                    .is_some_and(|p| matches!(p.payload, Payload::Streamed { .. }));
+                let held_back = conn.held >= read_ahead || streaming || pressed(conn);
+                held_back && (self.sending.get() > 0 || self.stalled(rma, conn))
+            }
+        };
+        let limit = match (mode, eager) {
+            (Drain::Waiting { .. }, _) => u64::MAX,
+            (Drain::Ahead, true) => self.inbox_limit,
+            (Drain::Ahead, false) => read_ahead,
+        };
+        let want = match mode {
+            Drain::Waiting { context, tag } => Some((context, tag)),
+            Drain::Ahead => None,
+        };
+        self.drain(rma, peer, conn, limit, eager, want)?;
+        // Payloads waiting in the bulk ring, once eager, fill it no more
+        // than half, so that the sender has room to go on (and a waiting
+        // receive reaches what is behind them): the oldest go to the heap.
+        if eager && !conn.resident.is_empty() && pressed(conn) {
+            conn.spill(self.bulk_bytes, pressed);
+        }
+        self.return_credit(rma, peer, conn)
+    }
+
+    /// Whether nothing was received from this connection for [`STALL`]
+    /// while it was held back (asked only then: it reads a clock); until
+    /// then, asks to be woken when that time comes.
+    fn stalled<R: Rma>(&self, rma: &R, conn: &mut Connection<W>) -> bool {
+        let now = rma.now();
+        let since = match conn.stall {
+            Some((taken, since)) if taken == conn.taken => since,
+            _ => {
+                conn.stall = Some((conn.taken, now));
+                now
+            }
+        };
+        let stalled = now.saturating_sub(since) >= STALL;
+        if !stalled {
+            rma.wake_at(since.saturating_add(STALL));
+        }
+        stalled
+    }
+
+    /// Returns credit once what it frees is worth a put: a quarter of the
+    /// ring, an eighth of the bulk ring (the sender's chunks are a quarter:
+    /// one is copied out while the next lands), or all freed bulk bytes
+    /// when no streamed payload is coming in.
+    #[inline(always)]
+    fn return_credit<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+    ) -> Result<()> {
+        let Some(remote) = &conn.remote else {
+            return Ok(());
+        };
         let owed = conn.consumed - conn.returned;
         if owed >= (self.ring_bytes / 4) as u64 {
-            if let Some(remote) = &conn.remote {
-                let signal = Signal {
-                    offset: CREDIT_SIGNAL,
-                    add: owed,
-                };
-                rma.put_signal(peer, remote, CREDIT_SIGNAL, &[], signal)?;
-                conn.returned = conn.consumed;
-            }
+            let signal = Signal {
+                offset: CREDIT_SIGNAL,
+                add: owed,
+            };
+            rma.put_signal(peer, remote, CREDIT_SIGNAL, &[], signal)?;
+            conn.returned = conn.consumed;
+        }
+        let owed = conn.bulk_consumed - conn.bulk_returned;
+        let streaming = conn
+            .partial
+            .as_ref()
+            .is_some_and(|p| matches!(p.payload, Payload::Streamed { .. }));
+        if owed > 0 && (!streaming || owed >= (self.bulk_bytes / 8) as u64) {
+            let signal = Signal {
+                offset: BULK_CREDIT_SIGNAL,
+                add: owed,
+            };
+            rma.put_signal(peer, remote, BULK_CREDIT_SIGNAL, &[], signal)?;
+            conn.bulk_returned = conn.bulk_consumed;
         }
         Ok(())
     }
@@ -491,10 +1081,20 @@ impl<W: LocalWindow> Messenger<W> {
             remote: None,
             reserved: 0,
             written: 0,
+            bulk_reserved: 0,
+            bulk_written: 0,
+            bulk_remote: None,
             consumed: 0,
             returned: 0,
+            bulk: None,
+            bulk_assigned: 0,
+            bulk_consumed: 0,
+            bulk_returned: 0,
+            resident: VecDeque::new(),
             partial: None,
-            partial_len: 0,
+            inbox: VecDeque::new(),
+            taken: 0,
+            stall: None,
             held: 0,
             broken: false,
             corrupt: None,
@@ -590,13 +1190,23 @@ impl<W: LocalWindow> Messenger<W> {
         }
     }
 
-    /// Moves every complete frame that has landed into the inbox, starting
-    /// no new message once the connection holds `limit` unreceived bytes
-    /// (and at least one message).
-    /// The ring signal and frame headers are the peer's word: they are
+    /// Moves every complete message that has landed into the peer's inbox,
+    /// starting no new message once the connection holds `limit`
+    /// unreceived bytes (and at least one message) or once one with the
+    /// (context, tag) in `want` is in, and copying a streamed payload into
+    /// the heap only if `stream`.
+    /// The ring signals and frame headers are the peer's word: they are
     /// checked against the credit we gave before anything is read or
     /// allocated.
-    fn drain(&self, peer: Rank, conn: &mut Connection<W>, limit: u64) -> Result<()> {
+    fn drain<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        limit: u64,
+        stream: bool,
+        want: Option<(ContextId, Tag)>,
+    ) -> Result<()> {
         let landed = conn.window.signal(RING_SIGNAL)?;
         // Credit lets the peer have at most a ring beyond what we returned
         // (returned <= consumed, so once landed >= consumed this cannot wrap).
@@ -607,76 +1217,218 @@ impl<W: LocalWindow> Messenger<W> {
                 self.ring_bytes, conn.consumed, conn.returned
             )));
         }
-        while conn.consumed < landed {
-            // At most a ring, checked above.
-            let available = (landed - conn.consumed) as usize;
-            match &mut conn.partial {
-                None => {
-                    // One unreceived message is always let in, so a send
-                    // before a receive (an exchange) works under any bound.
-                    if available < FRAME_HEADER_BYTES || (conn.held > 0 && conn.held >= limit) {
-                        break;
+        loop {
+            let Some(partial) = &conn.partial else {
+                if !self.parse_frame(rma, peer, conn, landed, limit)? {
+                    return Ok(());
+                }
+                continue;
+            };
+            let complete = match partial.payload {
+                Payload::Inline => {
+                    // At most a ring, checked above.
+                    let available = (landed - conn.consumed) as usize;
+                    let partial = conn.partial.as_mut().expect("partial");
+                    let data = &mut partial.envelope.message.data;
+                    let take = (partial.len - data.len()).min(available);
+                    if take > 0 {
+                        grow(data, take, partial.len, take, peer)?;
+                        let ring = (RING_AT, self.ring_bytes);
+                        append_ring(&conn.window, ring, conn.consumed, take, data)?;
+                        conn.consumed += take as u64;
+                        conn.held += take as u64;
                     }
-                    let mut header = [0u8; FRAME_HEADER_BYTES];
-                    self.read_ring(conn, &mut header)?;
-                    let (len, context, tag) = decode_header(&header);
-                    // A payload a Vec can hold; its memory is taken only as
-                    // bytes land, so a lying length costs nothing up front.
-                    conn.partial_len = usize::try_from(len)
-                        .ok()
-                        .filter(|&l| l <= isize::MAX as usize - FRAME_HEADER_BYTES)
-                        .ok_or_else(|| {
-                            Error::Protocol(format!("rank {peer} framed a {len}-byte message"))
-                        })?;
-                    conn.held += frame_bytes(0);
-                    conn.partial = Some(Envelope {
-                        context,
-                        message: Message {
-                            source: peer,
-                            tag,
-                            data: Vec::new(),
-                        },
-                    });
+                    if data.len() < partial.len {
+                        return Ok(());
+                    }
+                    true
                 }
-                Some(envelope) => {
-                    let mut data = std::mem::take(&mut envelope.message.data);
-                    let old = data.len();
-                    let take = (conn.partial_len - old).min(available);
-                    data.try_reserve(take).map_err(|_| {
-                        Error::Protocol(format!(
-                            "no memory for {} bytes of a message from rank {peer}",
-                            old + take
-                        ))
-                    })?;
-                    data.resize(old + take, 0);
-                    self.read_ring(conn, &mut data[old..])?;
-                    conn.held += take as u64;
-                    conn.partial.as_mut().expect("partial").message.data = data;
+                Payload::Streamed { .. } | Payload::Resident { .. } => {
+                    if !self.drain_bulk(peer, conn, stream)? {
+                        return Ok(());
+                    }
+                    true
                 }
-            }
-            if conn
-                .partial
-                .as_ref()
-                .is_some_and(|e| e.message.data.len() == conn.partial_len)
-            {
-                self.inbox
-                    .borrow_mut()
-                    .push_back(conn.partial.take().expect("partial"));
+            };
+            if complete {
+                let mut envelope = conn.partial.take().expect("partial").envelope;
+                envelope.arrival = self.arrivals.get();
+                self.arrivals.set(envelope.arrival + 1);
+                let wanted = want == Some((envelope.context, envelope.message.tag));
+                conn.inbox.push_back(envelope);
+                if wanted {
+                    return Ok(());
+                }
             }
         }
-        Ok(())
     }
 
-    /// Copies the next `buf.len()` stream bytes out of the ring.
-    fn read_ring(&self, conn: &mut Connection<W>, buf: &mut [u8]) -> Result<()> {
-        let [(a_at, a_len), (b_at, b_len)] = ring_pieces(conn.consumed, buf.len(), self.ring_bytes)
+    /// Parses the next frame header of the peer's stream, `landed` bytes of
+    /// which are in, into the partial message; false if there is none yet
+    /// or the connection holds `limit` unreceived bytes (and at least one
+    /// message).
+    fn parse_frame<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        landed: u64,
+        limit: u64,
+    ) -> Result<bool> {
+        let available = (landed - conn.consumed) as usize;
+        // One unreceived message is always let in, so a send before a
+        // receive (an exchange) works under any bound.
+        if available < FRAME_HEADER_BYTES || (conn.held > 0 && conn.held >= limit) {
+            return Ok(false);
+        }
+        let mut bytes = [0u8; FRAME_HEADER_BYTES];
+        let ring = (RING_AT, self.ring_bytes);
+        read_ring(&conn.window, ring.0, ring.1, conn.consumed, &mut bytes)?;
+        let header = decode_header(&bytes)
+            .ok_or_else(|| Error::Protocol(format!("rank {peer} sent a frame of no known kind")))?;
+        // A payload a Vec can hold; its memory is taken only as bytes land,
+        // so a lying length costs nothing up front.
+        let len = usize::try_from(header.len)
+            .ok()
+            .filter(|&l| l <= isize::MAX as usize - FRAME_HEADER_BYTES)
             .ok_or_else(|| {
-                Error::Protocol(format!("a {}-byte read exceeds the ring", buf.len()))
+                Error::Protocol(format!("rank {peer} framed a {}-byte message", header.len))
             })?;
-        conn.window.read(RING_AT + a_at, &mut buf[..a_len])?;
-        conn.window
-            .read(RING_AT + b_at, &mut buf[a_len..a_len + b_len])?;
-        conn.consumed += buf.len() as u64;
+        let mut data = Vec::new();
+        let payload = if header.rendezvous {
+            if conn.bulk.is_none() {
+                // Its sender knows our window, so we know its own (the
+                // reply or its request went before its frames); if that is
+                // still on its way, the frame waits for the next look.
+                if conn.remote.is_none() {
+                    return Ok(false);
+                }
+                self.make_bulk_window(rma, peer, conn)?;
+            }
+            let at = conn.bulk_assigned;
+            conn.bulk_assigned = at.checked_add(len as u64).ok_or_else(|| {
+                Error::Protocol(format!("rank {peer} framed more than 2^64 bulk bytes"))
+            })?;
+            if len <= resident_max(self.bulk_bytes) {
+                Payload::Resident { at }
+            } else {
+                Payload::Streamed { at }
+            }
+        } else {
+            // A small message that has landed whole is read at once.
+            let take = len.min(available - FRAME_HEADER_BYTES);
+            grow(&mut data, take, len, take, peer)?;
+            let payload_at = conn.consumed + FRAME_HEADER_BYTES as u64;
+            append_ring(&conn.window, ring, payload_at, take, &mut data)?;
+            conn.consumed += take as u64;
+            conn.held += take as u64;
+            Payload::Inline
+        };
+        conn.consumed += FRAME_HEADER_BYTES as u64;
+        conn.held += frame_bytes(0);
+        conn.partial = Some(Partial {
+            envelope: Envelope {
+                arrival: 0,
+                context: header.context,
+                message: Message {
+                    source: peer,
+                    tag: header.tag,
+                    data,
+                },
+                resident: None,
+            },
+            len,
+            payload,
+        });
+        Ok(true)
+    }
+
+    /// Takes in what has landed of the rendezvous payload of the partial
+    /// message: copies a streamed one out of the bulk ring (if `stream`),
+    /// or sees a resident one complete there. True once the payload is
+    /// complete.
+    fn drain_bulk(&self, peer: Rank, conn: &mut Connection<W>, stream: bool) -> Result<bool> {
+        let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
+        let landed = bulk.signal(BULK_SIGNAL)?;
+        if landed < conn.bulk_consumed || landed - conn.bulk_returned > self.bulk_bytes as u64 {
+            return Err(Error::Protocol(format!(
+                "rank {peer} claims {landed} bytes landed in a {}-byte bulk ring \
+                 where {} were consumed and {} credited",
+                self.bulk_bytes, conn.bulk_consumed, conn.bulk_returned
+            )));
+        }
+        let streamed = conn
+            .partial
+            .as_ref()
+            .is_some_and(|p| matches!(p.payload, Payload::Streamed { .. }));
+        if streamed && stream && !conn.resident.is_empty() {
+            // A streamed payload frees its ring space as it is copied out:
+            // the payloads waiting before it in the ring go to the heap.
+            conn.spill(self.bulk_bytes, |_| true);
+        }
+        let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
+        let partial = conn.partial.as_mut().expect("a rendezvous message");
+        match partial.payload {
+            Payload::Resident { at } => {
+                // At most a quarter ring, so `at + len` is within a ring
+                // of what was consumed.
+                let end = at + partial.len as u64;
+                if landed < end {
+                    return Ok(false);
+                }
+                partial.envelope.resident = Some((at, partial.len));
+                conn.resident.push_back((at, partial.len, false));
+                conn.held += partial.len as u64;
+                Ok(true)
+            }
+            Payload::Streamed { .. } if !stream => Ok(false),
+            Payload::Streamed { at } => {
+                let data = &mut partial.envelope.message.data;
+                let pos = at + data.len() as u64;
+                // Nothing waits before a streamed payload in the ring, so
+                // what is consumed is where it continues; at most a ring.
+                let take = (partial.len - data.len()).min(landed.saturating_sub(pos) as usize);
+                if take > 0 {
+                    let upfront = partial.len.min(STREAM_RESERVE);
+                    grow(data, take, partial.len, upfront, peer)?;
+                    let ring = (BULK_RING_AT, self.bulk_bytes);
+                    append_ring(bulk, ring, pos, take, data)?;
+                    conn.bulk_consumed = pos + take as u64;
+                    conn.held += take as u64;
+                }
+                Ok(data.len() == partial.len)
+            }
+            Payload::Inline => unreachable!("an inline payload is in the ring"),
+        }
+    }
+
+    /// Makes our bulk window for `peer` (its first rendezvous frame asks
+    /// for it) and tells the peer its key and ring size.
+    fn make_bulk_window<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+    ) -> Result<()> {
+        let window = rma
+            .alloc_window(bulk_window_bytes(self.bulk_bytes))
+            .map_err(|e| {
+                Error::Protocol(format!(
+                    "no bulk window for rank {peer}'s rendezvous messages: {e}"
+                ))
+            })?;
+        let key = window.key();
+        let mut reply = Vec::with_capacity(16 + key.as_bytes().len());
+        reply.extend_from_slice(&(key.as_bytes().len() as u64).to_le_bytes());
+        reply.extend_from_slice(&(self.bulk_bytes as u64).to_le_bytes());
+        reply.extend_from_slice(key.as_bytes());
+        let remote = conn.remote.as_ref().expect("checked by the caller");
+        let signal = Signal {
+            offset: BULK_REPLY_SIGNAL,
+            add: 1,
+        };
+        rma.put_signal(peer, remote, BULK_KEY_LEN_AT, &reply, signal)?;
+        conn.bulk = Some(window);
         Ok(())
     }
 
@@ -686,6 +1438,163 @@ impl<W: LocalWindow> Messenger<W> {
             None => Ok(()),
         }
     }
+}
+
+/// `read`, a reading of words the peer writes into our window: an error
+/// there is the peer's doing and breaks its connection both ways.
+fn blame<W, T>(conn: &mut Connection<W>, read: Result<T>) -> Result<T> {
+    if let Err(e) = &read {
+        conn.corrupt.get_or_insert_with(|| e.to_string());
+    }
+    read
+}
+
+/// The connection with `peer`, which a send that reserved its place in it
+/// can count on (one is only forgotten before its peer knew it).
+fn connection<W>(
+    conns: &mut FxHashMap<Rank, Connection<W>>,
+    peer: Rank,
+) -> Result<&mut Connection<W>> {
+    conns
+        .get_mut(&peer)
+        .ok_or_else(|| Error::Protocol(format!("the connection to rank {peer} was dropped")))
+}
+
+/// Takes in the peer's bulk window (key and ring size) once its reply has
+/// landed; false while it has not. The reply is the peer's word: its key
+/// may name neither its control window (we would write over its request
+/// slots) nor its connection window (we would write over our own stream),
+/// and its ring must fit in a window.
+fn learn_bulk_window<W: LocalWindow, R: ControlWindows<Window = W>>(
+    rma: &R,
+    peer: Rank,
+    conn: &mut Connection<W>,
+) -> Result<bool> {
+    if conn.window.signal(BULK_REPLY_SIGNAL)? == 0 {
+        return Ok(false);
+    }
+    let key = read_key(&conn.window, BULK_KEY_LEN_AT, BULK_KEY_AT)?;
+    let mut bytes = [0u8; 8];
+    conn.window.read(BULK_RING_BYTES_AT, &mut bytes)?;
+    let bulk_bytes = usize::try_from(u64::from_le_bytes(bytes))
+        .ok()
+        .filter(|b| (1..=crate::bounds::MAX_WINDOW_BYTES - BULK_RING_AT).contains(b))
+        .ok_or_else(|| Error::Protocol(format!("rank {peer} offered a bulk ring of {bytes:?}")))?;
+    let control = rma.control_key(peer)?;
+    if key == control || conn.remote.as_ref() == Some(&key) {
+        return Err(Error::Protocol(format!(
+            "rank {peer} offered one of its other windows as its bulk window"
+        )));
+    }
+    conn.bulk_remote = Some((key, bulk_bytes));
+    Ok(true)
+}
+
+/// Writes bytes `from..from + len` of `parts` (one byte string, in pieces)
+/// at stream position `pos` of the peer's ring `(ring_at, ring_bytes,
+/// signal)` in its window `key`, wrapping at the ring's end; the last put
+/// adds `len` to the ring's signal word. `len` is at most a ring.
+#[allow(clippy::too_many_arguments)]
+fn write_span<R: Rma + ?Sized>(
+    rma: &R,
+    target: Rank,
+    key: &RemoteKey,
+    (ring_at, ring_bytes, signal): (usize, usize, usize),
+    pos: u64,
+    parts: [&[u8]; 2],
+    from: usize,
+    len: usize,
+) -> Result<()> {
+    debug_assert!(len > 0 && len <= ring_bytes);
+    // (ring offset, bytes): the bytes wrap at most once, so each part gives
+    // at most two pieces and both together at most three.
+    let mut pieces: [(usize, &[u8]); 4] = [(0, &[]); 4];
+    let mut count = 0;
+    let mut at = (pos % ring_bytes as u64) as usize;
+    let (mut skip, mut left) = (from, len);
+    for part in parts {
+        if skip >= part.len() {
+            skip -= part.len();
+            continue;
+        }
+        let mut bytes = &part[skip..part.len().min(skip + left)];
+        skip = 0;
+        left -= bytes.len();
+        while !bytes.is_empty() {
+            let first = bytes.len().min(ring_bytes - at);
+            pieces[count] = (at, &bytes[..first]);
+            count += 1;
+            bytes = &bytes[first..];
+            at = (at + first) % ring_bytes;
+        }
+        if left == 0 {
+            break;
+        }
+    }
+    let (last, rest) = pieces[..count]
+        .split_last()
+        .expect("at least one byte to write");
+    for (at, bytes) in rest {
+        rma.put(target, key, ring_at + at, bytes)?;
+    }
+    let add = Signal {
+        offset: signal,
+        add: len as u64,
+    };
+    rma.put_signal(target, key, ring_at + last.0, last.1, add)
+}
+
+/// Copies `buf.len()` bytes at stream position `pos` out of the ring at
+/// `ring_at` of `window`.
+fn read_ring<W: LocalWindow>(
+    window: &W,
+    ring_at: usize,
+    ring_bytes: usize,
+    pos: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, buf.len(), ring_bytes)
+        .ok_or_else(|| Error::Protocol(format!("a {}-byte read exceeds the ring", buf.len())))?;
+    window.read(ring_at + a_at, &mut buf[..a_len])?;
+    window.read(ring_at + b_at, &mut buf[a_len..a_len + b_len])
+}
+
+/// Appends the `len` bytes at stream position `pos` of the ring
+/// `(ring_at, ring_bytes)` of `window` to `data`.
+fn append_ring<W: LocalWindow>(
+    window: &W,
+    (ring_at, ring_bytes): (usize, usize),
+    pos: u64,
+    len: usize,
+    data: &mut Vec<u8>,
+) -> Result<()> {
+    let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, len, ring_bytes)
+        .ok_or_else(|| Error::Protocol(format!("a {len}-byte read exceeds the ring")))?;
+    window.read_append(ring_at + a_at, a_len, data)?;
+    if b_len > 0 {
+        window.read_append(ring_at + b_at, b_len, data)?;
+    }
+    Ok(())
+}
+
+/// Makes room for `take` more payload bytes in `data`, a message of `len`
+/// bytes, reserving at least `upfront` (at most `len`) on the first: then
+/// capacity grows with what has landed (at least doubling, never past
+/// `len`), so a lying length costs memory only as bytes land.
+fn grow(data: &mut Vec<u8>, take: usize, len: usize, upfront: usize, peer: Rank) -> Result<()> {
+    let need = data.len() + take;
+    if need > data.capacity() {
+        let want = need
+            .max(data.capacity().saturating_mul(2))
+            .max(upfront)
+            .min(len);
+        data.try_reserve_exact(want - data.len()).map_err(|_| {
+            Error::Protocol(format!(
+                "no memory for {need} bytes of a message from rank {peer}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// What a message of `len` payload bytes counts against the inbox bound.
@@ -712,5 +1621,5 @@ fn read_key<W: LocalWindow>(window: &W, len_at: usize, key_at: usize) -> Result<
     }
     let mut key = vec![0u8; len];
     window.read(key_at, &mut key)?;
-    RemoteKey::from_bytes(&key)
+    RemoteKey::from_bytes(&key).map_err(|e| Error::Protocol(format!("a peer sent a bad key: {e}")))
 }

@@ -1,5 +1,6 @@
 //! Memory layouts of eager messaging: the control window where first contact
-//! is made, the per-peer connection window, and the frame header in a ring.
+//! is made, the per-peer connection window, the bulk window of rendezvous
+//! messages, and the frame header in a ring.
 
 use crate::key::MAX_KEY_BYTES;
 use crate::{ContextId, Tag};
@@ -37,47 +38,130 @@ pub fn slot_at(slot: usize) -> usize {
 }
 
 // A connection window, one per peer on each side. The peer writes our reply
-// area and our ring and returns credits for the ring we write into it.
+// area and our ring, returns credits for the ring we write into it, and
+// (once it has received a rendezvous message from us) tells us the key of
+// its bulk window and returns credits for it. Every word here has one
+// writer, the peer, and one reader, us.
 /// Counts replies to our connection request (the peer's key has landed).
 pub const REPLY_SIGNAL: usize = 0;
 /// Bytes of our outgoing stream the peer has consumed.
 pub const CREDIT_SIGNAL: usize = 8;
 /// Bytes of the peer's stream that have landed in our ring.
 pub const RING_SIGNAL: usize = 16;
+/// Bytes of our outgoing bulk stream the peer has consumed.
+pub const BULK_CREDIT_SIGNAL: usize = 24;
+/// Counts the peer's bulk window replies (its bulk window key has landed).
+pub const BULK_REPLY_SIGNAL: usize = 32;
 /// Offset of the length of the peer's connection window key (u64).
 pub const REPLY_KEY_LEN_AT: usize = 64;
 /// Offset of the peer's connection window key bytes.
 pub const REPLY_KEY_AT: usize = 72;
+/// Offset of the length of the peer's bulk window key (u64).
+pub const BULK_KEY_LEN_AT: usize = REPLY_KEY_AT + MAX_KEY_BYTES;
+/// Offset of the size of the peer's bulk ring (u64).
+pub const BULK_RING_BYTES_AT: usize = BULK_KEY_LEN_AT + 8;
+/// Offset of the peer's bulk window key bytes.
+pub const BULK_KEY_AT: usize = BULK_RING_BYTES_AT + 8;
 /// Offset of the ring the peer writes its stream into.
-pub const RING_AT: usize = 512;
-const _: () = assert!(REPLY_KEY_AT + MAX_KEY_BYTES <= RING_AT);
+pub const RING_AT: usize = 1024;
+const _: () = assert!(BULK_KEY_AT + MAX_KEY_BYTES <= RING_AT);
 
 /// Size of a connection window whose ring holds `ring_bytes`.
 pub fn connection_window_bytes(ring_bytes: usize) -> usize {
     RING_AT + ring_bytes
 }
 
-/// A message in the stream: this header, then `len` payload bytes.
-pub const FRAME_HEADER_BYTES: usize = 24;
+// A bulk window, made by a receiver for one peer when that peer first sends
+// it a rendezvous message: a second ring, for the payloads of messages too
+// big for the connection's ring, which the peer writes straight into
+// (pipelined with our copying out) under credit of its own.
+/// Bytes of the peer's bulk stream that have landed in our bulk ring.
+pub const BULK_SIGNAL: usize = 0;
+/// Offset of the bulk ring in a bulk window.
+pub const BULK_RING_AT: usize = 64;
 
-/// The frame header of a `len`-byte payload (little-endian length, context,
-/// tag, and four zero bytes that keep frames 8-byte aligned); the inverse
-/// of [`decode_header`].
+/// Size of a bulk window whose ring holds `bulk_bytes`.
+pub fn bulk_window_bytes(bulk_bytes: usize) -> usize {
+    BULK_RING_AT + bulk_bytes
+}
+
+/// A message in the stream: this header, then `len` payload bytes (an
+/// inline frame), or `len` bytes in the bulk stream instead (a rendezvous
+/// frame).
+pub const FRAME_HEADER_BYTES: usize = 24;
+/// Offset in a frame header of its kind word (u32).
+const KIND_AT: usize = 20;
+/// Kind word of a frame whose payload follows it in the ring.
+const INLINE: u32 = 0;
+/// Kind word of a frame whose payload is the next `len` bytes of the
+/// bulk stream.
+const RENDEZVOUS: u32 = 1;
+
+/// A decoded frame header. The length is the peer's word, kept as sent: it
+/// may not fit in memory, or even in a `usize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Payload bytes.
+    pub len: u64,
+    /// The message's context.
+    pub context: ContextId,
+    /// The message's tag.
+    pub tag: Tag,
+    /// Whether the payload travels in the bulk stream (rendezvous) rather
+    /// than after the header.
+    pub rendezvous: bool,
+}
+
+/// The header of an inline frame of a `len`-byte payload (little-endian
+/// length, context, tag, and a zero kind word); see [`decode_header`].
 pub fn encode_header(len: usize, context: ContextId, tag: Tag) -> [u8; FRAME_HEADER_BYTES] {
+    encode(len, context, tag, INLINE)
+}
+
+/// The header of a rendezvous frame: its `len` payload bytes follow in the
+/// bulk stream.
+pub fn encode_rendezvous_header(
+    len: usize,
+    context: ContextId,
+    tag: Tag,
+) -> [u8; FRAME_HEADER_BYTES] {
+    encode(len, context, tag, RENDEZVOUS)
+}
+
+/// Writes the header of an inline frame into `h`, as [`encode_header`]
+/// makes it.
+#[inline]
+pub fn write_header(h: &mut [u8; FRAME_HEADER_BYTES], len: usize, context: ContextId, tag: Tag) {
+    write(h, len, context, tag, INLINE);
+}
+
+fn encode(len: usize, context: ContextId, tag: Tag, kind: u32) -> [u8; FRAME_HEADER_BYTES] {
     let mut h = [0u8; FRAME_HEADER_BYTES];
-    h[0..8].copy_from_slice(&(len as u64).to_le_bytes());
-    h[8..16].copy_from_slice(&context.to_le_bytes());
-    h[16..20].copy_from_slice(&tag.to_le_bytes());
+    write(&mut h, len, context, tag, kind);
     h
 }
 
-/// (payload length, context, tag). The length is the peer's word, kept as
-/// sent: it may not fit in memory, or even in a `usize`.
-pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> (u64, ContextId, Tag) {
-    let len = u64::from_le_bytes(h[0..8].try_into().unwrap());
-    let context = ContextId::from_le_bytes(h[8..16].try_into().unwrap());
-    let tag = Tag::from_le_bytes(h[16..20].try_into().unwrap());
-    (len, context, tag)
+#[inline]
+fn write(h: &mut [u8; FRAME_HEADER_BYTES], len: usize, context: ContextId, tag: Tag, kind: u32) {
+    h[0..8].copy_from_slice(&(len as u64).to_le_bytes());
+    h[8..16].copy_from_slice(&context.to_le_bytes());
+    h[16..20].copy_from_slice(&tag.to_le_bytes());
+    h[KIND_AT..].copy_from_slice(&kind.to_le_bytes());
+}
+
+/// The header's fields; `None` if its kind word names no kind of frame.
+pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> Option<Header> {
+    let rendezvous = match u32::from_le_bytes(h[KIND_AT..].try_into().unwrap()) {
+        INLINE => false,
+        RENDEZVOUS => true,
+        _ => return None,
+    };
+    Some(Header {
+        len: u64::from_le_bytes(h[0..8].try_into().unwrap()),
+        context: ContextId::from_le_bytes(h[8..16].try_into().unwrap()),
+        tag: Tag::from_le_bytes(h[16..20].try_into().unwrap()),
+        rendezvous,
+    })
 }
 
 /// Splits `len` bytes at stream position `pos` of a ring into at most two
@@ -99,7 +183,28 @@ mod tests {
     #[test]
     fn headers_round_trip() {
         let h = encode_header(123_456_789, u64::MAX - 7, u32::MAX);
-        assert_eq!(decode_header(&h), (123_456_789, u64::MAX - 7, u32::MAX));
+        let inline = Header {
+            len: 123_456_789,
+            context: u64::MAX - 7,
+            tag: u32::MAX,
+            rendezvous: false,
+        };
+        assert_eq!(decode_header(&h), Some(inline));
+        let h = encode_rendezvous_header(123_456_789, u64::MAX - 7, u32::MAX);
+        let rendezvous = Header {
+            rendezvous: true,
+            ..inline
+        };
+        assert_eq!(decode_header(&h), Some(rendezvous));
+    }
+
+    #[test]
+    fn unknown_frame_kinds_are_refused() {
+        for kind in [2u32, 0x100, u32::MAX] {
+            let mut h = encode_header(1, 2, 3);
+            h[KIND_AT..].copy_from_slice(&kind.to_le_bytes());
+            assert_eq!(decode_header(&h), None);
+        }
     }
 
     #[test]

@@ -26,7 +26,10 @@ use rustc_hash::FxHashMap;
 
 use crate::bounds::{check_bounds, check_word};
 use crate::config;
-use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_INBOX_BYTES, DEFAULT_RING_BYTES};
+use crate::eager::{
+    Messenger, CONTROL_WINDOW_BYTES, DEFAULT_BULK_BYTES, DEFAULT_INBOX_BYTES,
+    DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
+};
 use crate::job::Job;
 use crate::{
     finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
@@ -103,10 +106,13 @@ impl OfiTransport {
         }
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
+        let rendezvous = config::rendezvous(DEFAULT_RENDEZVOUS_BYTES, DEFAULT_BULK_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         Ok(OfiTransport {
             job,
-            messenger: Messenger::new(control, ring_bytes).with_inbox_bytes(inbox_bytes),
+            messenger: Messenger::new(control, ring_bytes)
+                .with_inbox_bytes(inbox_bytes)
+                .with_rendezvous(rendezvous.0, rendezvous.1),
             engine,
             peers: RefCell::new(FxHashMap::default()),
             next_window: Cell::new(1),

@@ -175,6 +175,23 @@ impl LocalWindow for OfiWindow {
         Ok(())
     }
 
+    fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        check_bounds(offset, len, self.key.len)?;
+        buf.reserve(len);
+        let spare = &mut buf.spare_capacity_mut()[..len];
+        // SAFETY: as in `read`; `spare` is `len` bytes of `buf`'s capacity,
+        // set as its length once written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.add(offset),
+                spare.as_mut_ptr().cast::<u8>(),
+                len,
+            );
+            buf.set_len(buf.len() + len);
+        }
+        Ok(())
+    }
+
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         check_bounds(offset, data.len(), self.key.len)?;
         // SAFETY: as in `read`.

@@ -19,7 +19,10 @@ use window::{MappedWindow, ShmKey};
 
 use crate::bootstrap::Bootstrap;
 use crate::config;
-use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_INBOX_BYTES, DEFAULT_RING_BYTES};
+use crate::eager::{
+    Messenger, CONTROL_WINDOW_BYTES, DEFAULT_BULK_BYTES, DEFAULT_INBOX_BYTES,
+    DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
+};
 use crate::job::Job;
 use crate::{
     finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, Provider, Rank,
@@ -38,7 +41,7 @@ pub struct ShmTransport {
     next_window: Cell<u32>,
     /// Tags this rank's window keys.
     /// Mappings of peers' live windows, made on first put: O(partners).
-    mapped: RefCell<FxHashMap<(Rank, u32), Rc<MappedWindow>>>,
+    mapped: RefCell<FxHashMap<(Rank, u32), Mapping>>,
     spin: Duration,
     /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
     /// the fabric, so MPI_Finalize never runs beside a live provider.
@@ -66,10 +69,13 @@ impl ShmTransport {
         job.require_one_host(Self::NAME)?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
+        let rendezvous = config::rendezvous(DEFAULT_RENDEZVOUS_BYTES, DEFAULT_BULK_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         Ok(ShmTransport {
             job,
-            messenger: Messenger::new(control, ring_bytes).with_inbox_bytes(inbox_bytes),
+            messenger: Messenger::new(control, ring_bytes)
+                .with_inbox_bytes(inbox_bytes)
+                .with_rendezvous(rendezvous.0, rendezvous.1),
             next_window: Cell::new(1),
             mapped: RefCell::new(FxHashMap::default()),
             spin,
@@ -95,8 +101,17 @@ impl ShmTransport {
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
         self.job.check_rank(target)?;
-        let key = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
-        let w = self.map_peer_window(key)?;
+        // The bytes of a key a mapping was made through had their tag
+        // checked then: the same bytes again need no second check.
+        if let Some(id) = ShmKey::peek_id(key) {
+            if let Some(m) = self.mapped.borrow().get(&(target, id)) {
+                if m.sealed == *key && m.window.is_live() {
+                    return f(&m.window);
+                }
+            }
+        }
+        let decoded = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
+        let w = self.map_peer_window(decoded, key)?;
         if w.is_live() {
             f(&w)
         } else {
@@ -104,11 +119,12 @@ impl ShmTransport {
         }
     }
 
-    /// Maps the window `key` names, once the key proved to be one its
-    /// owner made, with its owner's host arena (where its doorbell is).
-    fn map_peer_window(&self, key: ShmKey) -> Result<Rc<MappedWindow>> {
+    /// Maps the window `key` (`sealed`, decoded) names, once the key proved
+    /// to be one its owner made, with its owner's host arena (where its
+    /// doorbell is).
+    fn map_peer_window(&self, key: ShmKey, sealed: &RemoteKey) -> Result<Rc<MappedWindow>> {
         let target = key.owner;
-        if let Some(w) = self.mapped.borrow().get(&(target, key.id)) {
+        if let Some(Mapping { window: w, .. }) = self.mapped.borrow().get(&(target, key.id)) {
             if w.key != key {
                 return Err(Error::InvalidKey(format!(
                     "rank {target} made no key {key:?}"
@@ -138,12 +154,23 @@ impl ShmTransport {
         let mut mapped = self.mapped.borrow_mut();
         // Mapping is rare, so it is where mappings of freed windows are
         // dropped: the cache stays O(live windows this rank puts into).
-        mapped.retain(|_, w| w.is_live());
+        mapped.retain(|_, m| m.window.is_live());
         if w.is_live() {
-            mapped.insert((target, key.id), w.clone());
+            let mapping = Mapping {
+                sealed: sealed.clone(),
+                window: w.clone(),
+            };
+            mapped.insert((target, key.id), mapping);
         }
         Ok(w)
     }
+}
+
+/// A peer's window mapped, and the key it was mapped through.
+struct Mapping {
+    /// The key's bytes, whose tag was checked when the mapping was made.
+    sealed: RemoteKey,
+    window: Rc<MappedWindow>,
 }
 
 /// Rings the doorbell of `w`'s owner if it is (about to be) asleep: the
@@ -191,10 +218,12 @@ impl Rma for ShmTransport {
         ShmWindow::create(self.job.rank(), id, len, &self.job.key_secret())
     }
 
+    #[inline]
     fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
         self.with_peer_window(target, window, |w| w.write(offset, data))
     }
 
+    #[inline]
     fn put_signal(
         &self,
         target: Rank,

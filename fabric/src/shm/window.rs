@@ -76,6 +76,16 @@ impl ShmKey {
         secret.open(key, "a shm window key")?;
         Ok(decoded)
     }
+
+    /// The window id a key claims, unchecked: only to find a mapping made
+    /// through the very same key bytes.
+    pub(crate) fn peek_id(key: &RemoteKey) -> Option<u32> {
+        let b = key.as_bytes();
+        if b.len() != BODY_LEN + SEAL_BYTES || b[0] != KEY_TAG {
+            return None;
+        }
+        Some(u32::from_le_bytes(b[5..9].try_into().expect("4 bytes")))
+    }
 }
 
 /// A window as the origin of a put sees it: a mapping of the owner's segment.
@@ -195,10 +205,25 @@ impl LocalWindow for ShmWindow {
         self.key.len
     }
 
+    #[inline]
     fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         let src = self.check(offset, buf.len())?;
         // SAFETY: `src..src+len` is inside the mapping; `buf` is private memory.
         unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    #[inline]
+    fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        let src = self.check(offset, len)?;
+        buf.reserve(len);
+        let spare = &mut buf.spare_capacity_mut()[..len];
+        // SAFETY: `src..src+len` is inside the mapping, `spare` is `len`
+        // bytes of `buf`'s capacity, set as its length once written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, spare.as_mut_ptr().cast::<u8>(), len);
+            buf.set_len(buf.len() + len);
+        }
         Ok(())
     }
 
@@ -209,6 +234,7 @@ impl LocalWindow for ShmWindow {
         Ok(())
     }
 
+    #[inline]
     fn signal(&self, offset: usize) -> Result<u64> {
         check_word(offset, self.key.len)?;
         Ok(self

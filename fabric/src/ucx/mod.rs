@@ -24,7 +24,10 @@ pub use window::UcxWindow;
 use crate::bootstrap::Bootstrap;
 use crate::bounds::{check_bounds, check_word};
 use crate::config;
-use crate::eager::{Messenger, CONTROL_WINDOW_BYTES, DEFAULT_INBOX_BYTES, DEFAULT_RING_BYTES};
+use crate::eager::{
+    Messenger, CONTROL_WINDOW_BYTES, DEFAULT_BULK_BYTES, DEFAULT_INBOX_BYTES,
+    DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
+};
 use crate::job::Job;
 use crate::{
     finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
@@ -80,6 +83,7 @@ impl UcxTransport {
         let progress_thread = ProgressMode::from_env()?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
+        let rendezvous = config::rendezvous(DEFAULT_RENDEZVOUS_BYTES, DEFAULT_BULK_BYTES)?;
         let spin = job.spin_budget(DEFAULT_SPIN)?;
         let context = Context::new(progress_thread != ProgressMode::Off)?;
         let err_mode = ErrMode::from_env(context.has_shared_memory())?;
@@ -94,7 +98,9 @@ impl UcxTransport {
         job.exchange_addresses(&encode_address(&control.key(), &worker.address()?))?;
         Ok(UcxTransport {
             job,
-            messenger: Messenger::new(control, ring_bytes).with_inbox_bytes(inbox_bytes),
+            messenger: Messenger::new(control, ring_bytes)
+                .with_inbox_bytes(inbox_bytes)
+                .with_rendezvous(rendezvous.0, rendezvous.1),
             next_window: Cell::new(1),
             endpoints: Endpoints::new(err_mode),
             lost: Cell::new(None),

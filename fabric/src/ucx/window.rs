@@ -222,6 +222,19 @@ impl LocalWindow for UcxWindow {
         Ok(())
     }
 
+    fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        let src = self.check(offset, len)?;
+        buf.reserve(len);
+        let spare = &mut buf.spare_capacity_mut()[..len];
+        // SAFETY: `src..src+len` is inside the mapping, `spare` is `len`
+        // bytes of `buf`'s capacity, set as its length once written.
+        unsafe {
+            ptr::copy_nonoverlapping(src, spare.as_mut_ptr().cast::<u8>(), len);
+            buf.set_len(buf.len() + len);
+        }
+        Ok(())
+    }
+
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         let dst = self.check(offset, data.len())?;
         // SAFETY: as in `read`.

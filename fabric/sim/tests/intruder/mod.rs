@@ -7,8 +7,10 @@
 #![allow(dead_code)]
 
 use catena_fabric::eager::wire::{
-    connection_window_bytes, encode_header, slot_at, REPLY_KEY_AT, REPLY_KEY_LEN_AT, REPLY_SIGNAL,
-    REQUEST_BELL, RING_AT, SLOT_CLAIMED, SLOT_COUNT, SLOT_FREE, SLOT_FROM_AT,
+    connection_window_bytes, encode_header, encode_rendezvous_header, slot_at, BULK_KEY_AT,
+    BULK_KEY_LEN_AT, BULK_REPLY_SIGNAL, BULK_RING_AT, BULK_RING_BYTES_AT, BULK_SIGNAL,
+    REPLY_KEY_AT, REPLY_KEY_LEN_AT, REPLY_SIGNAL, REQUEST_BELL, RING_AT, SLOT_CLAIMED, SLOT_COUNT,
+    SLOT_FREE, SLOT_FROM_AT,
 };
 use catena_fabric::{
     wait_until, ControlWindows, Error, LocalWindow, Rank, RemoteKey, Result, Rma, Signal, Time,
@@ -27,6 +29,10 @@ pub struct Intruder<'a, 's> {
     pub ring: usize,
     /// Stream bytes written so far into the victim's ring.
     pub written: u64,
+    /// The victim's bulk window for us and its ring size, once it told us.
+    pub victim_bulk: Option<(RemoteKey, usize)>,
+    /// Bulk stream bytes written so far into the victim's bulk ring.
+    pub bulk_written: u64,
 }
 
 impl<'a, 's> Intruder<'a, 's> {
@@ -76,6 +82,8 @@ impl<'a, 's> Intruder<'a, 's> {
             victim_control: control,
             ring,
             written: 0,
+            victim_bulk: None,
+            bulk_written: 0,
         })
     }
 
@@ -99,6 +107,69 @@ impl<'a, 's> Intruder<'a, 's> {
         let mut frame = encode_header(data.len(), context, tag).to_vec();
         frame.extend_from_slice(data);
         frame
+    }
+
+    /// The header of a rendezvous frame (its payload goes in the bulk
+    /// stream).
+    pub fn rendezvous_header(context: u64, tag: u32, len: usize) -> Vec<u8> {
+        encode_rendezvous_header(len, context, tag).to_vec()
+    }
+
+    /// Waits until `deadline` for the victim's bulk window (it makes one on
+    /// our first rendezvous frame) and records it.
+    pub async fn await_bulk_window(&mut self, deadline: Time) -> Result<()> {
+        let window = &self.window;
+        wait_until(self.t, deadline, "the victim's bulk window", || {
+            Ok((window.signal(BULK_REPLY_SIGNAL)? >= 1).then_some(()))
+        })
+        .await?;
+        let word = |at: usize| -> Result<u64> {
+            let mut bytes = [0u8; 8];
+            self.window.read(at, &mut bytes)?;
+            Ok(u64::from_le_bytes(bytes))
+        };
+        let mut key = vec![0u8; word(BULK_KEY_LEN_AT)? as usize];
+        self.window.read(BULK_KEY_AT, &mut key)?;
+        let bulk_bytes = word(BULK_RING_BYTES_AT)? as usize;
+        self.victim_bulk = Some((RemoteKey::from_bytes(&key)?, bulk_bytes));
+        Ok(())
+    }
+
+    /// Writes `bytes` into the victim's bulk ring at our bulk stream
+    /// position and announces `announced` landed bytes (honest:
+    /// `bytes.len()`). Ignores credit, so only use it for what fits.
+    pub fn stream_bulk(&mut self, bytes: &[u8], announced: u64) -> Result<()> {
+        let (key, ring) = self.victim_bulk.clone().expect("the victim's bulk window");
+        let mut at = (self.bulk_written % ring as u64) as usize;
+        for chunk in bytes.chunks(ring) {
+            let first = chunk.len().min(ring - at);
+            for (offset, piece) in [(at, &chunk[..first]), (0, &chunk[first..])] {
+                if !piece.is_empty() {
+                    self.t
+                        .put(self.victim, &key, BULK_RING_AT + offset, piece)?;
+                }
+            }
+            at = (at + chunk.len()) % ring;
+        }
+        self.bulk_written = self.bulk_written.wrapping_add(bytes.len() as u64);
+        let add = bell(BULK_SIGNAL, announced);
+        self.t.put_signal(self.victim, &key, BULK_SIGNAL, &[], add)
+    }
+
+    /// Writes a bulk window reply into the victim's connection window, as
+    /// the victim's peer does when the victim first sends it a rendezvous
+    /// message: a key (of `key_len` announced bytes) and a ring size.
+    pub fn reply_bulk(&self, key: &[u8], key_len: u64, ring: u64) -> Result<()> {
+        let mut reply = key_len.to_le_bytes().to_vec();
+        reply.extend_from_slice(&ring.to_le_bytes());
+        reply.extend_from_slice(key);
+        self.t.put_signal(
+            self.victim,
+            &self.victim_window,
+            BULK_KEY_LEN_AT,
+            &reply,
+            bell(BULK_REPLY_SIGNAL, 1),
+        )
     }
 
     /// A raw put into the victim's connection window.
