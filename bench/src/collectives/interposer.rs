@@ -175,11 +175,13 @@ fn interposer(args: &Args, here: &Path) -> Result<PathBuf> {
     let installed = prefix.join("lib").join(NAME);
     let install = Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/capi/install.sh");
     // cargo leaves the C library of the catena-capi this program links in
-    // deps/.
+    // deps/ (and `cargo build` copies it up, where an older build's copy
+    // may have been left): the newer of the two.
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let from = [here.to_path_buf(), here.join("deps")]
         .into_iter()
-        .find(|dir| dir.join("libcatena.so").is_file() && dir.join("libcatena.a").is_file());
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        .filter(|dir| dir.join("libcatena.so").is_file() && dir.join("libcatena.a").is_file())
+        .max_by_key(|dir| modified(&dir.join("libcatena.so")));
     let (from, install) = match (from, install.is_file()) {
         (Some(from), true) => (from, install),
         _ if installed.is_file() => return Ok(installed),
