@@ -430,3 +430,51 @@ common::provider_cases! {
 common::provider_cases! {
     ucx_host_collectives_3: catena_fabric::ucx::UcxTransport, 3, &[("UCX_TLS", "posix,cma,self")], collectives;
 }
+
+/// A world over several hosts splits by its chain; the groups that lie on
+/// one host get a team from the regions offered in the numbering step, the
+/// others none, and both compute alike (groups of the ranks of one host,
+/// then of ranks spread over every host).
+#[test]
+fn sim_chain_splits_give_one_host_groups_a_team() {
+    for (n, per_host) in [(6, 3), (12, 4), (10, 3)] {
+        let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(per_host);
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| {
+                let world = Comm::world(t);
+                if world.in_host_memory() {
+                    return Err(format!(
+                        "rank {}: a world over hosts in host memory",
+                        t.rank()
+                    ));
+                }
+                let me = world.rank();
+                let host: Vec<u32> = (0..n).filter(|r| r / per_host == me / per_host).collect();
+                let local = world
+                    .isplit(Some(me / per_host), -i64::from(me))
+                    .await
+                    .map_err(fail(t, "split by host"))?
+                    .expect("a member");
+                let reversed: Vec<u32> = host.iter().rev().copied().collect();
+                check_group(t, &local, &reversed, "split by host").await?;
+                let across: Vec<u32> = (0..n).filter(|r| r % per_host == me % per_host).collect();
+                let spread = world
+                    .isplit(Some(me % per_host), i64::from(me))
+                    .await
+                    .map_err(fail(t, "split across hosts"))?
+                    .expect("a member");
+                if spread.in_host_memory() {
+                    return Err(format!("rank {me}: a group over hosts in host memory"));
+                }
+                let sum = spread
+                    .iallreduce(me, |a, b| a + b)
+                    .await
+                    .map_err(fail(t, "allreduce across hosts"))?;
+                expect(t, "allreduce across hosts", sum, across.iter().sum())
+            })
+            .expect("every rank finishes");
+        for r in results {
+            r.unwrap_or_else(|e| panic!("{n} ranks, {per_host} a host: {e}"));
+        }
+    }
+}

@@ -25,6 +25,10 @@ pub(crate) struct Agreed {
     /// Some member asked for Radix with a key or color it cannot sort, so
     /// every process fails the split alike.
     pub radix_refused: bool,
+    /// Some member offered a region of its host for a team: only then does
+    /// the numbering step carry places (a bit here, not a byte per
+    /// numbering message everywhere).
+    pub offered: bool,
 }
 
 pub(super) const SPLIT: u8 = 1;
@@ -33,6 +37,8 @@ pub(super) const KEYED: u8 = 4;
 pub(super) const PARENT_ORDER: u8 = 8;
 /// A member whose key or color Radix cannot sort.
 const RADIX_REFUSED: u8 = 16;
+/// A member that offers its new group a region of its host arena.
+const OFFERED: u8 = 32;
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Votes {
@@ -81,7 +87,12 @@ pub(super) fn types<C, K>() -> u64 {
 }
 
 /// What a process's color and key say about the split's modes.
-pub(super) fn modes<C, K>(color: &Color<C>, key: &Key<K>, radix_refused: bool) -> u8 {
+pub(super) fn modes<C, K>(
+    color: &Color<C>,
+    key: &Key<K>,
+    radix_refused: bool,
+    offered: bool,
+) -> u8 {
     (match color {
         Color::NotMember => 0,
         Color::Is(_) => SPLIT,
@@ -91,6 +102,7 @@ pub(super) fn modes<C, K>(color: &Color<C>, key: &Key<K>, radix_refused: bool) -
         (_, Key::Is(_)) => KEYED,
         (_, Key::ParentOrder) => PARENT_ORDER,
     } | if radix_refused { RADIX_REFUSED } else { 0 }
+        | if offered { OFFERED } else { 0 }
 }
 
 /// The disagreement among every process's types, algorithm and modes
@@ -141,10 +153,11 @@ pub(crate) async fn agree<T: Transport, C, K>(
     key: &Key<K>,
     algorithm: Algorithm,
     radix_refused: bool,
+    offered: bool,
     deadline: Time,
 ) -> Result<Agreed> {
     let types = types::<C, K>();
-    let modes = modes(color, key, radix_refused);
+    let modes = modes(color, key, radix_refused, offered);
     let algorithm_id = algorithm.id();
     let mine = Votes {
         types: (types, types),
@@ -165,6 +178,7 @@ pub(crate) async fn agree<T: Transport, C, K>(
         split: all.modes & SPLIT != 0,
         context,
         radix_refused,
+        offered: all.modes & OFFERED != 0,
     })
 }
 

@@ -186,7 +186,7 @@ where
     let mine = Record {
         types: types::<C, K>(),
         algorithm: algorithm.id(),
-        modes: modes(&color, &key, false),
+        modes: modes(&color, &key, false, false),
         proposal,
         region,
         color: &color_bytes,

@@ -231,7 +231,7 @@ pub struct Group {
     pub count: u32,
     /// Every member's place, in group order, where the group is on one host
     /// and its members offered regions for a team.
-    pub(crate) places: Option<Vec<numbering::Place>>,
+    pub(crate) places: Option<Box<[numbering::Place]>>,
 }
 
 /// What a split gives one process.
@@ -316,7 +316,15 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + Ord + 'static,
 {
-    split_offering(t, parent, color, key, algorithm, None, deadline)
+    split_offering(
+        t,
+        parent,
+        color,
+        key,
+        algorithm,
+        numbering::NoOffer,
+        deadline,
+    )
 }
 
 /// [`split`], offering a region of this rank's host arena to its new group.
@@ -326,7 +334,7 @@ pub(crate) fn split_offering<'a, T, C, K>(
     color: Color<C>,
     key: Key<K>,
     algorithm: Algorithm,
-    offer: Option<numbering::Offer>,
+    offer: impl numbering::Offering,
     deadline: Time,
 ) -> impl Future<Output = Result<Split>> + 'a
 where
@@ -364,7 +372,16 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + 'a,
 {
-    split_by_offering(t, parent, color, key, order, algorithm, None, deadline)
+    split_by_offering(
+        t,
+        parent,
+        color,
+        key,
+        order,
+        algorithm,
+        numbering::NoOffer,
+        deadline,
+    )
 }
 
 /// [`split_by`], offering a region of this rank's host arena to its new
@@ -377,7 +394,7 @@ pub(crate) fn split_by_offering<'a, T, C, K>(
     key: Key<K>,
     order: impl Fn(&K, &K) -> Ordering + 'a,
     algorithm: Algorithm,
-    offer: Option<numbering::Offer>,
+    offer: impl numbering::Offering,
     deadline: Time,
 ) -> impl Future<Output = Result<Split>> + 'a
 where
@@ -406,7 +423,7 @@ async fn run<T, C, K>(
     order: item::KeyOrder<'_, K>,
     radix_key: Option<Vec<u8>>,
     algorithm: Algorithm,
-    offer: Option<numbering::Offer>,
+    offer: impl numbering::Offering,
     deadline: Time,
 ) -> Result<Split>
 where
@@ -436,6 +453,7 @@ where
         &key,
         algorithm,
         radix_refused,
+        member && offer.offer().is_some(),
         deadline,
     )
     .await?;

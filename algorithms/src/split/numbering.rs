@@ -27,7 +27,7 @@ pub(crate) async fn number<T: Transport>(
     placement: Option<Placement>,
     mut faults: Faults,
     agreed: Agreed,
-    offer: Option<Offer>,
+    offer: impl Offering,
     deadline: Time,
 ) -> Result<Split> {
     let chain = placement
@@ -62,17 +62,49 @@ pub(crate) async fn number<T: Transport>(
         return Ok(Split::NotMember { groups: count });
     };
     let mine = leads.then(|| leaders.exclusive_lr.map_or(0, |e| e.0));
-    let places = offer
-        .filter(|_| chain.size() <= crate::host::MAX_MEMBERS)
-        .map(|offer| {
-            let mut places = vec![None; chain.size() as usize];
-            places[chain.rank() as usize] = Some(Place {
-                rank: parent.address(),
-                host: t.host(),
-                region: offer.region,
-            });
-            places
+    if agreed.offered {
+        // Boxed: the common way (nobody offers) keeps its small future.
+        let offer = offer
+            .offer()
+            .filter(|_| chain.size() <= crate::host::MAX_MEMBERS);
+        let (id, places) = Box::pin(number_placed(t, &chain, mine, offer, deadline)).await?;
+        return Ok(Split::Member(Group {
+            chain,
+            id,
+            count,
+            places,
+        }));
+    }
+    let id = allreduce(t, &chain, mine, |a, b| a.or(*b), deadline)
+        .await?
+        .expect("every group has a leader");
+    Ok(Split::Member(Group {
+        chain,
+        id,
+        count,
+        places: None,
+    }))
+}
+
+/// The group's number, and every member's place where all of them are on
+/// this host and offered a region, from one allreduce on the new chain
+/// (`mine`: the number if this member leads).
+async fn number_placed<T: Transport>(
+    t: &T,
+    chain: &Chain,
+    mine: Option<u32>,
+    offer: Option<Offer>,
+    deadline: Time,
+) -> Result<(u32, Option<Box<[Place]>>)> {
+    let places = offer.map(|offer| {
+        let mut places = vec![None; chain.size() as usize];
+        places[chain.rank() as usize] = Some(Place {
+            rank: chain.address(),
+            host: t.host(),
+            region: offer.region,
         });
+        places
+    });
     let merge = |a: &Numbered, b: &Numbered| Numbered {
         id: a.id.or(b.id),
         places: match (&a.places, &b.places) {
@@ -80,18 +112,35 @@ pub(crate) async fn number<T: Transport>(
             _ => None,
         },
     };
-    let all = allreduce(t, &chain, Numbered { id: mine, places }, merge, deadline).await?;
+    let all = allreduce(t, chain, Numbered { id: mine, places }, merge, deadline).await?;
     let id = all.id.expect("every group has a leader");
     let places = all
         .places
-        .and_then(|p| p.into_iter().collect::<Option<Vec<Place>>>())
+        .and_then(|p| p.into_iter().collect::<Option<Box<[Place]>>>())
         .filter(|p| p.iter().all(|place| place.host == t.host()));
-    Ok(Split::Member(Group {
-        chain,
-        id,
-        count,
-        places,
-    }))
+    Ok((id, places))
+}
+
+/// What a split offers its new group: [`NoOffer`] where it cannot (its
+/// future then holds nothing for it), or maybe an [`Offer`].
+pub(crate) trait Offering: Copy + 'static {
+    fn offer(self) -> Option<Offer>;
+}
+
+/// A split that offers no region (one outside a communicator).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoOffer;
+
+impl Offering for NoOffer {
+    fn offer(self) -> Option<Offer> {
+        None
+    }
+}
+
+impl Offering for Option<Offer> {
+    fn offer(self) -> Option<Offer> {
+        self
+    }
 }
 
 /// A region a member offers its new group, for a host team.
