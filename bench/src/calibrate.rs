@@ -67,6 +67,10 @@ pub struct Args {
     /// rank holds its elements three times over).
     #[arg(long, default_value_t = 262144)]
     alltoall_max: u32,
+    /// Largest N of catena's side in the simulator for every operation
+    /// (its rows above show only MPICH's).
+    #[arg(long, default_value_t = u32::MAX)]
+    catena_max: u32,
     /// Particles per rank of the alltoall sweep (data set C).
     #[arg(long, default_value_t = 64)]
     elements: usize,
@@ -593,6 +597,7 @@ fn sweep(args: &Args) -> Result<()> {
             let calls = if matches!(op, Op::Alltoall(..)) { 2 } else { 1 };
             let started = Instant::now();
             let cat = match op {
+                _ if n > args.catena_max => None,
                 Op::Alltoall(..) if n > args.alltoall_max => None,
                 _ => Some(catena(&m, op, n, calls, args.charge_catena)? / 1e3),
             };
