@@ -4,6 +4,7 @@
 //! one command.
 
 mod alltoall;
+mod calibrate;
 mod collectives;
 mod create_group;
 mod groupmap;
@@ -11,6 +12,7 @@ mod groups;
 mod heap;
 mod hierarchy;
 mod mcmc;
+mod mpich;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 mod native;
 mod physical;
@@ -61,6 +63,10 @@ enum Command {
     /// The split algorithms on the simulator, N = 16 .. 1M virtual ranks in
     /// this process: virtual time, traffic, per-rank memory, events/s.
     Sim(sim::Args),
+    /// The simulator's cost model fitted to this machine's N = 2 figures,
+    /// its error there, and catena against MPICH's algorithms from 16 to
+    /// 1M simulated ranks (docs/scaling.md).
+    Calibrate(calibrate::Args),
     /// Group-collective creation (seed 004) on N processes: the direct
     /// construction, the seed's recursive merge and MPICH (feature mpi);
     /// `--sim N,...` in the simulator.
@@ -132,6 +138,7 @@ fn main() -> ExitCode {
         Command::Mcmc(args) if !args.sim.is_empty() => mcmc::main(&args),
         Command::Mcmc(args) => as_job(&args.job).unwrap_or_else(|| mcmc::main(&args)),
         Command::Sim(args) => sim::main(&args),
+        Command::Calibrate(args) => calibrate::main(&args),
         Command::Groupmap(args) => groupmap::main(&args),
         Command::Tree(tree::TreeCommand::Run(args)) => {
             as_job(&args.job).unwrap_or_else(|| tree::main(&tree::TreeCommand::Run(args)))
