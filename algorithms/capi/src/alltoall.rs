@@ -505,27 +505,77 @@ fn plan_arg(plan: *const catena_alltoall_plan_t) -> Result<Handle, Failure> {
     Handle::from_ptr(plan).ok_or_else(|| Failure::arg("the plan is NULL"))
 }
 
-/// The plan's buffers for one call, checked against its shape.
+/// The plan's buffers for one call, checked against its shape, with the
+/// route `route` makes for its element size.
 ///
 /// # Safety
-/// As `catena_alltoall_plan_exchange`.
-unsafe fn plan_exchange_args<'a>(
+/// `send` is valid for `count` elements of the plan's size, `recv` for its
+/// capacity, until the exchange is done.
+unsafe fn plan_args<'a>(
     plan: Handle,
     send: *const c_void,
     count: usize,
-    route: catena_emit_fn,
-    ctx: *mut c_void,
     recv: *mut c_void,
+    route: impl FnOnce(usize) -> Route<'a>,
 ) -> Result<Exchange<'a>, Failure> {
-    let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
     let (elem_size, capacity) = with_instance(|i| i.plan_shape(plan))?;
     // SAFETY: per the caller's contract.
     let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
     Ok(Exchange {
         send,
         recv,
-        route: emitting(route, ctx, elem_size),
+        route: route(elem_size),
     })
+}
+
+/// One blocking exchange of `plan`, of the buffers and route `args` makes
+/// for it; `*received` is the count that arrived.
+///
+/// # Safety
+/// `received` is NULL or valid for a write; `args` makes buffers valid for
+/// the call.
+unsafe fn exchange_plan<'a>(
+    plan: *const catena_alltoall_plan_t,
+    received: *mut usize,
+    args: impl FnOnce(Handle) -> Result<Exchange<'a>, Failure>,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        let received = unsafe { out_arg(received, "received") }?;
+        let plan = plan_arg(plan)?;
+        let exchange = args(plan)?;
+        *received = with_instance(|i| i.alltoall(AlltoallTarget::Plan(plan), exchange))?;
+        Ok(())
+    })
+}
+
+/// `exchange_plan`, posted: `*received` is written when the request is
+/// done.
+///
+/// # Safety
+/// As `exchange_plan`, until the request is done; `request` is NULL or
+/// valid for a write.
+unsafe fn post_plan(
+    plan: *const catena_alltoall_plan_t,
+    received: *mut usize,
+    request: *mut *mut catena_request_t,
+    args: impl FnOnce(Handle) -> Result<Exchange<'static>, Failure>,
+) -> c_int {
+    call(|| {
+        if received.is_null() {
+            return Err(Failure::arg("received is NULL"));
+        }
+        let plan = plan_arg(plan)?;
+        let exchange = args(plan)?;
+        post_into(request, |i| {
+            i.alltoall_post(AlltoallTarget::Plan(plan), exchange, received)
+        })
+    })
+}
+
+/// The NULL check of a route argument.
+fn route_arg<F>(route: Option<F>) -> Result<F, Failure> {
+    route.ok_or_else(|| Failure::arg("the route function is NULL"))
 }
 
 /// One exchange of `plan` (collective over its communicator, in call
@@ -549,15 +599,13 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange(
     recv: *mut c_void,
     received: *mut usize,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let received = unsafe { out_arg(received, "received") }?;
-        let plan = plan_arg(plan)?;
-        // SAFETY: per this function's contract.
-        let exchange = unsafe { plan_exchange_args(plan, send, count, route, ctx, recv) }?;
-        *received = with_instance(|i| i.alltoall(AlltoallTarget::Plan(plan), exchange))?;
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        exchange_plan(plan, received, |plan| {
+            let route = route_arg(route)?;
+            plan_args(plan, send, count, recv, |size| emitting(route, ctx, size))
+        })
+    }
 }
 
 /// `catena_alltoall_plan_exchange`, nonblocking: `route` runs while the
@@ -578,17 +626,13 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_post(
     received: *mut usize,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        if received.is_null() {
-            return Err(Failure::arg("received is NULL"));
-        }
-        let plan = plan_arg(plan)?;
-        // SAFETY: per this function's contract, until the request is done.
-        let exchange = unsafe { plan_exchange_args(plan, send, count, route, ctx, recv) }?;
-        post_into(request, |i| {
-            i.alltoall_post(AlltoallTarget::Plan(plan), exchange, received)
+    // SAFETY: per this function's contract, until the request is done.
+    unsafe {
+        post_plan(plan, received, request, |plan| {
+            let route = route_arg(route)?;
+            plan_args(plan, send, count, recv, |size| emitting(route, ctx, size))
         })
-    })
+    }
 }
 
 /// `catena_alltoall_plan_exchange` with one target per element, all of
@@ -609,15 +653,13 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch(
     recv: *mut c_void,
     received: *mut usize,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let received = unsafe { out_arg(received, "received") }?;
-        let plan = plan_arg(plan)?;
-        // SAFETY: per this function's contract.
-        let exchange = unsafe { plan_batch_args(plan, send, count, route, ctx, recv) }?;
-        *received = with_instance(|i| i.alltoall(AlltoallTarget::Plan(plan), exchange))?;
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe {
+        exchange_plan(plan, received, |plan| {
+            let route = route_arg(route)?;
+            plan_args(plan, send, count, recv, |_| Route::Batch { route, ctx })
+        })
+    }
 }
 
 /// `catena_alltoall_plan_exchange_batch`, nonblocking: `route` runs while
@@ -637,40 +679,13 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch_post(
     received: *mut usize,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        if received.is_null() {
-            return Err(Failure::arg("received is NULL"));
-        }
-        let plan = plan_arg(plan)?;
-        // SAFETY: per this function's contract, until the request is done.
-        let exchange = unsafe { plan_batch_args(plan, send, count, route, ctx, recv) }?;
-        post_into(request, |i| {
-            i.alltoall_post(AlltoallTarget::Plan(plan), exchange, received)
+    // SAFETY: per this function's contract, until the request is done.
+    unsafe {
+        post_plan(plan, received, request, |plan| {
+            let route = route_arg(route)?;
+            plan_args(plan, send, count, recv, |_| Route::Batch { route, ctx })
         })
-    })
-}
-
-/// The plan's buffers for one batch-routed call, checked against its shape.
-///
-/// # Safety
-/// As `catena_alltoall_plan_exchange_batch`.
-unsafe fn plan_batch_args<'a>(
-    plan: Handle,
-    send: *const c_void,
-    count: usize,
-    route: catena_route_batch_fn,
-    ctx: *mut c_void,
-    recv: *mut c_void,
-) -> Result<Exchange<'a>, Failure> {
-    let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
-    let (elem_size, capacity) = with_instance(|i| i.plan_shape(plan))?;
-    // SAFETY: per the caller's contract.
-    let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
-    Ok(Exchange {
-        send,
-        recv,
-        route: Route::Batch { route, ctx },
-    })
+    }
 }
 
 /// Frees `*plan` and sets it to NULL (an exchange in flight keeps it until
