@@ -262,8 +262,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         let mut claim = None;
         let path = self.dense_path(algorithm, || {
             let (color, key) = args.take().expect("taken once");
-            let offered = claim.insert(self.offer_region());
-            let offer = offered.offer().map(|region| Offer { region });
+            let offer = self.offer_into(&mut claim);
             Box::pin(split_offering(
                 self.t,
                 &self.chain,
@@ -352,8 +351,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         let mut claim = None;
         let path = self.dense_path(self.algorithm, || {
             let (color, key, order) = args.take().expect("taken once");
-            let offered = claim.insert(self.offer_region());
-            let offer = offered.offer().map(|region| Offer { region });
+            let offer = self.offer_into(&mut claim);
             let algorithm = self.algorithm;
             Box::pin(split_by_offering(
                 self.t,
@@ -393,10 +391,12 @@ impl<'t, T: Transport> Comm<'t, T> {
 
     /// A region offered to the group a chain split makes, for a team where
     /// that group is on this host: as large as the most members it can
-    /// have here (none where this host has one rank).
-    fn offer_region(&self) -> Claim<'t, T> {
+    /// have here (none where this host has one rank). `claim` keeps it
+    /// until the split says whether the team is made.
+    fn offer_into(&self, claim: &mut Option<Claim<'t, T>>) -> Option<Offer> {
         let here = self.t.host_ranks().len() as u32;
-        Claim::new(self.t, self.size().min(here))
+        let offered = claim.insert(Claim::new(self.t, self.size().min(here)));
+        offered.offer().map(|region| Offer { region })
     }
 
     /// The communicator of a chain split's `split`, in host memory where
