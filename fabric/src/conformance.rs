@@ -83,7 +83,8 @@ async fn swap_keys_with_neighbours<T: Transport>(t: &T, window: &T::Window) -> R
 }
 
 /// Each rank puts every size of `PUT_SIZES` into its right neighbour's window
-/// with a signal; the receiver checks every byte.
+/// with a signal, or a stamp every other round, onto a word the receiver
+/// zeroed; the receiver checks every byte.
 pub async fn put_sizes<T: Transport>(t: &T) -> Result<()> {
     let max = *PUT_SIZES.iter().max().expect("sizes");
     let window = t.alloc_window(8 + max)?;
@@ -91,9 +92,22 @@ pub async fn put_sizes<T: Transport>(t: &T) -> Result<()> {
     let mut got = vec![0u8; max];
     for (round, &size) in PUT_SIZES.iter().enumerate() {
         let data = pattern(t.rank(), round, size);
-        t.put_signal(right(t), &target, 8, &data, Signal { offset: 0, add: 1 })?;
+        let mark = Signal {
+            offset: 0,
+            add: round as u64 + 1,
+        };
+        match round % 2 {
+            0 => t.put_signal(right(t), &target, 8, &data, mark)?,
+            _ => t.put_stamp(right(t), &target, 8, &data, mark)?,
+        }
         t.wait_signal(&window, 0, round as u64 + 1, deadline(t))
             .await?;
+        if window.signal(0)? != round as u64 + 1 {
+            return Err(fail(format!(
+                "a stamp or signal of round {round} added up wrong"
+            )));
+        }
+        window.set_signal(0, 0)?;
         window.read(8, &mut got[..size])?;
         if got[..size] != pattern(left(t), round, size)[..] {
             return Err(fail(format!(

@@ -130,6 +130,24 @@ pub trait Rma {
         signal: Signal,
     ) -> Result<()>;
 
+    /// A put followed by storing `signal.add` into the signal word at
+    /// `signal.offset`, which must be 0 and written by no one else until
+    /// its owner reads it (a frame's stamp): as [`Rma::put_signal`] onto that
+    /// zero word, which is what it does unless a provider has a cheaper
+    /// store (on shared memory, a plain store after the data rather than a
+    /// locked add, so a reader polling the line does not take it from the
+    /// writer between the two).
+    fn put_stamp(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        data: &[u8],
+        signal: Signal,
+    ) -> Result<()> {
+        self.put_signal(target, window, offset, data, signal)
+    }
+
     /// Atomically adds `value` to the u64 at `offset`; yields the old value.
     fn fetch_add(
         &self,

@@ -14,9 +14,11 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use catena_fabric::eager::wire::{
-    bulk_window_bytes, BULK_CREDIT_SIGNAL, FRAME_HEADER_BYTES, REQUEST_BELL, RING_SIGNAL,
+    bulk_window_bytes, BULK_CREDIT_SIGNAL, FRAME_HEADER_BYTES, REQUEST_BELL,
 };
-use catena_fabric::eager::wire::{encode_header, slot_at, SLOT_COUNT, SLOT_FILLED, SLOT_FROM_AT};
+use catena_fabric::eager::wire::{
+    encode_header, slot_at, stamp, SLOT_COUNT, SLOT_FILLED, SLOT_FROM_AT,
+};
 use catena_fabric::{wait_until, ControlWindows, Error, LocalWindow, Rank, Rma, Transport};
 use catena_sim::{Delays, EagerRank, Enumerated, LogGp, Report, Seeded, Sim};
 use intruder::Intruder;
@@ -314,20 +316,17 @@ fn a_lying_ring_signal_breaks_only_that_connection() {
         _ => {
             let mut me = Intruder::connect(t, 0, 256, deadline(t)).await?;
             let fine = Intruder::frame(7, 1, b"fine");
-            me.stream(&fine, fine.len() as u64)?;
-            let mut lie = encode_header(0, 7, 1);
-            lie[..8].copy_from_slice(&HUGE.to_le_bytes());
-            me.stream(&lie, HUGE)
+            me.stream(&fine)?;
+            me.stream(&encode_header(HUGE as usize, 7, 1))
         }
     });
 }
 
-/// A ring signal that runs backwards, or a header announcing more than a
-/// `usize`, are `Protocol` errors on that connection too.
+/// A frame stamped with another position's stamp, or a header announcing
+/// more than a `usize`, are `Protocol` errors on that connection too.
 #[test]
-fn a_ring_signal_may_not_run_backwards_nor_frames_exceed_memory() {
-    const HEADER: u64 = FRAME_HEADER_BYTES as u64;
-    for (announced, len) in [(u64::MAX - (HEADER - 1), 4), (HEADER, u64::MAX)] {
+fn a_forged_stamp_nor_a_frame_past_memory_passes() {
+    for (forged, len) in [(true, 4), (false, usize::MAX)] {
         eager_run(3, 256, 0, async |t| match t.rank() {
             0 => {
                 let short = t.deadline_in(Duration::from_millis(10));
@@ -338,10 +337,12 @@ fn a_ring_signal_may_not_run_backwards_nor_frames_exceed_memory() {
             1 => honest_exchange(t).await,
             _ => {
                 let mut me = Intruder::connect(t, 0, 256, deadline(t)).await?;
-                let mut header = encode_header(0, 7, 1);
-                header[..8].copy_from_slice(&len.to_le_bytes());
-                me.stream(&header, HEADER)?;
-                me.signal(RING_SIGNAL, announced)
+                let header = encode_header(len, 7, 1);
+                match forged {
+                    // The stamp the frame one lap on would have.
+                    true => me.stream_stamped(&header, stamp(256)),
+                    false => me.stream(&header),
+                }
             }
         });
     }
@@ -761,27 +762,26 @@ fn lies_about_rendezvous_payloads_break_only_that_connection() {
             _ => {
                 let mut me = Intruder::connect(t, 0, 256, deadline(t)).await?;
                 let header = Intruder::rendezvous_header(7, 1, 600);
-                me.stream(&header, header.len() as u64)?;
+                me.stream(&header)?;
                 me.await_bulk_window(deadline(t)).await?;
                 me.stream_bulk(&conformance::pattern(2, 0, 600), 600)?;
                 let lied = match lie {
                     0 => {
-                        let header = Intruder::rendezvous_header(7, 1, 0);
-                        let mut header = header.clone();
-                        header[..8].copy_from_slice(&HUGE.to_le_bytes());
-                        me.stream(&header, header.len() as u64)?;
+                        let header = Intruder::rendezvous_header(7, 1, HUGE as usize);
+                        me.stream(&header)?;
                         me.stream_bulk(&[7; 100], HUGE)
                     }
                     1 => {
                         let header = Intruder::rendezvous_header(7, 1, 50);
-                        me.stream(&header, header.len() as u64)?;
+                        me.stream(&header)?;
                         // Adds -100: the bulk signal runs backwards.
                         me.stream_bulk(&[7; 10], u64::MAX - 99)
                     }
                     _ => {
                         let mut header = Intruder::rendezvous_header(7, 1, 50);
-                        header[20] = 7;
-                        me.stream(&header, header.len() as u64)
+                        // The kind word, the header's last.
+                        header[FRAME_HEADER_BYTES - 4] = 7;
+                        me.stream(&header)
                     }
                 };
                 // Keep the windows the victim writes to until it is done.
@@ -840,7 +840,7 @@ fn forged_bulk_windows_and_credit_break_only_that_connection() {
                     }
                     let frame = Intruder::frame(7, 2, b"ready");
                     let mut me = me;
-                    me.stream(&frame, frame.len() as u64)?;
+                    me.stream(&frame)?;
                     // Keep the windows the victim writes to until it is done.
                     nap(t, Duration::from_millis(20)).await;
                     drop(mine);

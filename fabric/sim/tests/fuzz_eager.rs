@@ -14,8 +14,8 @@ use std::time::Duration;
 use catena_fabric::conformance::pattern;
 use catena_fabric::eager::wire::{
     bulk_window_bytes, slot_at, BULK_CREDIT_SIGNAL, BULK_REPLY_SIGNAL, BULK_RING_AT, BULK_SIGNAL,
-    CONTROL_WINDOW_BYTES, CREDIT_SIGNAL, REPLY_SIGNAL, REQUEST_BELL, RING_AT, RING_SIGNAL,
-    SLOT_COUNT, SLOT_FROM_AT,
+    CONTROL_WINDOW_BYTES, CREDIT_SIGNAL, REPLY_SIGNAL, REQUEST_BELL, RING_AT, SLOT_COUNT,
+    SLOT_FROM_AT,
 };
 use catena_fabric::{wait_until, Error, LocalWindow, Rank, Rma, Signal, Transport};
 use catena_fuzz::proptest::prelude::*;
@@ -44,8 +44,8 @@ const MOST_ALLOCATED: usize = 64 << 20;
 enum Attack {
     /// An honest frame into the ring (ignoring credit).
     Frame { tag: u32, data: Vec<u8> },
-    /// A frame header claiming `len` bytes, announced as `announced` landed.
-    Header { len: u64, announced: u64 },
+    /// A frame header claiming `len` bytes, its stamp word added `stamp`.
+    Header { len: u64, stamp: u64 },
     /// Raw bytes anywhere in the victim's connection window.
     Window { offset: usize, bytes: Vec<u8> },
     /// Adds to a signal word of the connection window.
@@ -102,9 +102,9 @@ fn attack() -> impl Strategy<Value = Attack> {
     prop_oneof![
         3 => (0u32..3, prop::collection::vec(any::<u8>(), 0..300))
             .prop_map(|(tag, data)| Attack::Frame { tag, data }),
-        2 => (word_value(), word_value()).prop_map(|(len, announced)| Attack::Header { len, announced }),
+        2 => (word_value(), prop_oneof![Just(0u64), 1u64..2000, word_value()]).prop_map(|(len, stamp)| Attack::Header { len, stamp }),
         2 => (0usize..RING_AT + 2048, bytes()).prop_map(|(offset, bytes)| Attack::Window { offset, bytes }),
-        2 => (prop_oneof![Just(REPLY_SIGNAL), Just(CREDIT_SIGNAL), Just(RING_SIGNAL),
+        2 => (prop_oneof![Just(REPLY_SIGNAL), Just(CREDIT_SIGNAL), Just(RING_AT),
                           Just(BULK_CREDIT_SIGNAL), Just(BULK_REPLY_SIGNAL)], word_value())
             .prop_map(|(word, add)| Attack::Signal { word, add }),
         2 => (0u32..3, prop::collection::vec(any::<u8>(), 0..1500))
@@ -237,12 +237,11 @@ async fn hostile(t: &EagerRank<'_>, case: &Case) -> catena_fabric::Result<()> {
         let _ = match attack {
             Attack::Frame { tag, data } => {
                 let frame = Intruder::frame(7, *tag, data);
-                me.stream(&frame, frame.len() as u64)
+                me.stream(&frame)
             }
-            Attack::Header { len, announced } => {
-                let mut header = catena_fabric::eager::wire::encode_header(0, 7, 0);
-                header[..8].copy_from_slice(&len.to_le_bytes());
-                me.stream(&header, *announced)
+            Attack::Header { len, stamp } => {
+                let header = catena_fabric::eager::wire::encode_header(*len as usize, 7, 0);
+                me.stream_stamped(&header, *stamp)
             }
             Attack::Window { offset, bytes } => me.put(*offset, bytes),
             Attack::Signal { word, add } => me.signal(*word, *add),
@@ -271,7 +270,7 @@ async fn hostile(t: &EagerRank<'_>, case: &Case) -> catena_fabric::Result<()> {
             }
             Attack::Rendezvous { tag, data } => {
                 let header = Intruder::rendezvous_header(7, *tag, data.len());
-                let streamed = me.stream(&header, header.len() as u64);
+                let streamed = me.stream(&header);
                 bulk_window(t, &mut me).await;
                 match me.victim_bulk {
                     Some(_) => streamed.and_then(|()| me.stream_bulk(data, data.len() as u64)),
@@ -279,9 +278,8 @@ async fn hostile(t: &EagerRank<'_>, case: &Case) -> catena_fabric::Result<()> {
                 }
             }
             Attack::RendezvousHeader { len, announced } => {
-                let mut header = Intruder::rendezvous_header(7, 0, 0);
-                header[..8].copy_from_slice(&len.to_le_bytes());
-                let streamed = me.stream(&header, header.len() as u64);
+                let header = Intruder::rendezvous_header(7, 0, *len as usize);
+                let streamed = me.stream(&header);
                 bulk_window(t, &mut me).await;
                 match me.victim_bulk {
                     Some(_) => streamed.and_then(|()| me.stream_bulk(&[], *announced)),

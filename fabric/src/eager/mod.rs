@@ -4,9 +4,12 @@
 //! Connections are made lazily on first contact by claiming a slot in the
 //! peer's control window, so a rank that talks to k peers holds O(k) state.
 //!
-//! A connection carries a byte stream of frames (header + payload) with
-//! credit-based flow control, in order per sender. Small messages travel
-//! inline, through the ring; a message of at least the rendezvous size
+//! A connection carries a stream of frames (header + payload, each on
+//! whole cache lines) with credit-based flow control, in order per sender.
+//! A frame lands whole: its sender's last put stamps its first word, which
+//! the receiver polls, so a small message costs the receiver one cache
+//! line. Small messages travel inline, through the ring; a message of at
+//! least the rendezvous size (or too big for the ring)
 //! sends only its header through the ring, and its payload through a
 //! second, larger ring of the receiver's (its bulk window, made on the
 //! first such message), written straight by the sender's puts in chunks
@@ -131,7 +134,7 @@ struct Connection<W> {
     /// waits there until it is received, so that its bytes are copied once,
     /// into the `Vec` the receive returns, when the receiver wants them.
     resident: VecDeque<(u64, usize, bool)>,
-    /// The message being taken in.
+    /// The rendezvous message being taken in.
     partial: Option<Partial>,
     /// This peer's messages drained but not yet received, in order.
     inbox: VecDeque<Envelope>,
@@ -225,7 +228,28 @@ struct Envelope {
     resident: Option<(u64, usize)>,
 }
 
-/// A message being taken in: its header is parsed, its payload lands.
+/// What a look at the head of a peer's stream found.
+enum Parsed {
+    /// No frame (or the inbox bound holds it back).
+    Nothing,
+    /// An inline message, whole.
+    Whole(Envelope),
+    /// A rendezvous message, now the partial one.
+    Begun,
+}
+
+/// What the fast path of a receive found.
+enum Direct {
+    /// Nothing has landed.
+    Nothing,
+    /// The message it wanted.
+    Taken(Message),
+    /// Something else, for the general path.
+    Other,
+}
+
+/// A rendezvous message being taken in: its header is parsed, its payload
+/// lands in the bulk ring.
 struct Partial {
     envelope: Envelope,
     /// Payload bytes announced (fits in memory, checked).
@@ -233,11 +257,9 @@ struct Partial {
     payload: Payload,
 }
 
-/// Where a partial message's payload comes from.
+/// Where a partial (rendezvous) message's payload comes from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Payload {
-    /// After the header, in the ring.
-    Inline,
     /// From bulk stream position `at`, copied into the message as it lands.
     Streamed { at: u64 },
     /// From bulk stream position `at`, left in the bulk ring until received.
@@ -324,8 +346,9 @@ impl<W: LocalWindow> Connection<W> {
 
 impl<W: LocalWindow> Messenger<W> {
     /// `control` must be `CONTROL_WINDOW_BYTES` long and published to peers
-    /// (the provider's `control_key`); `ring_bytes` is clamped to a frame
-    /// header at least and a window's maximum at most. Holds at most
+    /// (the provider's `control_key`); `ring_bytes` is rounded down to whole
+    /// frame lines ([`FRAME_ALIGN`]), one at least and a window's maximum at
+    /// most. A message whose frame would not fit the ring goes by rendezvous. Holds at most
     /// [`DEFAULT_INBOX_BYTES`] of unreceived messages per peer (see
     /// [`Messenger::with_inbox_bytes`]) and sends messages of
     /// [`DEFAULT_RENDEZVOUS_BYTES`] or more by rendezvous (see
@@ -336,10 +359,9 @@ impl<W: LocalWindow> Messenger<W> {
             inbox_limit: DEFAULT_INBOX_BYTES as u64,
             // Within what a connection window can hold, so that its length
             // (RING_AT + ring) cannot overflow.
-            ring_bytes: ring_bytes.clamp(
-                FRAME_HEADER_BYTES,
-                crate::bounds::MAX_WINDOW_BYTES - RING_AT,
-            ),
+            ring_bytes: ring_bytes.clamp(FRAME_ALIGN, crate::bounds::MAX_WINDOW_BYTES - RING_AT)
+                / FRAME_ALIGN
+                * FRAME_ALIGN,
             rendezvous_bytes: DEFAULT_RENDEZVOUS_BYTES,
             bulk_bytes: DEFAULT_BULK_BYTES,
             connections: RefCell::new(FxHashMap::default()),
@@ -365,11 +387,28 @@ impl<W: LocalWindow> Messenger<W> {
     /// header through the ring, their payload straight into a bulk window
     /// the receiver makes for this rank on the first one, whose ring holds
     /// `bulk_bytes` (clamped to at least 1 byte and to a window's maximum).
-    /// `usize::MAX` sends every message inline; any threshold is sound.
+    /// `usize::MAX` sends every message inline that fits the ring; any
+    /// threshold is sound.
     pub fn with_rendezvous(mut self, threshold: usize, bulk_bytes: usize) -> Messenger<W> {
         self.rendezvous_bytes = threshold;
         self.bulk_bytes = bulk_bytes.clamp(1, crate::bounds::MAX_WINDOW_BYTES - BULK_RING_AT);
         self
+    }
+
+    /// Whether a message of `len` bytes goes by rendezvous: from the
+    /// threshold on, or if its frame would not fit the ring (frames land
+    /// whole).
+    fn goes_by_rendezvous(&self, len: usize) -> bool {
+        // Credit comes back in batches: a frame waits for room while up to
+        // a batch less a frame line is consumed but not credited.
+        let most = (self.ring_bytes as u64 - self.credit_batch()) + FRAME_ALIGN as u64;
+        len >= self.rendezvous_bytes || frame_span(len as u64).is_none_or(|span| span > most)
+    }
+
+    /// Consumed ring bytes worth returning as credit: a quarter ring, on
+    /// whole frame lines.
+    fn credit_batch(&self) -> u64 {
+        ((self.ring_bytes / 4).div_ceil(FRAME_ALIGN) * FRAME_ALIGN) as u64
     }
 
     /// Bytes of unreceived messages held, over all peers (frame headers
@@ -409,7 +448,7 @@ impl<W: LocalWindow> Messenger<W> {
     ) -> Result<()> {
         check_rank(rma, target)?;
         self.check_failure()?;
-        let rendezvous = data.len() >= self.rendezvous_bytes;
+        let rendezvous = self.goes_by_rendezvous(data.len());
         if !rendezvous && self.try_send_now(rma, target, context, tag, data)? {
             return Ok(());
         }
@@ -429,7 +468,7 @@ impl<W: LocalWindow> Messenger<W> {
         data: &[u8],
         deadline: Time,
     ) -> Result<()> {
-        let rendezvous = data.len() >= self.rendezvous_bytes;
+        let rendezvous = self.goes_by_rendezvous(data.len());
         self.sending.set(self.sending.get() + 1);
         let _sending = Decrement(&self.sending);
         self.connect(rma, target, deadline).await?;
@@ -438,7 +477,7 @@ impl<W: LocalWindow> Messenger<W> {
         } else {
             (encode_header(data.len(), context, tag), data)
         };
-        let frame_len = (FRAME_HEADER_BYTES + payload.len()) as u64;
+        let frame_len = span_of(payload.len());
         let (start, bulk_start) = {
             let mut conns = self.connections.borrow_mut();
             let conn = conns.get_mut(&target).expect("connected above");
@@ -490,38 +529,37 @@ impl<W: LocalWindow> Messenger<W> {
         }
         conn.check_intact(target)?;
         let len = FRAME_HEADER_BYTES + data.len();
+        let span = span_of(data.len());
         match conn.room(target, self.ring_bytes) {
-            Ok(room) if room < len => return Ok(false),
+            Ok(room) if (room as u64) < span => return Ok(false),
             Ok(_) => {}
             Err(e) => return blame(conn, Err(e)),
         }
         let remote = conn.remote.as_ref().expect("checked above");
         let pos = conn.written;
         let at = (pos % self.ring_bytes as u64) as usize;
-        let signal = Signal {
-            offset: RING_SIGNAL,
-            add: len as u64,
-        };
         let written = if len <= SMALL_FRAME_BYTES && at + len <= self.ring_bytes {
             // The common case: one put of a frame put together here (the
             // header written in place: a header built apart and copied in
-            // was read back wider than it was written, a stall each send).
+            // was read back wider than it was written, a stall each send),
+            // all but the stamp, which its signal sets.
             let mut frame = [0u8; SMALL_FRAME_BYTES];
             let header = (&mut frame[..FRAME_HEADER_BYTES])
                 .try_into()
                 .expect("a header");
             write_header(header, data.len(), context, tag);
             frame[FRAME_HEADER_BYTES..len].copy_from_slice(data);
-            rma.put_signal(target, remote, RING_AT + at, &frame[..len], signal)
+            let at = RING_AT + at;
+            let body = &frame[STAMP_BYTES..len];
+            rma.put_stamp(target, remote, at + STAMP_BYTES, body, stamp_at(at, pos))
         } else {
             let header = encode_header(data.len(), context, tag);
-            let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
-            write_span(rma, target, remote, ring, pos, [&header, data], 0, len)
+            write_frame_now(rma, target, remote, self.ring_bytes, pos, &header, data)
         };
-        conn.reserved += len as u64;
+        conn.reserved += span;
         match written {
             Ok(()) => {
-                conn.written += len as u64;
+                conn.written += span;
                 Ok(true)
             }
             // Some bytes may be in the ring and none is announced: the
@@ -533,8 +571,8 @@ impl<W: LocalWindow> Messenger<W> {
         }
     }
 
-    /// Writes the frame `header` + `payload` at stream position `start` as
-    /// ring credit allows.
+    /// Writes the frame `header` + `payload` at stream position `start` once
+    /// ring credit allows it whole.
     async fn write_frame<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
@@ -544,42 +582,26 @@ impl<W: LocalWindow> Messenger<W> {
         payload: &[u8],
         deadline: Time,
     ) -> Result<()> {
-        let total = FRAME_HEADER_BYTES + payload.len();
-        let mut sent = 0usize;
-        while sent < total {
-            let pos = start + sent as u64;
-            sent += wait_until(rma, deadline, "ring credit from a receiver", || {
-                let mut conns = self.connections.borrow_mut();
-                let conn = connection(&mut conns, target)?;
-                conn.check_intact(target)?;
-                // Earlier sends to this peer go first; then we need free ring bytes.
-                if conn.written != pos {
-                    return Ok(None);
-                }
-                let room = conn.room(target, self.ring_bytes);
-                let room = blame(conn, room)?;
-                if room == 0 {
-                    return Ok(None);
-                }
-                let chunk = room.min(total - sent);
-                let remote = conn.remote.as_ref().expect("connected");
-                let ring = (RING_AT, self.ring_bytes, RING_SIGNAL);
-                write_span(
-                    rma,
-                    target,
-                    remote,
-                    ring,
-                    pos,
-                    [header, payload],
-                    sent,
-                    chunk,
-                )?;
-                conn.written += chunk as u64;
-                Ok(Some(chunk))
-            })
-            .await?;
-        }
-        Ok(())
+        let span = span_of(payload.len());
+        wait_until(rma, deadline, "ring credit from a receiver", || {
+            let mut conns = self.connections.borrow_mut();
+            let conn = connection(&mut conns, target)?;
+            conn.check_intact(target)?;
+            // Earlier sends to this peer go first; then we need room for
+            // the whole frame (it fits the ring: larger ones are rendezvous).
+            if conn.written != start {
+                return Ok(None);
+            }
+            let room = conn.room(target, self.ring_bytes);
+            if (blame(conn, room)? as u64) < span {
+                return Ok(None);
+            }
+            let remote = conn.remote.as_ref().expect("connected");
+            write_frame_now(rma, target, remote, self.ring_bytes, start, header, payload)?;
+            conn.written += span;
+            Ok(Some(()))
+        })
+        .await
     }
 
     /// Writes a rendezvous payload at bulk stream position `start`, in
@@ -622,9 +644,13 @@ impl<W: LocalWindow> Messenger<W> {
                     return Ok(None);
                 }
                 let remote = &conn.bulk_remote.as_ref().expect("learnt").0;
-                let bulk = (BULK_RING_AT, bulk_bytes, BULK_SIGNAL);
+                let bulk = (BULK_RING_AT, bulk_bytes);
+                let landed = Last::Signal(Signal {
+                    offset: BULK_SIGNAL,
+                    add: chunk as u64,
+                });
                 let payload = [&data[sent..], &[]];
-                match write_span(rma, target, remote, bulk, pos, payload, 0, chunk) {
+                match write_span(rma, target, remote, bulk, pos, payload, chunk, landed) {
                     Ok(()) => {}
                     // The window and its size are the peer's word: a put
                     // into it that is refused means the peer lied.
@@ -702,12 +728,10 @@ impl<W: LocalWindow> Messenger<W> {
         };
         if conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none() {
             // Nothing held nor coming in: the ring alone tells.
-            let landed = conn.window.signal(RING_SIGNAL)?;
-            if landed == conn.consumed {
-                return Ok(None);
-            }
-            if let Some(message) = self.take_direct(rma, source, conn, landed, context, tag)? {
-                return Ok(Some(message));
+            match self.take_direct(rma, source, conn, context, tag) {
+                Direct::Nothing => return Ok(None),
+                Direct::Taken(message) => return Ok(Some(message)),
+                Direct::Other => {}
             }
         }
         // What has landed comes in first, within the bound, even if a match
@@ -730,66 +754,123 @@ impl<W: LocalWindow> Messenger<W> {
         Ok(None)
     }
 
-    /// Takes the next message of the peer's stream, `landed` bytes of which
-    /// are in, straight from the ring into the `Vec` returned, if it is an
-    /// inline one with (context, tag) that has landed whole (nothing may be
-    /// held or partial): the common case of a receive, with no inbox.
-    /// `None` for anything else, which the general path handles (and
-    /// reports, if the peer broke the protocol).
+    /// Takes the next message of the peer's stream straight from the ring
+    /// into the `Vec` returned, if it is an inline one with (context, tag)
+    /// that has landed (nothing may be held or partial): the common case of
+    /// a receive, with no inbox, which reads one cache line for a small
+    /// message. A frame that breaks the protocol breaks the connection,
+    /// which the general path reports.
     #[inline(always)]
     fn take_direct<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
-        landed: u64,
         context: ContextId,
         tag: Tag,
-    ) -> Result<Option<Message>> {
-        if landed < conn.consumed || landed - conn.returned > self.ring_bytes as u64 {
-            return Ok(None);
-        }
-        // At most a ring, checked above. One read takes the header and a
-        // small payload, if they lie before the ring's end.
-        let available = (landed - conn.consumed) as usize;
-        let start = (conn.consumed % self.ring_bytes as u64) as usize;
-        let peek = available
-            .min(self.ring_bytes - start)
-            .min(SMALL_FRAME_BYTES);
-        if peek < FRAME_HEADER_BYTES {
-            return Ok(None);
-        }
-        let mut frame = [0u8; SMALL_FRAME_BYTES];
-        conn.window.read(RING_AT + start, &mut frame[..peek])?;
-        let header: &[u8; FRAME_HEADER_BYTES] =
-            frame[..FRAME_HEADER_BYTES].try_into().expect("a header");
-        let Some(header) = decode_header(header) else {
-            return Ok(None);
+    ) -> Direct {
+        let mut line = [0u8; FRAME_ALIGN];
+        let head = self.head_frame(peer, conn, &mut line);
+        let (header, span) = match head {
+            Ok(Some(head)) => head,
+            Ok(None) => return Direct::Nothing,
+            Err(e) => {
+                conn.corrupt = Some(e.to_string());
+                return Direct::Other;
+            }
         };
-        let whole = header.len <= (available - FRAME_HEADER_BYTES) as u64;
-        if header.rendezvous || header.context != context || header.tag != tag || !whole {
-            return Ok(None);
+        if header.rendezvous || header.context != context || header.tag != tag {
+            return Direct::Other;
         }
-        let len = header.len as usize;
-        let at = conn.consumed + FRAME_HEADER_BYTES as u64;
-        let data = if FRAME_HEADER_BYTES + len <= peek {
-            frame[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len].to_vec()
-        } else {
-            let mut data = Vec::with_capacity(len);
-            append_ring(&conn.window, (RING_AT, self.ring_bytes), at, len, &mut data)?;
-            data
+        let data = match self.inline_payload(conn, &header, &line) {
+            Ok(data) => data,
+            Err(e) => {
+                conn.corrupt = Some(e.to_string());
+                return Direct::Other;
+            }
         };
-        conn.consumed = at + len as u64;
+        conn.consumed += span;
         conn.taken += 1;
         if let Err(e) = self.return_credit(rma, peer, conn) {
             // The message is in; what failed was telling the peer.
             conn.corrupt = Some(e.to_string());
         }
-        Ok(Some(Message {
+        Direct::Taken(Message {
             source: peer,
             tag,
             data,
-        }))
+        })
+    }
+
+    /// The header of the frame at the head of the peer's stream (position
+    /// `consumed`) and the ring bytes it spans, once it has landed, with
+    /// the frame's first line read into `line`; `None` while its stamp is
+    /// 0. Stamp and header are the peer's word: another stamp, a frame of
+    /// no known kind, or one past the credit we gave break the protocol.
+    #[inline(always)]
+    fn head_frame(
+        &self,
+        peer: Rank,
+        conn: &Connection<W>,
+        line: &mut [u8; FRAME_ALIGN],
+    ) -> Result<Option<(Header, u64)>> {
+        let ring = self.ring_bytes as u64;
+        if conn.consumed - conn.returned >= ring {
+            // No credit for a frame there yet: the line still holds the
+            // last lap's (it is zeroed when credit goes back).
+            return Ok(None);
+        }
+        let at = RING_AT + (conn.consumed % ring) as usize;
+        let stamped = conn.window.signal(at)?;
+        if stamped == 0 {
+            return Ok(None);
+        }
+        if stamped != stamp(conn.consumed) {
+            return Err(Error::Protocol(format!(
+                "rank {peer} stamped the frame at stream position {} with {stamped}",
+                conn.consumed
+            )));
+        }
+        // The line is whole within the ring: frames start on line bounds.
+        conn.window
+            .read(at + STAMP_BYTES, &mut line[STAMP_BYTES..])?;
+        let header = (&line[..FRAME_HEADER_BYTES]).try_into().expect("a header");
+        let header = decode_header(header)
+            .ok_or_else(|| Error::Protocol(format!("rank {peer} sent a frame of no known kind")))?;
+        let span = match header.rendezvous {
+            true => frame_span(0),
+            false => frame_span(header.len),
+        };
+        // Credit lets the peer have at most a ring beyond what we returned.
+        span.and_then(|span| conn.consumed.checked_add(span))
+            .filter(|&end| end - conn.returned <= ring)
+            .ok_or_else(|| {
+                Error::Protocol(format!(
+                    "rank {peer} framed a {}-byte message past its credit in a {ring}-byte ring",
+                    header.len
+                ))
+            })?;
+        Ok(Some((header, span.expect("checked above"))))
+    }
+
+    /// The payload of the inline frame at the head of the peer's stream,
+    /// `header` and first `line` of which [`Messenger::head_frame`] read.
+    #[inline(always)]
+    fn inline_payload(
+        &self,
+        conn: &Connection<W>,
+        header: &Header,
+        line: &[u8; FRAME_ALIGN],
+    ) -> Result<Vec<u8>> {
+        // Within the ring's credit, checked by head_frame.
+        let len = header.len as usize;
+        if FRAME_HEADER_BYTES + len <= FRAME_ALIGN {
+            return Ok(line[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len].to_vec());
+        }
+        let mut data = Vec::with_capacity(len);
+        let at = conn.consumed + FRAME_HEADER_BYTES as u64;
+        append_ring(&conn.window, (RING_AT, self.ring_bytes), at, len, &mut data)?;
+        Ok(data)
     }
 
     /// One look for a message from any peer: the first to arrive of those
@@ -959,7 +1040,7 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Returns credit once what it frees is worth a put: a quarter of the
-    /// ring, an eighth of the bulk ring (the sender's chunks are a quarter:
+    /// ring (its lines' stamp words zeroed first), an eighth of the bulk ring (the sender's chunks are a quarter:
     /// one is copied out while the next lands), or all freed bulk bytes
     /// when no streamed payload is coming in.
     #[inline(always)]
@@ -973,7 +1054,13 @@ impl<W: LocalWindow> Messenger<W> {
             return Ok(());
         };
         let owed = conn.consumed - conn.returned;
-        if owed >= (self.ring_bytes / 4) as u64 {
+        if owed >= self.credit_batch() {
+            // The stamps of the next lap's frames land on these lines: each
+            // line's first word is 0 again before the peer may write there.
+            let ring = self.ring_bytes as u64;
+            for pos in (conn.returned..conn.consumed).step_by(FRAME_ALIGN) {
+                conn.window.set_signal(RING_AT + (pos % ring) as usize, 0)?;
+            }
             let signal = Signal {
                 offset: CREDIT_SIGNAL,
                 add: owed,
@@ -1207,85 +1294,72 @@ impl<W: LocalWindow> Messenger<W> {
         stream: bool,
         want: Option<(ContextId, Tag)>,
     ) -> Result<()> {
-        let landed = conn.window.signal(RING_SIGNAL)?;
-        // Credit lets the peer have at most a ring beyond what we returned
-        // (returned <= consumed, so once landed >= consumed this cannot wrap).
-        if landed < conn.consumed || landed - conn.returned > self.ring_bytes as u64 {
-            return Err(Error::Protocol(format!(
-                "rank {peer} claims {landed} bytes landed in a {}-byte ring \
-                 where {} were consumed and {} credited",
-                self.ring_bytes, conn.consumed, conn.returned
-            )));
-        }
         loop {
-            let Some(partial) = &conn.partial else {
-                if !self.parse_frame(rma, peer, conn, landed, limit)? {
-                    return Ok(());
-                }
-                continue;
-            };
-            let complete = match partial.payload {
-                Payload::Inline => {
-                    // At most a ring, checked above.
-                    let available = (landed - conn.consumed) as usize;
-                    let partial = conn.partial.as_mut().expect("partial");
-                    let data = &mut partial.envelope.message.data;
-                    let take = (partial.len - data.len()).min(available);
-                    if take > 0 {
-                        grow(data, take, partial.len, take, peer)?;
-                        let ring = (RING_AT, self.ring_bytes);
-                        append_ring(&conn.window, ring, conn.consumed, take, data)?;
-                        conn.consumed += take as u64;
-                        conn.held += take as u64;
-                    }
-                    if data.len() < partial.len {
-                        return Ok(());
-                    }
-                    true
-                }
-                Payload::Streamed { .. } | Payload::Resident { .. } => {
+            let envelope = match &conn.partial {
+                Some(_) => {
                     if !self.drain_bulk(peer, conn, stream)? {
                         return Ok(());
                     }
-                    true
+                    conn.partial.take().expect("partial").envelope
                 }
+                None => match self.parse_frame(rma, peer, conn, limit)? {
+                    Parsed::Nothing => return Ok(()),
+                    Parsed::Begun => continue,
+                    Parsed::Whole(envelope) => envelope,
+                },
             };
-            if complete {
-                let mut envelope = conn.partial.take().expect("partial").envelope;
-                envelope.arrival = self.arrivals.get();
-                self.arrivals.set(envelope.arrival + 1);
-                let wanted = want == Some((envelope.context, envelope.message.tag));
-                conn.inbox.push_back(envelope);
-                if wanted {
-                    return Ok(());
-                }
+            let wanted = want == Some((envelope.context, envelope.message.tag));
+            self.hold(conn, envelope);
+            if wanted {
+                return Ok(());
             }
         }
     }
 
-    /// Parses the next frame header of the peer's stream, `landed` bytes of
-    /// which are in, into the partial message; false if there is none yet
-    /// or the connection holds `limit` unreceived bytes (and at least one
-    /// message).
+    /// Holds a message taken in whole until it is received, numbered in
+    /// arrival order.
+    fn hold(&self, conn: &mut Connection<W>, mut envelope: Envelope) {
+        envelope.arrival = self.arrivals.get();
+        self.arrivals.set(envelope.arrival + 1);
+        conn.inbox.push_back(envelope);
+    }
+
+    /// Takes the frame at the head of the peer's stream, if it has landed
+    /// and the connection holds less than `limit` unreceived bytes (or no
+    /// message): an inline message whole, or the header of a rendezvous
+    /// one, whose payload becomes the partial message.
     fn parse_frame<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
-        landed: u64,
         limit: u64,
-    ) -> Result<bool> {
-        let available = (landed - conn.consumed) as usize;
+    ) -> Result<Parsed> {
         // One unreceived message is always let in, so a send before a
         // receive (an exchange) works under any bound.
-        if available < FRAME_HEADER_BYTES || (conn.held > 0 && conn.held >= limit) {
-            return Ok(false);
+        if conn.held > 0 && conn.held >= limit {
+            return Ok(Parsed::Nothing);
         }
-        let mut bytes = [0u8; FRAME_HEADER_BYTES];
-        let ring = (RING_AT, self.ring_bytes);
-        read_ring(&conn.window, ring.0, ring.1, conn.consumed, &mut bytes)?;
-        let header = decode_header(&bytes)
-            .ok_or_else(|| Error::Protocol(format!("rank {peer} sent a frame of no known kind")))?;
+        let mut line = [0u8; FRAME_ALIGN];
+        let Some((header, span)) = self.head_frame(peer, conn, &mut line)? else {
+            return Ok(Parsed::Nothing);
+        };
+        let envelope = |data| Envelope {
+            arrival: 0,
+            context: header.context,
+            message: Message {
+                source: peer,
+                tag: header.tag,
+                data,
+            },
+            resident: None,
+        };
+        if !header.rendezvous {
+            let data = self.inline_payload(conn, &header, &line)?;
+            conn.consumed += span;
+            conn.held += frame_bytes(data.len());
+            return Ok(Parsed::Whole(envelope(data)));
+        }
         // A payload a Vec can hold; its memory is taken only as bytes land,
         // so a lying length costs nothing up front.
         let len = usize::try_from(header.len)
@@ -1294,53 +1368,32 @@ impl<W: LocalWindow> Messenger<W> {
             .ok_or_else(|| {
                 Error::Protocol(format!("rank {peer} framed a {}-byte message", header.len))
             })?;
-        let mut data = Vec::new();
-        let payload = if header.rendezvous {
-            if conn.bulk.is_none() {
-                // Its sender knows our window, so we know its own (the
-                // reply or its request went before its frames); if that is
-                // still on its way, the frame waits for the next look.
-                if conn.remote.is_none() {
-                    return Ok(false);
-                }
-                self.make_bulk_window(rma, peer, conn)?;
+        if conn.bulk.is_none() {
+            // Its sender knows our window, so we know its own (the reply or
+            // its request went before its frames); if that is still on its
+            // way, the frame waits for the next look.
+            if conn.remote.is_none() {
+                return Ok(Parsed::Nothing);
             }
-            let at = conn.bulk_assigned;
-            conn.bulk_assigned = at.checked_add(len as u64).ok_or_else(|| {
-                Error::Protocol(format!("rank {peer} framed more than 2^64 bulk bytes"))
-            })?;
-            if len <= resident_max(self.bulk_bytes) {
-                Payload::Resident { at }
-            } else {
-                Payload::Streamed { at }
-            }
+            self.make_bulk_window(rma, peer, conn)?;
+        }
+        let at = conn.bulk_assigned;
+        conn.bulk_assigned = at.checked_add(len as u64).ok_or_else(|| {
+            Error::Protocol(format!("rank {peer} framed more than 2^64 bulk bytes"))
+        })?;
+        let payload = if len <= resident_max(self.bulk_bytes) {
+            Payload::Resident { at }
         } else {
-            // A small message that has landed whole is read at once.
-            let take = len.min(available - FRAME_HEADER_BYTES);
-            grow(&mut data, take, len, take, peer)?;
-            let payload_at = conn.consumed + FRAME_HEADER_BYTES as u64;
-            append_ring(&conn.window, ring, payload_at, take, &mut data)?;
-            conn.consumed += take as u64;
-            conn.held += take as u64;
-            Payload::Inline
+            Payload::Streamed { at }
         };
-        conn.consumed += FRAME_HEADER_BYTES as u64;
+        conn.consumed += span;
         conn.held += frame_bytes(0);
         conn.partial = Some(Partial {
-            envelope: Envelope {
-                arrival: 0,
-                context: header.context,
-                message: Message {
-                    source: peer,
-                    tag: header.tag,
-                    data,
-                },
-                resident: None,
-            },
+            envelope: envelope(Vec::new()),
             len,
             payload,
         });
-        Ok(true)
+        Ok(Parsed::Begun)
     }
 
     /// Takes in what has landed of the rendezvous payload of the partial
@@ -1398,7 +1451,6 @@ impl<W: LocalWindow> Messenger<W> {
                 }
                 Ok(data.len() == partial.len)
             }
-            Payload::Inline => unreachable!("an inline payload is in the ring"),
         }
     }
 
@@ -1490,20 +1542,73 @@ fn learn_bulk_window<W: LocalWindow, R: ControlWindows<Window = W>>(
     Ok(true)
 }
 
-/// Writes bytes `from..from + len` of `parts` (one byte string, in pieces)
-/// at stream position `pos` of the peer's ring `(ring_at, ring_bytes,
-/// signal)` in its window `key`, wrapping at the ring's end; the last put
-/// adds `len` to the ring's signal word. `len` is at most a ring.
+/// Writes the frame `header` + `payload` at stream position `pos` of the
+/// peer's ring of `ring_bytes` in its window `key` (the caller holds credit
+/// for all of it): all but its stamp, which the signal of the last put
+/// sets, so the frame is seen only once it has landed whole.
+fn write_frame_now<R: Rma + ?Sized>(
+    rma: &R,
+    target: Rank,
+    key: &RemoteKey,
+    ring_bytes: usize,
+    pos: u64,
+    header: &[u8; FRAME_HEADER_BYTES],
+    payload: &[u8],
+) -> Result<()> {
+    let at = RING_AT + (pos % ring_bytes as u64) as usize;
+    let body = [&header[STAMP_BYTES..], payload];
+    let len = FRAME_HEADER_BYTES - STAMP_BYTES + payload.len();
+    let ring = (RING_AT, ring_bytes);
+    let stamped = Last::Stamp(stamp_at(at, pos));
+    write_span(
+        rma,
+        target,
+        key,
+        ring,
+        pos + STAMP_BYTES as u64,
+        body,
+        len,
+        stamped,
+    )
+}
+
+/// The signal that stamps the frame at stream position `pos`, window
+/// offset `at`, as landed (its stamp word is 0 until then).
+fn stamp_at(at: usize, pos: u64) -> Signal {
+    Signal {
+        offset: at,
+        add: stamp(pos),
+    }
+}
+
+/// The ring bytes a frame of `len` payload bytes takes (a rendezvous
+/// frame's payload is not in the ring: 0); `len` is at most a ring.
+fn span_of(len: usize) -> u64 {
+    frame_span(len as u64).expect("a frame's payload fits a ring")
+}
+
+/// What the last put of a [`write_span`] does besides its data.
+enum Last {
+    /// Adds to a signal word (the bulk stream's landed bytes).
+    Signal(Signal),
+    /// Stamps a frame (see [`Rma::put_stamp`]).
+    Stamp(Signal),
+}
+
+/// Writes the first `len` bytes of `parts` (one byte string, in pieces) at
+/// stream position `pos` of the peer's ring `(ring_at, ring_bytes)` in its
+/// window `key`, wrapping at the ring's end; the last put does `last`.
+/// `len` is at most a ring.
 #[allow(clippy::too_many_arguments)]
 fn write_span<R: Rma + ?Sized>(
     rma: &R,
     target: Rank,
     key: &RemoteKey,
-    (ring_at, ring_bytes, signal): (usize, usize, usize),
+    (ring_at, ring_bytes): (usize, usize),
     pos: u64,
     parts: [&[u8]; 2],
-    from: usize,
     len: usize,
+    last_op: Last,
 ) -> Result<()> {
     debug_assert!(len > 0 && len <= ring_bytes);
     // (ring offset, bytes): the bytes wrap at most once, so each part gives
@@ -1511,14 +1616,9 @@ fn write_span<R: Rma + ?Sized>(
     let mut pieces: [(usize, &[u8]); 4] = [(0, &[]); 4];
     let mut count = 0;
     let mut at = (pos % ring_bytes as u64) as usize;
-    let (mut skip, mut left) = (from, len);
+    let mut left = len;
     for part in parts {
-        if skip >= part.len() {
-            skip -= part.len();
-            continue;
-        }
-        let mut bytes = &part[skip..part.len().min(skip + left)];
-        skip = 0;
+        let mut bytes = &part[..part.len().min(left)];
         left -= bytes.len();
         while !bytes.is_empty() {
             let first = bytes.len().min(ring_bytes - at);
@@ -1537,26 +1637,11 @@ fn write_span<R: Rma + ?Sized>(
     for (at, bytes) in rest {
         rma.put(target, key, ring_at + at, bytes)?;
     }
-    let add = Signal {
-        offset: signal,
-        add: len as u64,
-    };
-    rma.put_signal(target, key, ring_at + last.0, last.1, add)
-}
-
-/// Copies `buf.len()` bytes at stream position `pos` out of the ring at
-/// `ring_at` of `window`.
-fn read_ring<W: LocalWindow>(
-    window: &W,
-    ring_at: usize,
-    ring_bytes: usize,
-    pos: u64,
-    buf: &mut [u8],
-) -> Result<()> {
-    let [(a_at, a_len), (b_at, b_len)] = ring_pieces(pos, buf.len(), ring_bytes)
-        .ok_or_else(|| Error::Protocol(format!("a {}-byte read exceeds the ring", buf.len())))?;
-    window.read(ring_at + a_at, &mut buf[..a_len])?;
-    window.read(ring_at + b_at, &mut buf[a_len..a_len + b_len])
+    let (at, bytes) = (ring_at + last.0, last.1);
+    match last_op {
+        Last::Signal(signal) => rma.put_signal(target, key, at, bytes, signal),
+        Last::Stamp(stamp) => rma.put_stamp(target, key, at, bytes, stamp),
+    }
 }
 
 /// Appends the `len` bytes at stream position `pos` of the ring

@@ -46,8 +46,6 @@ pub fn slot_at(slot: usize) -> usize {
 pub const REPLY_SIGNAL: usize = 0;
 /// Bytes of our outgoing stream the peer has consumed.
 pub const CREDIT_SIGNAL: usize = 8;
-/// Bytes of the peer's stream that have landed in our ring.
-pub const RING_SIGNAL: usize = 16;
 /// Bytes of our outgoing bulk stream the peer has consumed.
 pub const BULK_CREDIT_SIGNAL: usize = 24;
 /// Counts the peer's bulk window replies (its bulk window key has landed).
@@ -87,10 +85,22 @@ pub fn bulk_window_bytes(bulk_bytes: usize) -> usize {
 
 /// A message in the stream: this header, then `len` payload bytes (an
 /// inline frame), or `len` bytes in the bulk stream instead (a rendezvous
-/// frame).
-pub const FRAME_HEADER_BYTES: usize = 24;
+/// frame). The header's first word is the frame's stamp, which its sender
+/// sets last, by the signal of its last put: a receiver polls the frame
+/// itself, and takes a small one in the same cache line that told it the
+/// frame is there.
+pub const FRAME_HEADER_BYTES: usize = 32;
+/// Every frame starts at a multiple of this in the stream (its span is
+/// padded to it), so its stamp and header share a cache line and never
+/// wrap around the ring's end.
+pub const FRAME_ALIGN: usize = 64;
+/// Bytes of a frame's stamp, its first word: 0 until the frame has landed
+/// whole, then [`stamp`] of its stream position.
+pub const STAMP_BYTES: usize = 8;
+/// Offset in a frame header of its length word (u64).
+const LEN_AT: usize = STAMP_BYTES;
 /// Offset in a frame header of its kind word (u32).
-const KIND_AT: usize = 20;
+const KIND_AT: usize = 28;
 /// Kind word of a frame whose payload follows it in the ring.
 const INLINE: u32 = 0;
 /// Kind word of a frame whose payload is the next `len` bytes of the
@@ -143,13 +153,15 @@ fn encode(len: usize, context: ContextId, tag: Tag, kind: u32) -> [u8; FRAME_HEA
 
 #[inline]
 fn write(h: &mut [u8; FRAME_HEADER_BYTES], len: usize, context: ContextId, tag: Tag, kind: u32) {
-    h[0..8].copy_from_slice(&(len as u64).to_le_bytes());
-    h[8..16].copy_from_slice(&context.to_le_bytes());
-    h[16..20].copy_from_slice(&tag.to_le_bytes());
+    h[..STAMP_BYTES].fill(0);
+    h[LEN_AT..16].copy_from_slice(&(len as u64).to_le_bytes());
+    h[16..24].copy_from_slice(&context.to_le_bytes());
+    h[24..KIND_AT].copy_from_slice(&tag.to_le_bytes());
     h[KIND_AT..].copy_from_slice(&kind.to_le_bytes());
 }
 
-/// The header's fields; `None` if its kind word names no kind of frame.
+/// The header's fields (its stamp aside); `None` if its kind word names no
+/// kind of frame.
 pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> Option<Header> {
     let rendezvous = match u32::from_le_bytes(h[KIND_AT..].try_into().unwrap()) {
         INLINE => false,
@@ -157,11 +169,27 @@ pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> Option<Header> {
         _ => return None,
     };
     Some(Header {
-        len: u64::from_le_bytes(h[0..8].try_into().unwrap()),
-        context: ContextId::from_le_bytes(h[8..16].try_into().unwrap()),
-        tag: Tag::from_le_bytes(h[16..20].try_into().unwrap()),
+        len: u64::from_le_bytes(h[LEN_AT..16].try_into().unwrap()),
+        context: ContextId::from_le_bytes(h[16..24].try_into().unwrap()),
+        tag: Tag::from_le_bytes(h[24..KIND_AT].try_into().unwrap()),
         rendezvous,
     })
+}
+
+/// The stamp of the frame at stream position `pos`: never 0 (a word the
+/// receiver zeroed), and different on every lap of the ring, so a stamp
+/// left from an earlier lap never passes for a new frame's.
+pub fn stamp(pos: u64) -> u64 {
+    pos.wrapping_add(1)
+}
+
+/// The ring bytes an inline frame of `len` payload bytes takes (a
+/// rendezvous frame takes `frame_span(0)`): header and payload, padded to
+/// [`FRAME_ALIGN`]; `None` past `u64`.
+pub fn frame_span(len: u64) -> Option<u64> {
+    let align = FRAME_ALIGN as u64;
+    len.checked_add(FRAME_HEADER_BYTES as u64 + align - 1)
+        .map(|end| end / align * align)
 }
 
 /// Splits `len` bytes at stream position `pos` of a ring into at most two
@@ -205,6 +233,18 @@ mod tests {
             h[KIND_AT..].copy_from_slice(&kind.to_le_bytes());
             assert_eq!(decode_header(&h), None);
         }
+    }
+
+    #[test]
+    fn frames_span_whole_lines() {
+        assert_eq!(frame_span(0), Some(64));
+        assert_eq!(frame_span(32), Some(64));
+        assert_eq!(frame_span(33), Some(128));
+        assert_eq!(frame_span(u64::MAX - 95), Some(u64::MAX - 63));
+        assert_eq!(frame_span(u64::MAX - 94), None);
+        assert_ne!(stamp(0), stamp(64));
+        assert_ne!(stamp(0), 0);
+        assert_ne!(stamp(u64::MAX - 63), 0);
     }
 
     #[test]

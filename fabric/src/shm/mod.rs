@@ -94,6 +94,7 @@ impl ShmTransport {
 
     /// Runs `f` on the mapping of `target`'s window named by `key`, mapping
     /// it on first use.
+    #[inline]
     fn with_peer_window<R>(
         &self,
         target: Rank,
@@ -236,6 +237,24 @@ impl Rma for ShmTransport {
             let word = w.word(signal.offset)?;
             w.write(offset, data)?;
             word.fetch_add(signal.add, Ordering::SeqCst);
+            wake(w);
+            Ok(())
+        })
+    }
+
+    #[inline]
+    fn put_stamp(
+        &self,
+        target: Rank,
+        window: &RemoteKey,
+        offset: usize,
+        data: &[u8],
+        stamp: Signal,
+    ) -> Result<()> {
+        self.with_peer_window(target, window, |w| {
+            let word = w.word(stamp.offset)?;
+            w.write(offset, data)?;
+            word.store(stamp.add, Ordering::Release);
             wake(w);
             Ok(())
         })

@@ -79,6 +79,7 @@ impl ShmKey {
 
     /// The window id a key claims, unchecked: only to find a mapping made
     /// through the very same key bytes.
+    #[inline]
     pub(crate) fn peek_id(key: &RemoteKey) -> Option<u32> {
         let b = key.as_bytes();
         if b.len() != BODY_LEN + SEAL_BYTES || b[0] != KEY_TAG {
@@ -120,16 +121,19 @@ impl MappedWindow {
         }))
     }
 
+    #[inline]
     pub(crate) fn is_live(&self) -> bool {
         self.segment.u64_at(STATE_AT).load(Ordering::Acquire) == LIVE
     }
 
+    #[inline]
     pub(crate) fn data(&self) -> *mut u8 {
         // SAFETY: the segment is HEADER_BYTES + len long (checked in open).
         unsafe { self.segment.base().add(HEADER_BYTES) }
     }
 
     /// The signal or atomic word at `offset` of the data area, checked.
+    #[inline]
     pub(crate) fn word(&self, offset: usize) -> Result<&std::sync::atomic::AtomicU64> {
         check_word(offset, self.key.len)?;
         Ok(self.segment.u64_at(HEADER_BYTES + offset))
@@ -138,6 +142,7 @@ impl MappedWindow {
     /// Copies `data` to `offset` of the data area, checked against the
     /// window's length (the key's, which the owner tagged and `open` found
     /// to be the segment's).
+    #[inline]
     pub(crate) fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         check_bounds(offset, data.len(), self.key.len)?;
         // SAFETY: the range lies inside the owner's data area; `data` is ours.
@@ -189,6 +194,7 @@ impl ShmWindow {
         &self.segment
     }
 
+    #[inline]
     fn check(&self, offset: usize, len: usize) -> Result<*mut u8> {
         check_bounds(offset, len, self.key.len)?;
         // SAFETY: in bounds of the data area, checked above.
@@ -243,6 +249,7 @@ impl LocalWindow for ShmWindow {
             .load(Ordering::Acquire))
     }
 
+    #[inline]
     fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
         check_word(offset, self.key.len)?;
         self.segment

@@ -1,16 +1,16 @@
 //! A hostile rank for eager-messaging tests: it makes first contact with a
 //! victim by hand, with raw puts, so it holds the victim's connection window
 //! key and can write anything the protocol lets a peer write (ring bytes,
-//! ring signal, credit, reply area, control slots).
+//! frame stamps, credit, reply area, control slots).
 
 // Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
 
 use catena_fabric::eager::wire::{
-    connection_window_bytes, encode_header, encode_rendezvous_header, slot_at, BULK_KEY_AT,
-    BULK_KEY_LEN_AT, BULK_REPLY_SIGNAL, BULK_RING_AT, BULK_RING_BYTES_AT, BULK_SIGNAL,
+    connection_window_bytes, encode_header, encode_rendezvous_header, slot_at, stamp, BULK_KEY_AT,
+    BULK_KEY_LEN_AT, BULK_REPLY_SIGNAL, BULK_RING_AT, BULK_RING_BYTES_AT, BULK_SIGNAL, FRAME_ALIGN,
     REPLY_KEY_AT, REPLY_KEY_LEN_AT, REPLY_SIGNAL, REQUEST_BELL, RING_AT, SLOT_CLAIMED, SLOT_COUNT,
-    SLOT_FREE, SLOT_FROM_AT,
+    SLOT_FREE, SLOT_FROM_AT, STAMP_BYTES,
 };
 use catena_fabric::{
     wait_until, ControlWindows, Error, LocalWindow, Rank, RemoteKey, Result, Rma, Signal, Time,
@@ -87,19 +87,27 @@ impl<'a, 's> Intruder<'a, 's> {
         })
     }
 
-    /// Writes `bytes` into the victim's ring at our stream position and
-    /// announces `announced` landed bytes (honest: `bytes.len()`). Ignores
-    /// credit, so only use it for what fits.
-    pub fn stream(&mut self, bytes: &[u8], announced: u64) -> Result<()> {
-        let mut at = (self.written % self.ring as u64) as usize;
-        for chunk in bytes.chunks(self.ring) {
+    /// Writes `frame` into the victim's ring at our stream position (all
+    /// but its stamp word) and stamps it as landed, as an honest sender
+    /// does. Ignores credit, so only use it for what fits.
+    pub fn stream(&mut self, frame: &[u8]) -> Result<()> {
+        self.stream_stamped(frame, stamp(self.written))
+    }
+
+    /// [`Intruder::stream`], adding `stamp` to the frame's stamp word
+    /// (honest: [`stamp`] of its stream position).
+    pub fn stream_stamped(&mut self, frame: &[u8], stamp: u64) -> Result<()> {
+        let start = (self.written % self.ring as u64) as usize;
+        let mut at = start + STAMP_BYTES;
+        for chunk in frame[STAMP_BYTES..].chunks(self.ring) {
             let first = chunk.len().min(self.ring - at);
             self.put(RING_AT + at, &chunk[..first])?;
             self.put(RING_AT, &chunk[first..])?;
             at = (at + chunk.len()) % self.ring;
         }
-        self.written = self.written.wrapping_add(bytes.len() as u64);
-        self.signal(catena_fabric::eager::wire::RING_SIGNAL, announced)
+        let span = frame.len().div_ceil(FRAME_ALIGN) * FRAME_ALIGN;
+        self.written = self.written.wrapping_add(span as u64);
+        self.signal(RING_AT + start, stamp)
     }
 
     /// An honest frame of `data`.
