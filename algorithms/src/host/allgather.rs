@@ -5,8 +5,8 @@ use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
 use super::message::{announce, receive, receive_into};
-use super::stream::{expose, Readers};
-use super::{others_then_me, Team};
+use super::stream::{expose, expose_mirrored, Readers};
+use super::Team;
 use crate::{Error, Result};
 
 /// Every member's `send` (all of one length) in rank order into every
@@ -18,15 +18,26 @@ pub(crate) async fn allgather<T: HostMemory>(
     recv: &mut [u8],
     deadline: Time,
 ) -> Result<()> {
-    let (me, each) = (team.me(), send.len());
-    let exposing = offer(team, seq, send, deadline);
+    let (me, each) = (team.me() as usize, send.len());
+    let (before, rest) = recv.split_at_mut(me * each);
+    let (mine, after) = rest.split_at_mut(each);
+    // A long value is copied into place as it is exposed, from cache.
+    let exposing = async {
+        let long = each > team.layout().inline();
+        offer(team, seq, send, false, deadline).await?;
+        match long {
+            true => expose_mirrored(team, &[(send, Readers::All)], CELL, mine, deadline).await,
+            false => Ok(mine.copy_from_slice(send)),
+        }
+    };
     let copying = async {
-        for m in others_then_me(me, team.size()) {
-            let part = &mut recv[m as usize * each..(m as usize + 1) * each];
-            match m == me {
-                true => part.copy_from_slice(send),
-                false => receive_into(team, m, seq, part, deadline).await?,
-            }
+        // The others in rank order, as every reader takes them.
+        for m in (0..team.size() as usize).filter(|&m| m != me) {
+            let part = match m < me {
+                true => &mut before[m * each..(m + 1) * each],
+                false => &mut after[(m - me - 1) * each..(m - me) * each],
+            };
+            receive_into(team, m as u32, seq, part, deadline).await?;
         }
         Ok::<(), Error>(())
     };
@@ -43,7 +54,7 @@ pub(crate) async fn allgather_any<T: HostMemory>(
     deadline: Time,
 ) -> Result<Vec<Vec<u8>>> {
     let me = team.me();
-    let exposing = offer(team, seq, send, deadline);
+    let exposing = offer(team, seq, send, true, deadline);
     let copying = async {
         let mut all = Vec::with_capacity(team.size() as usize);
         for m in 0..team.size() {
@@ -59,17 +70,19 @@ pub(crate) async fn allgather_any<T: HostMemory>(
     Ok(all)
 }
 
-/// Posts `send` to every other member, exposing it once if it is long.
+/// Posts `send` to every other member, and exposes it once if it is long
+/// and `expose_long` (else the caller does).
 async fn offer<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     send: &[u8],
+    expose_long: bool,
     deadline: Time,
 ) -> Result<()> {
     for m in (0..team.size()).filter(|&m| m != team.me()) {
         announce(team, m, seq, send, 0, deadline).await?;
     }
-    if send.len() > team.layout().inline() {
+    if expose_long && send.len() > team.layout().inline() {
         expose(team, &[(send, Readers::All)], CELL, deadline).await?;
     }
     Ok(())

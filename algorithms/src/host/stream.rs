@@ -51,13 +51,28 @@ pub(crate) fn expose<'a, T: HostMemory>(
     chunk: usize,
     deadline: Time,
 ) -> Step<'a, ()> {
-    Box::pin(expose_in(team, pieces, chunk, deadline))
+    Box::pin(expose_in(team, pieces, chunk, &mut [], deadline))
+}
+
+/// [`expose`] of one piece that also copies it into `mirror` (its length),
+/// chunk by chunk while each is in cache: what a member that gathers its
+/// own value too would otherwise read from memory a second time.
+pub(crate) fn expose_mirrored<'a, T: HostMemory>(
+    team: &'a Team<'_, T>,
+    piece: &'a [(&'a [u8], Readers); 1],
+    chunk: usize,
+    mirror: &'a mut [u8],
+    deadline: Time,
+) -> Step<'a, ()> {
+    debug_assert_eq!(piece[0].0.len(), mirror.len());
+    Box::pin(expose_in(team, piece, chunk, mirror, deadline))
 }
 
 async fn expose_in<T: HostMemory>(
     team: &Team<'_, T>,
     pieces: &[(&[u8], Readers)],
     chunk: usize,
+    mirror: &mut [u8],
     deadline: Time,
 ) -> Result<()> {
     debug_assert!(chunk > 0 && chunk <= CELL);
@@ -78,6 +93,7 @@ async fn expose_in<T: HostMemory>(
     // reaches once it consumed it.
     let mut users: Vec<Vec<(u32, u64)>> = vec![Vec::new(); CELLS as usize];
     let mut index = 0u64;
+    let mut mirror = mirror.chunks_mut(chunk);
     for &(data, readers) in pieces {
         for chunk in data.chunks(chunk) {
             let cell = (index % CELLS) as usize;
@@ -85,6 +101,9 @@ async fn expose_in<T: HostMemory>(
                 wait_consumed(by, count).await?;
             }
             t.host_write(own, team.at(me, team.layout().cell(index)), chunk)?;
+            if let Some(copy) = mirror.next() {
+                copy.copy_from_slice(chunk);
+            }
             let mut tell = |m: u32| -> Result<()> {
                 let sent = team.sent_to(m);
                 sent.set(sent.get() + 1);
