@@ -9,8 +9,8 @@ use catena_fabric::{HostMemory, Time};
 use super::bcast::{bcast, Value};
 use super::mailbox::{arrived, post, read};
 use super::reduce::{reduce_slices, up_the_tree};
-use super::stream::{chunk_for, expose, pull_into, Readers};
-use super::{others_then_me, select, Combine, Team};
+use super::stream::{chunk_for, expose_mirrored, pull_into, Readers};
+use super::{select, Combine, Team};
 use crate::{Error, Result};
 
 /// Every member's `send` combined in rank order into every member's `recv`
@@ -59,15 +59,21 @@ async fn reduce_everywhere<T: HostMemory>(
     }
     let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;
     let chunk = chunk_for(elem).expect("checked by reduce_slices");
+    // This member's slice is copied into place as it is exposed, from cache.
+    let mine = slice(me);
+    let (before, rest) = recv.split_at_mut(mine.start);
+    let (own, after) = rest.split_at_mut(mine.len());
     let pieces = [(&reduced[..], Readers::All)];
-    let exposing = expose(team, &pieces, chunk, deadline);
+    let exposing = expose_mirrored(team, &pieces, chunk, own, deadline);
     let copying = async {
-        for m in others_then_me(me, n) {
-            let part = &mut recv[slice(m)];
-            match m == me {
-                true => part.copy_from_slice(&reduced),
-                false => pull_into(team, m, 0, part, chunk, deadline).await?,
-            }
+        // The others in rank order, as every reader takes them.
+        for m in (0..n).filter(|&m| m != me) {
+            let range = slice(m);
+            let part = match m < me {
+                true => &mut before[range],
+                false => &mut after[range.start - mine.end..range.end - mine.end],
+            };
+            pull_into(team, m, 0, part, chunk, deadline).await?;
         }
         Ok::<(), Error>(())
     };
