@@ -145,20 +145,46 @@ pub(crate) async fn bcast_in<T: Transport, V: Serialize + DeserializeOwned>(
     value: Option<V>,
     deadline: Time,
 ) -> Result<V> {
+    let bytes = value.as_ref().map(|v| encode(v, "a bcast value"));
+    let bytes = bcast_bytes_in(t, chain, tags, root, bytes.transpose()?, deadline).await?;
+    match value {
+        Some(v) => Ok(v),
+        None => decode(&bytes, "a bcast value"),
+    }
+}
+
+/// [`bcast`] of a byte payload, forwarded as it came (no encoding pass):
+/// the root's `bytes` on every member (the root gets its own back).
+pub fn bcast_bytes<'a, T: Transport>(
+    t: &'a T,
+    chain: &'a Chain,
+    root: u32,
+    bytes: Option<Vec<u8>>,
+    deadline: Time,
+) -> impl Future<Output = Result<Vec<u8>>> + 'a {
+    bcast_bytes_in(t, chain, reserve(chain), root, bytes, deadline)
+}
+
+/// [`bcast_bytes`] with tags reserved before (and the neighbour search).
+async fn bcast_bytes_in<T: Transport>(
+    t: &T,
+    chain: &Chain,
+    tags: CallTags,
+    root: u32,
+    bytes: Option<Vec<u8>>,
+    deadline: Time,
+) -> Result<Vec<u8>> {
     check_root(chain, root)?;
-    if (chain.rank() == root) != value.is_some() {
+    if (chain.rank() == root) != bytes.is_some() {
         return Err(Error::InvalidArgument(
             "bcast takes a value on the root and none elsewhere".into(),
         ));
     }
     let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
-    let (bytes, value) = match (me.parent, value) {
-        (None, Some(v)) => (encode(&v, "a bcast value")?, Some(v)),
-        (Some(p), _) => (
-            chain.recv_bytes(t, p, tags.round(0)?, deadline).await?,
-            None,
-        ),
+    let bytes = match (me.parent, bytes) {
+        (None, Some(bytes)) => bytes,
+        (Some(p), _) => chain.recv_bytes(t, p, tags.round(0)?, deadline).await?,
         (None, None) => unreachable!("the root has a value (checked above)"),
     };
     // Intermediate processes forward the bytes as they came.
@@ -167,10 +193,7 @@ pub(crate) async fn bcast_in<T: Transport, V: Serialize + DeserializeOwned>(
             .send_bytes(t, child.address, tags.round(0)?, &bytes, deadline)
             .await?;
     }
-    match value {
-        Some(v) => Ok(v),
-        None => decode(&bytes, "a bcast value"),
-    }
+    Ok(bytes)
 }
 
 /// x_0 ⊕ … ⊕ x_(n-1) on the root (`None` elsewhere), in chain order.

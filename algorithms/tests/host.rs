@@ -3,7 +3,8 @@
 //! root, lengths from empty through a mailbox line to many cells, a
 //! non-commutative elementwise operation (so rank order shows), calls
 //! joined so they run at once, and buffers of the wrong length; on 1..17
-//! simulated ranks of one host and on real processes.
+//! simulated ranks of one host and on real processes, and on the chain
+//! with a rank per simulated host.
 
 mod common;
 
@@ -54,12 +55,20 @@ fn expect<V: PartialEq + std::fmt::Debug>(t: &impl Rma, what: &str, got: V, want
     ))
 }
 
-async fn every_collective<T: Transport>(t: &T, seed: u64) -> Outcome {
+/// Every collective against its reference, on the world: through host
+/// memory if `one_host` (all ranks share it), else on the chain.
+async fn every_collective<T: Transport>(t: &T, seed: u64, one_host: bool) -> Outcome {
     let world = Comm::world(t);
     let (me, n) = (world.rank(), world.size());
-    if n > 1 && !world.in_host_memory() {
+    if n > 1 && world.in_host_memory() != one_host {
         return Err(format!(
-            "rank {me}: a world of one host without host memory"
+            "rank {me}: a world of {} with{} host memory",
+            if one_host {
+                "one host"
+            } else {
+                "a rank per host"
+            },
+            if one_host { "out" } else { "" },
         ));
     }
     let mut rng = Rng::new(seed, 0);
@@ -397,7 +406,7 @@ fn sim_host_collectives_1_to_17() {
         for seed in 0..2 {
             let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(n);
             let (results, report) = sim
-                .run(async |t: &SimRank<'_>| every_collective(t, seed).await)
+                .run(async |t: &SimRank<'_>| every_collective(t, seed, true).await)
                 .unwrap_or_else(|e| panic!("{n} ranks, seed {seed}: {e}"));
             eprintln!(
                 "{n} ranks, seed {seed}: {:?} virtual, {} events, {:?}",
@@ -409,8 +418,23 @@ fn sim_host_collectives_1_to_17() {
     }
 }
 
+/// The same collectives with a rank per simulated host: on the chain, the
+/// buffer collectives' bytes forwarded without an encoding pass.
+#[test]
+fn sim_chain_collectives_1_to_9() {
+    for n in [1, 2, 3, 5, 9] {
+        let sim = Sim::new(n, LogGp::default());
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| every_collective(t, 3, false).await)
+            .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+        let failed: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+        assert!(failed.is_empty(), "{n} ranks: {failed:#?}");
+    }
+}
+
 fn collectives<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
-    catena_fabric::block_on(t, every_collective(t, 11)).map_err(catena_fabric::Error::Protocol)
+    catena_fabric::block_on(t, every_collective(t, 11, true))
+        .map_err(catena_fabric::Error::Protocol)
 }
 
 common::provider_cases! {

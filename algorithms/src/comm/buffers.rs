@@ -132,11 +132,17 @@ impl<'t, T: Transport> Comm<'t, T> {
         let deadline = self.deadline();
         let path = self.path_if(host_fits::<E>(), || {
             let value = (self.rank() == root).then(|| bytes_of(buf));
-            tree::bcast::<_, Vec<u8>>(self.t, &self.chain, root, value, deadline)
+            tree::bcast_bytes(self.t, &self.chain, root, value, deadline)
         });
         async move {
             match path {
-                Path::Chain(call) => fill(buf, &call.await?, "a bcast buffer"),
+                Path::Chain(call) => {
+                    let bytes = call.await?;
+                    match self.rank() == root {
+                        true => Ok(()),
+                        false => fill(buf, &bytes, "a bcast buffer"),
+                    }
+                }
                 Path::Host(team, seq) => {
                     let bytes = bytemuck::cast_slice_mut::<E, u8>(buf);
                     team.begin(seq, deadline).await?;
@@ -237,8 +243,11 @@ impl<'t, T: Transport> Comm<'t, T> {
         async move {
             match path {
                 Path::Chain(call) => {
+                    // Taken part in first, whatever this member's buffer,
+                    // so that a wrong one is its owner's error alone.
+                    let bytes = call.await?;
                     check_len("the receive buffer", recv.len(), send.len())?;
-                    fill(recv, &call.await?, "an allreduce buffer")
+                    fill(recv, &bytes, "an allreduce buffer")
                 }
                 Path::Host(team, seq) => {
                     let op = op.take().expect("taken once");
@@ -384,8 +393,8 @@ impl<'t, T: Transport> Comm<'t, T> {
         async move {
             match path {
                 Path::Chain(call) => {
-                    check_len("the receive buffer", recv.len(), send.len() * size)?;
                     let all: Vec<Vec<u8>> = call.await?;
+                    check_len("the receive buffer", recv.len(), send.len() * size)?;
                     fill(recv, &all.concat(), "an allgather buffer")
                 }
                 Path::Host(team, seq) => {
