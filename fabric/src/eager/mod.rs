@@ -1282,8 +1282,8 @@ impl<W: LocalWindow> Messenger<W> {
     /// unreceived bytes (and at least one message) or once one with the
     /// (context, tag) in `want` is in, and copying a streamed payload into
     /// the heap only if `stream`.
-    /// The ring signals and frame headers are the peer's word: they are
-    /// checked against the credit we gave before anything is read or
+    /// Stamps, frame headers and the bulk signal are the peer's word: they
+    /// are checked against the credit we gave before anything is read or
     /// allocated.
     fn drain<R: ControlWindows<Window = W>>(
         &self,
