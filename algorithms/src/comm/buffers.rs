@@ -355,9 +355,9 @@ impl<'t, T: Transport> Comm<'t, T> {
                             piece * size
                         ))
                     });
-                    let pieces: Option<Vec<&[u8]>> = send.map(|s| match wrong {
-                        Some(_) => vec![&s[..0]; size],
-                        None => (0..size).map(|m| &s[m * piece..(m + 1) * piece]).collect(),
+                    let pieces = send.map(|s| match wrong {
+                        Some(_) => host::Pieces::Even(&[], 0),
+                        None => host::Pieces::Even(s, piece),
                     });
                     let mut scratch = Vec::new();
                     // Its own piece is empty then too.
@@ -367,10 +367,7 @@ impl<'t, T: Transport> Comm<'t, T> {
                     };
                     team.begin(seq, deadline).await?;
                     let out = match root < team.size() {
-                        true => {
-                            let pieces = pieces.as_deref();
-                            host::scatter(team, seq, root, pieces, recv, deadline).await
-                        }
+                        true => host::scatter(team, seq, root, pieces, recv, deadline).await,
                         false => Err(bad_root(root, team.size())),
                     };
                     team.end(seq, out)?;

@@ -35,7 +35,7 @@ pub(crate) use claim::Claim;
 pub(crate) use gather::{gather, gather_any};
 pub(crate) use layout::{Layout, MAX_MEMBERS};
 pub(crate) use reduce::reduce;
-pub(crate) use scatter::{scatter, scatter_any};
+pub(crate) use scatter::{scatter, scatter_any, Pieces};
 
 use crate::context::WORLD_CONTEXT;
 use crate::{Error, Result};

@@ -10,21 +10,46 @@ use super::stream::{chunks, expose, Readers};
 use super::Team;
 use crate::Result;
 
-/// The root's `pieces` (one per member, in rank order; `Some` on the root
-/// only) dealt out: this member's piece into `recv` (which must be exactly
-/// as long).
+/// The root's pieces, one per member in rank order.
+#[derive(Clone, Copy)]
+pub(crate) enum Pieces<'a> {
+    /// Cut from one buffer, so many bytes each (a buffer too short for a
+    /// member deals it an empty piece): no list made per call.
+    Even(&'a [u8], usize),
+    /// Of any lengths.
+    Any(&'a [&'a [u8]]),
+}
+
+impl<'a> Pieces<'a> {
+    fn count(&self, members: u32) -> usize {
+        match self {
+            Pieces::Even(..) => members as usize,
+            Pieces::Any(pieces) => pieces.len(),
+        }
+    }
+
+    fn get(&self, m: usize) -> &'a [u8] {
+        match *self {
+            Pieces::Even(all, piece) => all.get(m * piece..(m + 1) * piece).unwrap_or(&[]),
+            Pieces::Any(pieces) => pieces[m],
+        }
+    }
+}
+
+/// The root's `pieces` (`Some` on the root only) dealt out: this member's
+/// piece into `recv` (which must be exactly as long).
 pub(crate) async fn scatter<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     root: u32,
-    pieces: Option<&[&[u8]]>,
+    pieces: Option<Pieces<'_>>,
     recv: &mut [u8],
     deadline: Time,
 ) -> Result<()> {
     match pieces {
         Some(pieces) => {
             deal(team, seq, pieces, deadline).await?;
-            recv.copy_from_slice(pieces[team.me() as usize]);
+            recv.copy_from_slice(pieces.get(team.me() as usize));
             Ok(())
         }
         None => receive_into(team, root, seq, recv, deadline).await,
@@ -41,7 +66,7 @@ pub(crate) async fn scatter_any<T: HostMemory>(
 ) -> Result<Vec<u8>> {
     match pieces {
         Some(pieces) => {
-            deal(team, seq, pieces, deadline).await?;
+            deal(team, seq, Pieces::Any(pieces), deadline).await?;
             Ok(pieces[team.me() as usize].to_vec())
         }
         None => receive(team, root, seq, deadline).await,
@@ -52,13 +77,14 @@ pub(crate) async fn scatter_any<T: HostMemory>(
 async fn deal<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
-    pieces: &[&[u8]],
+    pieces: Pieces<'_>,
     deadline: Time,
 ) -> Result<()> {
     let me = team.me();
     let mut first = 0;
     let mut long = Vec::new();
-    for (m, piece) in pieces.iter().enumerate() {
+    for m in 0..pieces.count(team.size()) {
+        let piece = pieces.get(m);
         let m = m as u32;
         if m == me {
             continue;
@@ -66,7 +92,7 @@ async fn deal<T: HostMemory>(
         announce(team, m, seq, piece, first, deadline).await?;
         if piece.len() > team.layout().inline() {
             first += chunks(piece.len(), CELL);
-            long.push((*piece, Readers::One(m)));
+            long.push((piece, Readers::One(m)));
         }
     }
     if !long.is_empty() {
