@@ -117,6 +117,18 @@ fn check_root(chain: &Chain, root: u32) -> Result<()> {
     Ok(())
 }
 
+/// [`check_root`], and that this member `holds` the call's data if and only
+/// if it is the root (`what` the root takes, for the error).
+fn check_root_holds(chain: &Chain, root: u32, holds: bool, what: &str) -> Result<()> {
+    check_root(chain, root)?;
+    if (chain.rank() == root) != holds {
+        return Err(Error::InvalidArgument(format!(
+            "{what} on the root and none elsewhere"
+        )));
+    }
+    Ok(())
+}
+
 /// The tags of one tree collective, taken when it is called: its own and
 /// the neighbour search's, if no earlier call reserved that.
 pub(crate) fn reserve(chain: &Chain) -> CallTags {
@@ -174,12 +186,7 @@ async fn bcast_bytes_in<T: Transport>(
     bytes: Option<Vec<u8>>,
     deadline: Time,
 ) -> Result<Vec<u8>> {
-    check_root(chain, root)?;
-    if (chain.rank() == root) != bytes.is_some() {
-        return Err(Error::InvalidArgument(
-            "bcast takes a value on the root and none elsewhere".into(),
-        ));
-    }
+    check_root_holds(chain, root, bytes.is_some(), "bcast takes a value")?;
     let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
     let bytes = match (me.parent, bytes) {
@@ -368,12 +375,7 @@ async fn scatter_bytes_in<T: Transport>(
     values: Option<Vec<Vec<u8>>>,
     deadline: Time,
 ) -> Result<Vec<u8>> {
-    check_root(chain, root)?;
-    if (chain.rank() == root) != values.is_some() {
-        return Err(Error::InvalidArgument(
-            "scatter takes values on the root and none elsewhere".into(),
-        ));
-    }
+    check_root_holds(chain, root, values.is_some(), "scatter takes values")?;
     if let Some(v) = &values {
         if v.len() != chain.size() as usize {
             return Err(Error::InvalidArgument(format!(
