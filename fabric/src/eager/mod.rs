@@ -49,8 +49,9 @@ pub const DEFAULT_BULK_BYTES: usize = 1 << 20;
 /// slots are taken (many ranks contacting one at once).
 const SLOT_RETRY: Duration = Duration::from_micros(100);
 /// Frames up to this size are put together on the stack and written by one
-/// put (unless they wrap around the ring's end), and a receive peeks at
-/// this much of the ring to take a small message in one read.
+/// put (unless they wrap around the ring's end). (A receive reads a
+/// frame's first line, [`FRAME_ALIGN`] bytes, and takes a payload that
+/// fits there from it.)
 const SMALL_FRAME_BYTES: usize = 256;
 /// Progress drains a connection ahead of its receiver by a ring's worth of
 /// unreceived messages (or the inbox bound, if smaller): they are copied
@@ -542,7 +543,7 @@ impl<W: LocalWindow> Messenger<W> {
             // The common case: one put of a frame put together here (the
             // header written in place: a header built apart and copied in
             // was read back wider than it was written, a stall each send),
-            // all but the stamp, which its signal sets.
+            // all but the stamp, which is set last.
             let mut frame = [0u8; SMALL_FRAME_BYTES];
             let header = (&mut frame[..FRAME_HEADER_BYTES])
                 .try_into()
