@@ -64,7 +64,16 @@ pub(crate) fn expose_mirrored<'a, T: HostMemory>(
     mirror: &'a mut [u8],
     deadline: Time,
 ) -> Step<'a, ()> {
-    debug_assert_eq!(piece[0].0.len(), mirror.len());
+    if piece[0].0.len() != mirror.len() {
+        // The callers size both alike; a slip is an error, not a panic in
+        // the middle of a copy.
+        let why = format!(
+            "a {}-byte exposure mirrored into {} bytes",
+            piece[0].0.len(),
+            mirror.len()
+        );
+        return Box::pin(async move { Err(Error::InvalidArgument(why)) });
+    }
     Box::pin(expose_in(team, piece, chunk, mirror, deadline))
 }
 
