@@ -13,17 +13,15 @@ use crate::{Error, Result};
 /// target (none drops the element), or [`Emit::modified`] to send a changed
 /// copy instead (ZMPI's tproc, tprocs and tproc_mod forms in one).
 pub struct Emit<'a, E> {
-    size: u32,
     item: u32,
-    routes: &'a mut Vec<(u32, u32)>,
+    copies: &'a mut Copies,
     modified: &'a mut Vec<E>,
-    out_of_range: &'a mut Option<u32>,
 }
 
 impl<E> Emit<'_, E> {
     /// Sends the element to group rank `rank`.
     pub fn to(&mut self, rank: u32) {
-        self.push(rank, self.item);
+        self.copies.push(rank, self.item);
     }
 
     /// Sends `copy` to group rank `rank` in the element's place.
@@ -31,14 +29,47 @@ impl<E> Emit<'_, E> {
         // Past 2^31 copies the index wraps: `route` refuses the pass then.
         let item = FIRST_MODIFIED.wrapping_add(self.modified.len() as u32);
         self.modified.push(copy);
-        self.push(rank, item);
+        self.copies.push(rank, item);
+    }
+}
+
+/// The copies a route pass emitted: each one's target and, unless every
+/// copy so far is the element at its own position (one target per element,
+/// the common case, which then costs 4 bytes a copy), which element it is.
+#[derive(Default)]
+struct Copies {
+    targets: Vec<u32>,
+    /// Empty while copy `i` is element `i` for every `i`.
+    items: Vec<u32>,
+}
+
+impl Copies {
+    #[inline(always)]
+    fn push(&mut self, target: u32, item: u32) {
+        if self.items.is_empty() {
+            if item < FIRST_MODIFIED && item as usize == self.targets.len() {
+                self.targets.push(target);
+                return;
+            }
+            // The first copy that is not the element at its position: from
+            // here on every copy names its element.
+            self.items.extend(0..self.targets.len() as u32);
+        }
+        self.targets.push(target);
+        self.items.push(item);
     }
 
-    fn push(&mut self, rank: u32, item: u32) {
-        if rank >= self.size && self.out_of_range.is_none() {
-            *self.out_of_range = Some(rank);
+    fn clear(&mut self) {
+        self.targets.clear();
+        self.items.clear();
+    }
+
+    /// Which element copy `copy` is.
+    fn item(&self, copy: usize) -> u32 {
+        match self.items.is_empty() {
+            true => copy as u32,
+            false => self.items[copy],
         }
-        self.routes.push((rank, item));
     }
 }
 
@@ -54,6 +85,9 @@ pub(crate) struct Routed<E> {
     pub(crate) staging: Vec<E>,
     /// One run of `staging` per distinct target, in target order.
     pub(crate) runs: Vec<Run>,
+    copies: Copies,
+    /// (target, item) of every copy, and as many more, for the radix sort
+    /// where targets differ in more than their lowest byte.
     routes: Vec<(u32, u32)>,
     spare: Vec<(u32, u32)>,
     modified: Vec<E>,
@@ -64,6 +98,7 @@ impl<E> Default for Routed<E> {
         Routed {
             staging: Vec::new(),
             runs: Vec::new(),
+            copies: Copies::default(),
             routes: Vec::new(),
             spare: Vec::new(),
             modified: Vec::new(),
@@ -84,7 +119,9 @@ impl<E: Pod> Routed<E> {
     pub(crate) fn held_bytes(&self) -> usize {
         let pair = std::mem::size_of::<(u32, u32)>();
         let element = std::mem::size_of::<E>();
+        let word = std::mem::size_of::<u32>();
         (self.staging.capacity() + self.modified.capacity()) * element
+            + (self.copies.targets.capacity() + self.copies.items.capacity()) * word
             + (self.routes.capacity() + self.spare.capacity()) * pair
             + self.runs.capacity() * std::mem::size_of::<Run>()
     }
@@ -93,6 +130,7 @@ impl<E: Pod> Routed<E> {
     /// in it is to be sent).
     pub(crate) fn clear(&mut self) {
         self.runs.clear();
+        self.copies.clear();
         self.routes.clear();
         self.modified.clear();
     }
@@ -125,32 +163,22 @@ impl<E: Pod> Routed<E> {
                 send.len()
             )));
         }
-        let mut out_of_range = None;
-        let (routes, modified) = (&mut self.routes, &mut self.modified);
+        let (copies, modified) = (&mut self.copies, &mut self.modified);
         user_code("the alltoall route function", || {
             for (i, element) in send.iter().enumerate() {
                 let mut emit = Emit {
-                    size,
                     item: i as u32,
-                    routes: &mut *routes,
+                    copies: &mut *copies,
                     modified: &mut *modified,
-                    out_of_range: &mut out_of_range,
                 };
                 route(element, &mut emit);
             }
         })?;
-        if let Some(target) = out_of_range {
-            return Err(Error::TargetOutOfRange {
-                target,
-                size,
-                process: rank,
-            });
-        }
         // Copies are numbered in 32 bits where they travel (the sort's keys).
-        if self.routes.len() > u32::MAX as usize {
+        let count = self.copies.targets.len();
+        if count > u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
-                "{} copies to send; one call sends at most 2^32 - 1",
-                self.routes.len()
+                "{count} copies to send; one call sends at most 2^32 - 1"
             )));
         }
         if self.modified.len() > FIRST_MODIFIED as usize {
@@ -159,46 +187,35 @@ impl<E: Pod> Routed<E> {
                 self.modified.len()
             )));
         }
-        let (any, all) = self
-            .routes
+        // One pass over the targets (which vectorizes): the largest, and
+        // the bits in which they differ.
+        let (any, all, most) = self
+            .copies
+            .targets
             .iter()
-            .fold((0u32, u32::MAX), |(or, and), &(t, _)| (or | t, and & t));
+            .fold((0u32, u32::MAX, 0u32), |(or, and, most), &t| {
+                (or | t, and & t, most.max(t))
+            });
+        if count > 0 && most >= size {
+            return Err(Error::TargetOutOfRange {
+                target: most,
+                size,
+                process: rank,
+            });
+        }
         let varying = any & !all;
+        if varying <= 0xff {
+            self.place_by_low_byte(send, all & !0xff);
+            return Ok(());
+        }
         let element = |item: u32| match item.checked_sub(FIRST_MODIFIED) {
             None => send[item as usize],
             Some(copy) => self.modified[copy as usize],
         };
-        if varying <= 0xff {
-            // Targets differ in their lowest byte at most (up to 256 ranks,
-            // or a neighbourhood): one counting pass places every copy
-            // straight into staging, with no sorted list in between.
-            let mut at = [0usize; 256];
-            for &(t, _) in &self.routes {
-                at[(t & 0xff) as usize] += 1;
-            }
-            let mut sum = 0;
-            for (digit, slot) in at.iter_mut().enumerate() {
-                if *slot > 0 {
-                    let target = (all & !0xff) | digit as u32;
-                    self.runs.push(Run {
-                        target,
-                        start: sum,
-                        count: *slot,
-                    });
-                }
-                (*slot, sum) = (sum, sum + *slot);
-            }
-            // Every slot is written below: grow, never refill, the buffer
-            // (it stays from call to call).
-            self.staging.truncate(self.routes.len());
-            self.staging.resize(self.routes.len(), E::zeroed());
-            for &(t, item) in &self.routes {
-                let digit = (t & 0xff) as usize;
-                self.staging[at[digit]] = element(item);
-                at[digit] += 1;
-            }
-            return Ok(());
-        }
+        let copies = &self.copies;
+        self.routes.clear();
+        self.routes
+            .extend((copies.targets.iter().enumerate()).map(|(i, &t)| (t, copies.item(i))));
         sort_by_target(&mut self.routes, &mut self.spare, varying);
         self.staging.clear();
         self.staging
@@ -207,6 +224,82 @@ impl<E: Pod> Routed<E> {
             add_to_runs(&mut self.runs, target, i);
         }
         Ok(())
+    }
+
+    /// Groups the copies where targets differ in their lowest byte at most
+    /// (up to 256 ranks, or a neighbourhood; `base` is what they share):
+    /// one counting pass places every copy straight into staging, with no
+    /// sorted list in between.
+    fn place_by_low_byte(&mut self, send: &[E], base: u32) {
+        let targets = &self.copies.targets[..];
+        let n = targets.len();
+        // The copies in four consecutive quarters, each counted and placed
+        // with counters of its own, the four in one loop: a copy does not
+        // wait on the increment for the copy before it when both have one
+        // target (the counters' stores would chain the loop otherwise).
+        let part = n.div_ceil(QUARTERS);
+        let mut counts = [[0u32; 256]; QUARTERS];
+        by_quarters(n, part, |q, i| counts[q][(targets[i] & 0xff) as usize] += 1);
+        let mut at = [[0usize; 256]; QUARTERS];
+        let mut sum = 0;
+        for digit in 0..256 {
+            let start = sum;
+            for q in 0..QUARTERS {
+                at[q][digit] = sum;
+                sum += counts[q][digit] as usize;
+            }
+            if sum > start {
+                self.runs.push(Run {
+                    target: base | digit as u32,
+                    start,
+                    count: sum - start,
+                });
+            }
+        }
+        // Every slot is written below: grow, never refill, the buffer (it
+        // stays from call to call).
+        self.staging.truncate(n);
+        self.staging.resize(n, E::zeroed());
+        let staging = &mut self.staging[..];
+        let mut place = |q: usize, i: usize, value: E| {
+            let slot = &mut at[q][(targets[i] & 0xff) as usize];
+            staging[*slot] = value;
+            *slot += 1;
+        };
+        match &self.copies.items[..] {
+            // Copy i is element i.
+            [] => by_quarters(n, part, |q, i| place(q, i, send[i])),
+            items => by_quarters(n, part, |q, i| {
+                let value = match items[i].checked_sub(FIRST_MODIFIED) {
+                    None => send[items[i] as usize],
+                    Some(copy) => self.modified[copy as usize],
+                };
+                place(q, i, value)
+            }),
+        }
+    }
+}
+
+/// How many interleaved passes [`Routed::place_by_low_byte`] makes.
+const QUARTERS: usize = 4;
+
+/// Calls `visit(q, i)` for every index `i < n`, where quarter `q` holds
+/// indices `q * part .. (q + 1) * part` (`part` is `n` / 4 rounded up):
+/// the quarters' `j`-th indices one after the other, so each quarter's
+/// visits are in index order.
+#[inline(always)]
+fn by_quarters(n: usize, part: usize, mut visit: impl FnMut(usize, usize)) {
+    // The last quarter is the shortest (empty if n < 3 * part + 1).
+    let last = n.saturating_sub((QUARTERS - 1) * part);
+    for j in 0..last {
+        for q in 0..QUARTERS {
+            visit(q, q * part + j);
+        }
+    }
+    for q in 0..QUARTERS - 1 {
+        for i in q * part + last..((q + 1) * part).min(n) {
+            visit(q, i);
+        }
     }
 }
 
@@ -294,6 +387,61 @@ mod tests {
             }
             assert_eq!(next, expected.len());
             assert!(routed.runs.windows(2).all(|w| w[0].target < w[1].target));
+        }
+    }
+
+    /// Routes `send` by `emit` (copies of each element: (target, value))
+    /// and checks staging and runs against a stable sort of the copies.
+    fn check_against_sort(send: &[u32], size: u32, emit: impl Fn(usize, u32) -> Vec<(u32, u32)>) {
+        let mut routed = Routed::default();
+        let mut i = 0;
+        routed
+            .route(send, size, 0, |&e, to| {
+                for (target, value) in emit(i, e) {
+                    match value == e {
+                        true => to.to(target),
+                        false => to.modified(target, value),
+                    }
+                }
+                i += 1;
+            })
+            .unwrap();
+        let mut expected: Vec<(u32, u32)> = (send.iter().enumerate())
+            .flat_map(|(i, &e)| emit(i, e))
+            .collect();
+        expected.sort_by_key(|&(t, _)| t);
+        let values: Vec<u32> = expected.iter().map(|&(_, v)| v).collect();
+        assert_eq!(routed.staging, values);
+        let mut runs: Vec<Run> = Vec::new();
+        for (at, &(target, _)) in expected.iter().enumerate() {
+            add_to_runs(&mut runs, target, at);
+        }
+        assert_eq!(routed.runs, runs);
+    }
+
+    #[test]
+    fn one_copy_per_element_and_a_change_of_pattern_midway() {
+        // Element i's one target, over one byte (counting pass) or three
+        // (radix passes); then the same with the pattern broken at 70 %
+        // of the elements (a dropped element, two copies, a modified copy), so that the
+        // copies made before the break must keep their elements.
+        // Short sends too: the placement works in four quarters.
+        for (len, size) in [0, 1, 2, 3, 5, 9, 13, 1003]
+            .into_iter()
+            .flat_map(|len| [2, 7, 256, 70_000].map(|size| (len, size)))
+        {
+            let send: Vec<u32> = (0..len).map(|i| (i * 7919) % 1000).collect();
+            let target = move |e: u32| e.wrapping_mul(2_654_435_761) % size;
+            check_against_sort(&send, size, |_, e| vec![(target(e), e)]);
+            for break_with in 0..3 {
+                let at = len as usize * 7 / 10;
+                check_against_sort(&send, size, |i, e| match (i == at, break_with) {
+                    (true, 0) => vec![],
+                    (true, 1) => vec![(target(e), e), ((target(e) + 1) % size, e)],
+                    (true, _) => vec![(target(e), e ^ 0x8000_0000)],
+                    _ => vec![(target(e), e)],
+                });
+            }
         }
     }
 
