@@ -8,7 +8,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::{
-    ContextId, ControlWindows, Error, LocalWindow, Rank, RemoteKey, Result, Signal, Time, Transport,
+    wait_until, ContextId, ControlWindows, Error, LocalWindow, Rank, RemoteKey, Result, Signal,
+    Time, Transport,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -419,6 +420,142 @@ pub async fn dropped_send_breaks_the_stream<T: Transport>(t: &T) -> Result<()> {
     Ok(())
 }
 
+/// Receives into buffers between ranks 0 and 1, of every way a message
+/// travels (inline, resident in the bulk ring, streamed: posted before the
+/// send and after), checked byte for byte with the buffer's tail untouched;
+/// a message longer than its buffer is `Truncated` and taken; a receive
+/// dropped while a streamed payload lands leaves the next message whole.
+pub async fn receive_into_buffers<T: Transport>(t: &T) -> Result<()> {
+    const TAG: u32 = 70;
+    const READY: u32 = 71;
+    const DROPPED: u32 = 72;
+    // Inline, resident (a quarter of the default bulk ring at most) and
+    // streamed sizes.
+    const SIZES: [usize; 5] = [0, 8, 5000, 64 << 10, 3 << 20];
+    const BIG: usize = 3 << 20;
+    // Longer than a nap takes to land: dropped half-way.
+    const HUGE: usize = 32 << 20;
+    const NAP: Duration = Duration::from_micros(100);
+    match t.rank() {
+        0 => {
+            // Made first: it goes the moment rank 1 is ready.
+            let huge = pattern(0, 30, HUGE);
+            for (round, &len) in SIZES.iter().enumerate() {
+                t.send(1, CTX, TAG, &pattern(0, round, len), deadline(t))
+                    .await?;
+            }
+            // Streamed into a receive posted first.
+            t.recv(Some(1), CTX, READY, deadline(t)).await?;
+            t.send(1, CTX, TAG, &pattern(0, 10, BIG), deadline(t))
+                .await?;
+            // Too long for their buffers, each followed by a small one.
+            for (round, len) in [(11, 64 << 10), (12, BIG)] {
+                t.send(1, CTX, TAG, &pattern(0, round, len), deadline(t))
+                    .await?;
+                t.send(1, CTX, TAG, &pattern(0, round + 10, 8), deadline(t))
+                    .await?;
+            }
+            // Into a receive dropped as it lands, then one that must arrive whole.
+            t.recv(Some(1), CTX, READY, deadline(t)).await?;
+            t.send(1, CTX, DROPPED, &huge, deadline(t)).await?;
+            t.send(1, CTX, TAG, &pattern(0, 31, 5000), deadline(t))
+                .await?;
+        }
+        1 => {
+            let mut buf = vec![0xEEu8; HUGE + 100];
+            let check = |buf: &[u8], got: crate::Received, round: usize, len: usize| {
+                let whole = got.source == 0 && got.tag == TAG && got.len == len;
+                if !whole
+                    || buf[..len] != pattern(0, round, len)
+                    || buf[len..].iter().any(|&b| b != 0xEE)
+                {
+                    return Err(fail(format!(
+                        "the {len}-byte message of round {round} received into a buffer is wrong: {got:?}"
+                    )));
+                }
+                Ok(())
+            };
+            for (round, &len) in SIZES.iter().enumerate() {
+                buf.fill(0xEE);
+                // Any source for one of them.
+                let source = (round != 2).then_some(0);
+                let got = t.recv_into(source, CTX, TAG, &mut buf, deadline(t)).await?;
+                check(&buf, got, round, len)?;
+            }
+            buf.fill(0xEE);
+            let posted = t.recv_into(Some(0), CTX, TAG, &mut buf, deadline(t));
+            let ready = t.send(0, CTX, READY, &[], deadline(t));
+            let (got, ready) = join(posted, ready).await;
+            ready?;
+            check(&buf, got?, 10, BIG)?;
+            for (round, len) in [(11, 64 << 10), (12, BIG)] {
+                let mut short = vec![0u8; len - 1];
+                let got = t
+                    .recv_into(Some(0), CTX, TAG, &mut short, deadline(t))
+                    .await;
+                expect_err(
+                    "a receive into a short buffer",
+                    got,
+                    |e| matches!(e, Error::Truncated { from: 0, len: l, room } if *l == len && *room == len - 1),
+                )?;
+                buf.fill(0xEE);
+                let got = t
+                    .recv_into(Some(0), CTX, TAG, &mut buf, deadline(t))
+                    .await?;
+                check(&buf, got, round + 10, 8)?;
+            }
+            // Dropped after a nap, most likely with its payload half in (if
+            // not, the message waits in the stream, or it came in whole).
+            t.send(0, CTX, READY, &[], deadline(t)).await?;
+            let dropped = t.recv_into(Some(0), CTX, DROPPED, &mut buf, deadline(t));
+            let nap = wait_until(t, t.deadline_in(NAP), "a nap", || Ok(None::<()>));
+            if let Some(got) = first_of(dropped, nap).await {
+                got?;
+            }
+            buf.fill(0xEE);
+            let got = t
+                .recv_into(Some(0), CTX, TAG, &mut buf, deadline(t))
+                .await?;
+            check(&buf, got, 31, 5000)?;
+        }
+        _ => {}
+    }
+    barrier(t).await
+}
+
+/// Polls both futures until `a` is done (its output) or `b` is (`None`).
+async fn first_of<A: Future, B: Future>(a: A, b: B) -> Option<A::Output> {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    std::future::poll_fn(|cx| match a.as_mut().poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending => b.as_mut().poll(cx).map(|_| None),
+    })
+    .await
+}
+
+/// Polls both futures until both are done.
+async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut x, mut y) = (None, None);
+    std::future::poll_fn(|cx| {
+        if x.is_none() {
+            if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                x = Some(v);
+            }
+        }
+        if y.is_none() {
+            if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                y = Some(v);
+            }
+        }
+        match x.is_some() && y.is_some() {
+            true => Poll::Ready((x.take().expect("done"), y.take().expect("done"))),
+            false => Poll::Pending,
+        }
+    })
+    .await
+}
+
 fn expect_err<V: std::fmt::Debug>(
     what: &str,
     got: Result<V>,
@@ -826,6 +963,9 @@ pub enum Check {
     /// [`host_memory`]: host peers write, store and read in each other's
     /// arenas; bad offsets and ranks are refused.
     HostMemory,
+    /// [`receive_into_buffers`]: receives into buffers, byte-exact; too
+    /// long is `Truncated`; a dropped one breaks nothing.
+    ReceiveIntoBuffers,
     /// The checks of [`SUITE`] one after another (for starters where a job
     /// per check costs too much, like `mpiexec`).
     Suite,
@@ -833,7 +973,7 @@ pub enum Check {
 
 /// The checks `Check::Suite` runs, in order: all but those that need a job
 /// of their own (first contact must be first; a broken stream stays broken).
-pub const SUITE: [Check; 9] = [
+pub const SUITE: [Check; 10] = [
     Check::PutSizes,
     Check::ManyPutsInFlight,
     Check::SignalsAndAtomics,
@@ -843,6 +983,7 @@ pub const SUITE: [Check; 9] = [
     Check::ForgedKeys,
     Check::StaleKeys,
     Check::HostMemory,
+    Check::ReceiveIntoBuffers,
 ];
 
 /// Runs `check` on this rank.
@@ -859,6 +1000,7 @@ pub async fn run<T: Transport + ControlWindows>(t: &T, check: Check) -> Result<(
         Check::FirstContactRetry => first_contact_retry(t).await,
         Check::DroppedSendBreaksTheStream => dropped_send_breaks_the_stream(t).await,
         Check::HostMemory => host_memory(t).await,
+        Check::ReceiveIntoBuffers => receive_into_buffers(t).await,
         Check::Suite => {
             for check in SUITE {
                 Box::pin(run(t, check))

@@ -49,6 +49,17 @@ pub enum Error {
         /// The offending byte offset into the window.
         offset: usize,
     },
+    /// A message was longer than the buffer a receive gave it; the
+    /// message was taken, and nothing written.
+    #[error("a {len}-byte message from rank {from} does not fit a {room}-byte receive buffer")]
+    Truncated {
+        /// The rank that sent it.
+        from: Rank,
+        /// The message's length in bytes.
+        len: usize,
+        /// The buffer's length in bytes.
+        room: usize,
+    },
     /// A call named a rank that is not in `0..size`.
     #[error("rank {rank} does not exist in a job of {size} ranks")]
     InvalidRank {

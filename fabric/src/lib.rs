@@ -48,7 +48,7 @@ pub use provider::{
 pub use time::Time;
 pub use transport::{
     wait_until, Blocking, ContextId, ControlWindows, EagerMessaging, HostMemory, HostRegion,
-    LocalWindow, Message, Rank, Rma, Signal, Tag, Transport,
+    LocalWindow, Message, Rank, Received, Rma, Signal, Tag, Transport,
 };
 
 /// Starts this process's transport on the default provider (shm), taking its

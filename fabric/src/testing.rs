@@ -517,6 +517,7 @@ macro_rules! conformance_tests {
                 first_contact_retry FirstContactRetry,
                 dropped_send_breaks_the_stream DroppedSendBreaksTheStream,
                 host_memory HostMemory,
+                receive_into_buffers ReceiveIntoBuffers,
             );
 
             #[test]

@@ -41,6 +41,39 @@ pub struct Message {
     pub data: Vec<u8>,
 }
 
+/// What [`Transport::recv_into`] took into the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The rank that sent it.
+    pub source: Rank,
+    /// The tag it was sent with.
+    pub tag: Tag,
+    /// The payload's length: the buffer's first `len` bytes hold it.
+    pub len: usize,
+}
+
+impl Message {
+    /// Copies the payload into `buf`, as [`Transport::recv_into`] delivers
+    /// it; a payload longer than `buf` is [`Error::Truncated`] (nothing
+    /// written).
+    pub fn copy_into(self, buf: &mut [u8]) -> Result<Received> {
+        let (len, room) = (self.data.len(), buf.len());
+        let Some(out) = buf.get_mut(..len) else {
+            return Err(Error::Truncated {
+                from: self.source,
+                len,
+                room,
+            });
+        };
+        out.copy_from_slice(&self.data);
+        Ok(Received {
+            source: self.source,
+            tag: self.tag,
+            len,
+        })
+    }
+}
+
 /// A window this process exposes. Its memory belongs to the provider, so
 /// local access goes through copies, and reads of remotely written bytes
 /// are meaningful only after a signal covering them was observed.
@@ -324,6 +357,25 @@ pub trait Transport: HostMemory {
         tag: Tag,
         deadline: Time,
     ) -> impl Future<Output = Result<Message>>;
+    /// Receives as [`Transport::recv`] does, into `buf` (as `MPI_Recv`):
+    /// no allocation, and where the provider can, a large payload lands
+    /// straight in `buf` from the sender's stream. A message longer than
+    /// `buf` is taken all the same and fails with [`Error::Truncated`].
+    /// Dropped before it completes, it may have taken a message whose
+    /// bytes had begun to land in `buf`: that message is lost.
+    fn recv_into<'a>(
+        &'a self,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        buf: &'a mut [u8],
+        deadline: Time,
+    ) -> impl Future<Output = Result<Received>> + 'a {
+        async move {
+            let message = self.recv(source, context, tag, deadline).await?;
+            message.copy_into(buf)
+        }
+    }
 }
 
 // The messenger's futures themselves, not wrapped in another state machine:
@@ -349,6 +401,18 @@ impl<T: EagerMessaging + HostMemory> Transport for T {
         deadline: Time,
     ) -> impl Future<Output = Result<Message>> {
         self.messenger().recv(self, source, context, tag, deadline)
+    }
+
+    fn recv_into<'a>(
+        &'a self,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        buf: &'a mut [u8],
+        deadline: Time,
+    ) -> impl Future<Output = Result<Received>> + 'a {
+        self.messenger()
+            .recv_into(self, source, context, tag, buf, deadline)
     }
 }
 

@@ -13,7 +13,8 @@
 //! sends only its header through the ring, and its payload through a
 //! second, larger ring of the receiver's (its bulk window, made on the
 //! first such message), written straight by the sender's puts in chunks
-//! that the receiver copies out as they land, under credit of its own. What
+//! that the receiver copies out as they land, under credit of its own (into
+//! the buffer of a receive that waits for it, if it is given one). What
 //! a peer writes into our windows is untrusted: a bad value breaks that
 //! peer's connection only.
 
@@ -29,8 +30,8 @@ use std::time::Duration;
 use wire::*;
 
 use crate::{
-    wait_until, ContextId, ControlWindows, Error, LocalWindow, Message, Rank, RemoteKey, Result,
-    Rma, Signal, Tag, Time,
+    wait_until, ContextId, ControlWindows, Error, LocalWindow, Message, Rank, Received, RemoteKey,
+    Result, Rma, Signal, Tag, Time,
 };
 
 pub use wire::CONTROL_WINDOW_BYTES;
@@ -73,6 +74,9 @@ enum Drain {
     /// is behind them, until a message it wants is in (so that it does not
     /// copy out ahead what the next receive would copy just as well).
     Waiting { context: ContextId, tag: Tag },
+    /// By a receive into a buffer: as `Waiting`, but leaving a streamed
+    /// payload in the bulk ring, for the receive to claim if it wants it.
+    Claiming { context: ContextId, tag: Tag },
 }
 
 /// A waiting receive asks whether its peer's process still exists every
@@ -219,6 +223,33 @@ impl<W> Drop for BreakOnDrop<'_, W> {
     }
 }
 
+/// A receive into a buffer that may hold a claim on the payload at the
+/// head of its peer's stream: dropped while it does, it leaves the rest of
+/// that payload to be thrown away as it lands.
+struct Claim<'a, W> {
+    connections: &'a RefCell<FxHashMap<Rank, Connection<W>>>,
+    peer: Rank,
+    held: Cell<bool>,
+}
+
+impl<W> Drop for Claim<'_, W> {
+    fn drop(&mut self) {
+        if !self.held.get() {
+            return;
+        }
+        let mut conns = self.connections.borrow_mut();
+        let partial = conns.get_mut(&self.peer).and_then(|c| c.partial.as_mut());
+        if let Some(partial) = partial {
+            if let Payload::Claimed { at, copied } = partial.payload {
+                partial.payload = Payload::Discarded {
+                    at,
+                    skipped: copied,
+                };
+            }
+        }
+    }
+}
+
 struct Envelope {
     /// Completed as the messenger's `arrival`-th message.
     arrival: u64,
@@ -265,6 +296,20 @@ enum Payload {
     Streamed { at: u64 },
     /// From bulk stream position `at`, left in the bulk ring until received.
     Resident { at: u64 },
+    /// From bulk stream position `at`, copied by a receive straight into
+    /// its buffer as it lands; `copied` bytes so far.
+    Claimed { at: u64, copied: usize },
+    /// From bulk stream position `at`, thrown away as it lands (its receive
+    /// was dropped half-way); `skipped` bytes so far.
+    Discarded { at: u64, skipped: usize },
+}
+
+impl Payload {
+    /// Whether it frees its ring space as it lands (it is larger than a
+    /// resident one), so bulk credit goes back in batches meanwhile.
+    fn streams(self) -> bool {
+        !matches!(self, Payload::Resident { .. })
+    }
 }
 
 /// The largest payload left in a bulk ring of `bulk_bytes` until received:
@@ -309,6 +354,24 @@ impl<W: LocalWindow> Connection<W> {
         message
     }
 
+    /// Removes held message `i` into `buf`, straight from the bulk ring if
+    /// its payload is still there; a payload longer than `buf` is removed
+    /// and refused.
+    fn remove_into(&mut self, i: usize, buf: &mut [u8], bulk_bytes: usize) -> Result<Received> {
+        let resident = self.inbox[i].resident;
+        let (source, tag) = (self.inbox[i].message.source, self.inbox[i].message.tag);
+        match resident {
+            Some((at, len)) if len <= buf.len() => {
+                self.inbox[i].resident = None;
+                self.copy_out_into(at, &mut buf[..len], bulk_bytes);
+                self.remove(i, bulk_bytes);
+                self.held = self.held.saturating_sub(len as u64);
+                Ok(Received { source, tag, len })
+            }
+            _ => self.remove(i, bulk_bytes).copy_into(buf),
+        }
+    }
+
     /// Copies the resident payload at bulk stream position `at` out of the
     /// bulk ring, and frees its ring space (with that of the payloads
     /// before it that were copied out already).
@@ -320,6 +383,24 @@ impl<W: LocalWindow> Connection<W> {
             .expect("resident payloads are in the bulk window");
         append_ring(bulk, (BULK_RING_AT, bulk_bytes), at, len, &mut data)
             .expect("a resident payload lies in the bulk ring");
+        self.free_resident(at);
+        data
+    }
+
+    /// [`Connection::copy_out`] into `buf` (`len` bytes long).
+    fn copy_out_into(&mut self, at: u64, buf: &mut [u8], bulk_bytes: usize) {
+        let bulk = self
+            .bulk
+            .as_ref()
+            .expect("resident payloads are in the bulk window");
+        read_ring(bulk, (BULK_RING_AT, bulk_bytes), at, buf)
+            .expect("a resident payload lies in the bulk ring");
+        self.free_resident(at);
+    }
+
+    /// Marks the resident payload at `at` copied out, and frees the ring
+    /// space of those copied out from the oldest on.
+    fn free_resident(&mut self, at: u64) {
         // The first one not copied yet: empty payloads share a position.
         if let Some(range) = self.resident.iter_mut().find(|r| r.0 == at && !r.2) {
             range.2 = true;
@@ -328,7 +409,6 @@ impl<W: LocalWindow> Connection<W> {
             self.bulk_consumed = at + len as u64;
             self.resident.pop_front();
         }
-        data
     }
 
     /// Copies held payloads out of the bulk ring into their messages,
@@ -711,6 +791,194 @@ impl<W: LocalWindow> Messenger<W> {
         .await
     }
 
+    /// Waits until `deadline` for the first message matching (source,
+    /// context, tag) and takes it into `buf`; backs
+    /// [`Transport::recv_into`](crate::Transport::recv_into). From a named
+    /// source, a rendezvous payload that has not begun to land elsewhere is
+    /// copied from the bulk ring straight into `buf` as it lands.
+    pub async fn recv_into<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        buf: &mut [u8],
+        deadline: Time,
+    ) -> Result<Received> {
+        let Some(source) = source else {
+            let message = self.recv(rma, None, context, tag, deadline).await?;
+            return message.copy_into(buf);
+        };
+        check_rank(rma, source)?;
+        // Dropped while it holds a claim, the receive leaves the rest of
+        // the payload to be thrown away as it lands.
+        let claim = Claim {
+            connections: &self.connections,
+            peer: source,
+            held: Cell::new(false),
+        };
+        let mut pending = 0u32;
+        wait_until(rma, deadline, "a message", || {
+            self.check_failure()?;
+            if let Some(received) = self.recv_into_from(rma, source, context, tag, buf, &claim)? {
+                return Ok(Some(received));
+            }
+            pending = pending.wrapping_add(1);
+            if pending % PEER_CHECK_POLLS == 0 {
+                rma.check_peer(source)?;
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    /// One look of [`Messenger::recv_into`]: as [`Messenger::recv_from`],
+    /// but a wanted streamed payload at the head of the stream is claimed
+    /// (if it fits `buf`) before anything streams it to the heap.
+    fn recv_into_from<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        source: Rank,
+        context: ContextId,
+        tag: Tag,
+        buf: &mut [u8],
+        claim: &Claim<'_, W>,
+    ) -> Result<Option<Received>> {
+        let mut conns = self.connections.borrow_mut();
+        let Some(conn) = conns.get_mut(&source) else {
+            return Ok(None);
+        };
+        if claim.held.get() {
+            return self.take_claimed(rma, source, conn, buf, claim);
+        }
+        if conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none() {
+            match self.take_direct(rma, source, conn, context, tag) {
+                Direct::Nothing => return Ok(None),
+                Direct::Taken(message) => return message.copy_into(buf).map(Some),
+                Direct::Other => {}
+            }
+        }
+        let modes = [
+            Drain::Ahead,
+            Drain::Claiming { context, tag },
+            Drain::Waiting { context, tag },
+        ];
+        for mode in modes {
+            self.serve_or_break(rma, source, conn, mode);
+            if let Some(received) = self.take_into(rma, source, conn, context, tag, buf) {
+                return received.map(Some);
+            }
+            let claimable = conn.partial.as_ref().is_some_and(|p| {
+                let message = &p.envelope;
+                matches!(p.payload, Payload::Streamed { .. })
+                    && (message.context, message.message.tag) == (context, tag)
+                    && message.message.data.is_empty()
+                    && p.len <= buf.len()
+            });
+            if claimable && conn.corrupt.is_none() {
+                // The payloads held in the ring before it go to the heap:
+                // the claimed one frees ring space as it is copied.
+                conn.spill(self.bulk_bytes, |_| true);
+                let partial = conn.partial.as_mut().expect("claimable");
+                let Payload::Streamed { at } = partial.payload else {
+                    unreachable!("claimable")
+                };
+                partial.payload = Payload::Claimed { at, copied: 0 };
+                claim.held.set(true);
+                return self.take_claimed(rma, source, conn, buf, claim);
+            }
+        }
+        if conn.corrupt.is_some() {
+            // A dead peer is PeerGone, even if that broke its connection.
+            rma.check_peer(source)?;
+            conn.check_sound(source)?;
+        }
+        Ok(None)
+    }
+
+    /// Copies what has landed of the claimed payload at the head of the
+    /// peer's stream into `buf`; the message once it is whole.
+    fn take_claimed<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        buf: &mut [u8],
+        claim: &Claim<'_, W>,
+    ) -> Result<Option<Received>> {
+        conn.check_sound(peer)?;
+        let taken = self.copy_claimed(peer, conn, buf);
+        let taken = blame(conn, taken)?;
+        if let Some(received) = taken {
+            claim.held.set(false);
+            conn.taken += 1;
+            conn.held = conn.held.saturating_sub(frame_bytes(0));
+            // What is behind it comes in, as a receive that waits would.
+            self.serve_or_break(rma, peer, conn, Drain::Ahead);
+            conn.check_sound(peer)?;
+            return Ok(Some(received));
+        }
+        let credited = self.return_credit(rma, peer, conn);
+        blame(conn, credited)?;
+        Ok(None)
+    }
+
+    /// [`Messenger::take_claimed`]'s copy: the message, once whole.
+    fn copy_claimed(
+        &self,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        buf: &mut [u8],
+    ) -> Result<Option<Received>> {
+        let landed = self.bulk_landed(peer, conn)?;
+        let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
+        let partial = conn.partial.as_mut().expect("a claimed message");
+        let Payload::Claimed { at, copied } = &mut partial.payload else {
+            unreachable!("a claimed message")
+        };
+        let pos = *at + *copied as u64;
+        let take = (partial.len - *copied).min(landed.saturating_sub(pos) as usize);
+        if take > 0 {
+            let ring = (BULK_RING_AT, self.bulk_bytes);
+            read_ring(bulk, ring, pos, &mut buf[*copied..*copied + take])?;
+            *copied += take;
+            conn.bulk_consumed = pos + take as u64;
+        }
+        if *copied < partial.len {
+            return Ok(None);
+        }
+        let partial = conn.partial.take().expect("a claimed message");
+        Ok(Some(Received {
+            source: peer,
+            tag: partial.envelope.message.tag,
+            len: partial.len,
+        }))
+    }
+
+    /// Takes the peer's first held message with (context, tag) into `buf`,
+    /// as [`Messenger::take_and_refill`].
+    fn take_into<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W>,
+        context: ContextId,
+        tag: Tag,
+        buf: &mut [u8],
+    ) -> Option<Result<Received>> {
+        let held_back = conn.held >= self.inbox_limit.min(self.ring_bytes as u64);
+        let i = conn.find(context, tag)?;
+        let received = conn.remove_into(i, buf, self.bulk_bytes);
+        if held_back {
+            self.serve_or_break(rma, peer, conn, Drain::Ahead);
+        } else if conn.corrupt.is_none() {
+            if let Err(e) = self.return_credit(rma, peer, conn) {
+                conn.corrupt = Some(e.to_string());
+            }
+        }
+        Some(received)
+    }
+
     /// One look for a message from `source`: held ones first, then what has
     /// landed, drained past the inbox bound (a receive that waits lifts it
     /// for the connection it could match on, so no bound hides the message
@@ -987,7 +1255,7 @@ impl<W: LocalWindow> Messenger<W> {
         };
         let pressed = |c: &Connection<W>| bulk_landed.saturating_sub(c.bulk_consumed) > half;
         let eager = match mode {
-            Drain::Waiting { .. } => {
+            Drain::Waiting { .. } | Drain::Claiming { .. } => {
                 // A receive that waits on the peer is taking its messages:
                 // the connection is not stalled, however long that takes.
                 conn.stall = None;
@@ -1002,16 +1270,15 @@ impl<W: LocalWindow> Messenger<W> {
                 held_back && (self.sending.get() > 0 || self.stalled(rma, conn))
             }
         };
-        let limit = match (mode, eager) {
-            (Drain::Waiting { .. }, _) => u64::MAX,
-            (Drain::Ahead, true) => self.inbox_limit,
-            (Drain::Ahead, false) => read_ahead,
+        let (limit, want) = match (mode, eager) {
+            (Drain::Waiting { context, tag } | Drain::Claiming { context, tag }, _) => {
+                (u64::MAX, Some((context, tag)))
+            }
+            (Drain::Ahead, true) => (self.inbox_limit, None),
+            (Drain::Ahead, false) => (read_ahead, None),
         };
-        let want = match mode {
-            Drain::Waiting { context, tag } => Some((context, tag)),
-            Drain::Ahead => None,
-        };
-        self.drain(rma, peer, conn, limit, eager, want)?;
+        let stream = eager && !matches!(mode, Drain::Claiming { .. });
+        self.drain(rma, peer, conn, limit, stream, want)?;
         // Payloads waiting in the bulk ring, once eager, fill it no more
         // than half, so that the sender has room to go on (and a waiting
         // receive reaches what is behind them): the oldest go to the heap.
@@ -1070,10 +1337,7 @@ impl<W: LocalWindow> Messenger<W> {
             conn.returned = conn.consumed;
         }
         let owed = conn.bulk_consumed - conn.bulk_returned;
-        let streaming = conn
-            .partial
-            .as_ref()
-            .is_some_and(|p| matches!(p.payload, Payload::Streamed { .. }));
+        let streaming = conn.partial.as_ref().is_some_and(|p| p.payload.streams());
         if owed > 0 && (!streaming || owed >= (self.bulk_bytes / 8) as u64) {
             let signal = Signal {
                 offset: BULK_CREDIT_SIGNAL,
@@ -1297,6 +1561,20 @@ impl<W: LocalWindow> Messenger<W> {
     ) -> Result<()> {
         loop {
             let envelope = match &conn.partial {
+                // Its receive copies it.
+                Some(Partial {
+                    payload: Payload::Claimed { .. },
+                    ..
+                }) => return Ok(()),
+                Some(Partial {
+                    payload: Payload::Discarded { .. },
+                    ..
+                }) => {
+                    if !self.discard_bulk(peer, conn)? {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 Some(_) => {
                     if !self.drain_bulk(peer, conn, stream)? {
                         return Ok(());
@@ -1402,15 +1680,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// or sees a resident one complete there. True once the payload is
     /// complete.
     fn drain_bulk(&self, peer: Rank, conn: &mut Connection<W>, stream: bool) -> Result<bool> {
-        let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
-        let landed = bulk.signal(BULK_SIGNAL)?;
-        if landed < conn.bulk_consumed || landed - conn.bulk_returned > self.bulk_bytes as u64 {
-            return Err(Error::Protocol(format!(
-                "rank {peer} claims {landed} bytes landed in a {}-byte bulk ring \
-                 where {} were consumed and {} credited",
-                self.bulk_bytes, conn.bulk_consumed, conn.bulk_returned
-            )));
-        }
+        let landed = self.bulk_landed(peer, conn)?;
         let streamed = conn
             .partial
             .as_ref()
@@ -1436,6 +1706,9 @@ impl<W: LocalWindow> Messenger<W> {
                 Ok(true)
             }
             Payload::Streamed { .. } if !stream => Ok(false),
+            Payload::Claimed { .. } | Payload::Discarded { .. } => {
+                unreachable!("drain takes these apart")
+            }
             Payload::Streamed { at } => {
                 let data = &mut partial.envelope.message.data;
                 let pos = at + data.len() as u64;
@@ -1453,6 +1726,43 @@ impl<W: LocalWindow> Messenger<W> {
                 Ok(data.len() == partial.len)
             }
         }
+    }
+
+    /// Bytes of the peer's bulk stream that have landed in our bulk ring:
+    /// its word, checked against what we consumed and credited.
+    fn bulk_landed(&self, peer: Rank, conn: &Connection<W>) -> Result<u64> {
+        let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
+        let landed = bulk.signal(BULK_SIGNAL)?;
+        if landed < conn.bulk_consumed || landed - conn.bulk_returned > self.bulk_bytes as u64 {
+            return Err(Error::Protocol(format!(
+                "rank {peer} claims {landed} bytes landed in a {}-byte bulk ring \
+                 where {} were consumed and {} credited",
+                self.bulk_bytes, conn.bulk_consumed, conn.bulk_returned
+            )));
+        }
+        Ok(landed)
+    }
+
+    /// Throws away what has landed of the discarded payload at the head of
+    /// the peer's stream; true once it is all gone (and the message with
+    /// it).
+    fn discard_bulk(&self, peer: Rank, conn: &mut Connection<W>) -> Result<bool> {
+        let landed = self.bulk_landed(peer, conn)?;
+        let partial = conn.partial.as_mut().expect("a discarded message");
+        let Payload::Discarded { at, skipped } = &mut partial.payload else {
+            unreachable!("a discarded message")
+        };
+        let pos = *at + *skipped as u64;
+        let skip = (partial.len - *skipped).min(landed.saturating_sub(pos) as usize);
+        *skipped += skip;
+        conn.bulk_consumed = pos + skip as u64;
+        if *skipped < partial.len {
+            return Ok(false);
+        }
+        conn.partial = None;
+        conn.taken += 1;
+        conn.held = conn.held.saturating_sub(frame_bytes(0));
+        Ok(true)
     }
 
     /// Makes our bulk window for `peer` (its first rendezvous frame asks
@@ -1659,6 +1969,25 @@ fn append_ring<W: LocalWindow>(
     window.read_append(ring_at + a_at, a_len, data)?;
     if b_len > 0 {
         window.read_append(ring_at + b_at, b_len, data)?;
+    }
+    Ok(())
+}
+
+/// Reads the `buf.len()` bytes at stream position `pos` of the ring
+/// `(ring_at, ring_bytes)` of `window` into `buf`.
+fn read_ring<W: LocalWindow>(
+    window: &W,
+    (ring_at, ring_bytes): (usize, usize),
+    pos: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let len = buf.len();
+    let [(a_at, a_len), (b_at, _)] = ring_pieces(pos, len, ring_bytes)
+        .ok_or_else(|| Error::Protocol(format!("a {len}-byte read exceeds the ring")))?;
+    let (first, second) = buf.split_at_mut(a_len);
+    window.read(ring_at + a_at, first)?;
+    if !second.is_empty() {
+        window.read(ring_at + b_at, second)?;
     }
     Ok(())
 }
