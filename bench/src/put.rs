@@ -88,9 +88,12 @@ const CTX: u64 = 0xBE_0001;
 const PING_TAG: u32 = 1;
 const BULK_TAG: u32 = 2;
 const ACK_TAG: u32 = 3;
+const RATE_TAG: u32 = 4;
 const LATENCY_SIGNAL: usize = 0;
 const BANDWIDTH_SIGNAL: usize = 8;
 const ACK_SIGNAL: usize = 16;
+const READ_ACK_SIGNAL: usize = 24;
+const READ_SIGNAL: usize = 32;
 /// The word a plain put ping-pong writes and polls (a cache line of its own).
 const PUT_WORD: usize = 128;
 const DATA_AT: usize = 64;
@@ -320,8 +323,11 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
         if !f.bandwidth.is_empty() {
             header.push(format!("{name} put"));
         }
+        if !f.read_bandwidth.is_empty() {
+            header.push(format!("{name} put, read there"));
+        }
         if !f.message_bandwidth.is_empty() {
-            header.extend([format!("{name} send/recv"), "/ put".into()]);
+            header.extend([format!("{name} send/recv"), "/ put".into(), "/ read".into()]);
         }
     }
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -331,16 +337,27 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
         let mut row = vec![human_bytes(size)];
         for (name, f) in results {
             let put = f.bandwidth.get(&size);
+            let read = f.read_bandwidth.get(&size);
             let message = f.message_bandwidth.get(&size);
             if !f.bandwidth.is_empty() {
                 row.push(gbs(put));
             }
+            if !f.read_bandwidth.is_empty() {
+                row.push(gbs(read));
+            }
             if !f.message_bandwidth.is_empty() {
                 row.push(gbs(message));
-                let r = ratio(message.copied(), put.copied());
-                row.push(r.map_or("-".into(), |r| format!("{:.0} %", r * 100.0)));
+                for reference in [put, read] {
+                    let r = ratio(message.copied(), reference.copied());
+                    row.push(r.map_or("-".into(), |r| format!("{:.0} %", r * 100.0)));
+                }
             }
-            for (metric, value) in [("bandwidth", put), ("message_bandwidth", message)] {
+            let metrics = [
+                ("bandwidth", put),
+                ("read_bandwidth", read),
+                ("message_bandwidth", message),
+            ];
+            for (metric, value) in metrics {
                 if let Some(g) = value {
                     csv.row(vec![
                         name.clone(),
@@ -354,7 +371,10 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
         }
         bw.row(row);
     }
-    println!("\nBandwidth, GB/s (puts into one window; messages each received):");
+    println!(
+        "\nBandwidth, GB/s (puts into one window; the same, each read out by the target \
+         as it lands; messages each received into one buffer):"
+    );
     bw.print();
     csv.write_csv(&args.csv)?;
     println!("\nwrote {}", args.csv.display());
@@ -424,9 +444,11 @@ struct Figures {
     /// 8 B put + signal: half the round trip, ns.
     put_signal_ns: Option<f64>,
     bandwidth: BTreeMap<usize, f64>,
+    /// Puts each read out by the target once landed: its read, GB/s by size.
+    read_bandwidth: BTreeMap<usize, f64>,
     /// 8 B send/recv ping-pong: half the round trip, ns.
     message_ns: Option<f64>,
-    /// Back-to-back messages, each received, GB/s by size.
+    /// Back-to-back messages, each received into one buffer, GB/s by size.
     message_bandwidth: BTreeMap<usize, f64>,
 }
 
@@ -444,6 +466,7 @@ impl Figures {
         }
         for (metric, table) in [
             ("bandwidth_gbs", &self.bandwidth),
+            ("read_bandwidth_gbs", &self.read_bandwidth),
             ("message_bandwidth_gbs", &self.message_bandwidth),
         ] {
             for (size, gbs) in table {
@@ -464,6 +487,9 @@ impl Figures {
                 ["message_ns", _, v] => f.message_ns = Some(v.parse()?),
                 ["bandwidth_gbs", size, v] => {
                     f.bandwidth.insert(size.parse()?, v.parse()?);
+                }
+                ["read_bandwidth_gbs", size, v] => {
+                    f.read_bandwidth.insert(size.parse()?, v.parse()?);
                 }
                 ["message_bandwidth_gbs", size, v] => {
                     f.message_bandwidth.insert(size.parse()?, v.parse()?);
@@ -565,7 +591,9 @@ async fn target<T: Transport + Blocking>(
             t.send(0, CTX, PING_TAG, &ping.data, deadline).await?;
         }
     }
-    let mut run = 0u64;
+    // Messages land in one buffer, as an MPI program's receives would.
+    let mut landing = vec![0u8; args.max_size];
+    let (mut run, mut read) = (0u64, 0u64);
     for size in sizes(args.max_size) {
         for _ in 0..REPETITIONS {
             run += 1;
@@ -577,15 +605,35 @@ async fn target<T: Transport + Blocking>(
             };
             t.put_signal(0, origin, DATA_AT, &[], ack)?;
             for _ in 0..iterations(size) {
-                let got = t.recv(Some(0), CTX, BULK_TAG, deadline).await?;
-                if got.data.len() != size {
+                let got = t
+                    .recv_into(Some(0), CTX, BULK_TAG, &mut landing, deadline)
+                    .await?;
+                if got.len != size {
                     return Err(catena_fabric::Error::Protocol(format!(
                         "a {}-byte message where {size} were sent",
-                        got.data.len()
+                        got.len
                     )));
                 }
             }
             t.send(0, CTX, ACK_TAG, &[], deadline).await?;
+            // Each put read out here as soon as it has landed: what moving
+            // its bytes to this core costs, the floor of any transfer.
+            let mut reading = Duration::ZERO;
+            for _ in 0..iterations(size) {
+                read += 1;
+                t.wait_signal(window, READ_SIGNAL, read, deadline).await?;
+                let start = Instant::now();
+                window.read(BULK_AT, &mut landing[..size])?;
+                reading += start.elapsed();
+                let ack = Signal {
+                    offset: READ_ACK_SIGNAL,
+                    add: 1,
+                };
+                t.put_signal(0, origin, DATA_AT, &[], ack)?;
+            }
+            let rate = (size * iterations(size)) as f64 / reading.as_secs_f64() / 1e9;
+            t.send(0, CTX, RATE_TAG, &rate.to_le_bytes(), deadline)
+                .await?;
         }
     }
     Ok(())
@@ -667,9 +715,10 @@ fn origin<T: Transport + Blocking>(
         ..Figures::default()
     };
     let source = vec![0xa5u8; args.max_size];
-    let mut run = 0u64;
+    let (mut run, mut read) = (0u64, 0u64);
     for size in sizes(args.max_size) {
-        let (mut put_rates, mut message_rates) = (Vec::new(), Vec::new());
+        let (mut put_rates, mut message_rates, mut read_rates) =
+            (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..REPETITIONS {
             run += 1;
             let iters = iterations(size);
@@ -690,6 +739,22 @@ fn origin<T: Transport + Blocking>(
             }
             block_on(t, t.recv(Some(1), CTX, ACK_TAG, deadline))?;
             message_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
+            for _ in 0..iters {
+                read += 1;
+                t.put(1, target, BULK_AT, &source[..size])?;
+                let landed = Signal {
+                    offset: READ_SIGNAL,
+                    add: 1,
+                };
+                t.put_signal(1, target, DATA_AT, &[], landed)?;
+                block_on(t, t.wait_signal(window, READ_ACK_SIGNAL, read, deadline))?;
+            }
+            let rate = block_on(t, t.recv(Some(1), CTX, RATE_TAG, deadline))?;
+            let rate =
+                rate.data.try_into().map(f64::from_le_bytes).map_err(|_| {
+                    catena_fabric::Error::Protocol("a rate that is not 8 bytes".into())
+                })?;
+            read_rates.push(rate);
         }
         figures
             .bandwidth
@@ -697,6 +762,9 @@ fn origin<T: Transport + Blocking>(
         figures
             .message_bandwidth
             .insert(size, quantile(&mut message_rates, 0.5));
+        figures
+            .read_bandwidth
+            .insert(size, quantile(&mut read_rates, 0.5));
     }
     Ok(figures)
 }
