@@ -3,8 +3,11 @@
 //! (1 KiB .. 64 MiB) between two pinned ranks, for one provider or all of
 //! them side by side, next to the machine's physical limits and the fabric
 //! libraries' own tools measured in the same run. Beside each put figure,
-//! the same figure for tagged messages (`Transport::send`/`recv`, eager
-//! messaging on the provider's puts) in the same job, and their ratio.
+//! the same figure for tagged messages (`Transport::send`/`recv_into`,
+//! eager messaging on the provider's puts) in the same job, and their
+//! ratio; and, since a put the target never reads stays in the sender's
+//! cache, the target's read of each put as it lands, the floor of moving
+//! the bytes to the other core.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
