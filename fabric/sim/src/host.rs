@@ -9,7 +9,8 @@ use std::rc::Rc;
 
 use catena_fabric::{Error, HostMemory, HostRegion, Rank, Result, Time};
 
-use super::window::{check_bounds, check_word, set_word, word};
+use super::memory::Memory;
+use super::window::{check_bounds, check_word};
 use super::{Action, Sim, SimRank, WindowMemory};
 
 /// What host memory costs, LogGP-like: a write or store of k bytes costs
@@ -89,7 +90,7 @@ impl SimRank<'_> {
         check_bounds(offset, data.len(), memory.borrow().len())?;
         let done = self.charge(data.len());
         if owner == self.rank_id() {
-            memory.borrow_mut()[offset..offset + data.len()].copy_from_slice(data);
+            memory.borrow_mut().write(offset, data);
             return Ok(());
         }
         let at = Time(done.0 + sim.host_model.latency_ns.round() as u64);
@@ -120,8 +121,11 @@ impl SimRank<'_> {
         }
         let key = (owner, REGION_WINDOWS + id);
         if !sim.windows.borrow().contains_key(&key) {
-            let mut memory = vec![0u8; len.max(8)];
-            set_word(&mut memory, 0, 1);
+            let mut memory = Memory::zeroed(len.max(8)).ok_or_else(|| Error::Io {
+                context: format!("a simulated host region of {len} bytes"),
+                source: std::io::ErrorKind::OutOfMemory.into(),
+            })?;
+            memory.set_word(0, 1);
             sim.as_transport(|| {
                 sim.windows
                     .borrow_mut()
@@ -181,7 +185,7 @@ impl HostMemory for SimRank<'_> {
             .windows
             .borrow()
             .get(&key)
-            .is_some_and(|m| word(&m.borrow(), 0) == 0);
+            .is_some_and(|m| m.borrow().word(0) == 0);
         // A region someone still counts as used stays until the run ends:
         // their late puts land in it, as in a real arena.
         if unused {
@@ -213,7 +217,7 @@ impl HostMemory for SimRank<'_> {
         let (_, offset, memory) = self.region(*peer, at)?;
         let memory = memory.borrow();
         check_bounds(offset, buf.len(), memory.len())?;
-        buf.copy_from_slice(&memory[offset..offset + buf.len()]);
+        memory.read(offset, buf);
         if *peer != self.rank_id() {
             self.charge(buf.len());
         }
@@ -233,15 +237,15 @@ impl HostMemory for SimRank<'_> {
         let (_, offset, memory) = self.region(*peer, at)?;
         let memory = memory.borrow();
         check_word(offset, memory.len())?;
-        Ok(word(&memory, offset))
+        Ok(memory.word(offset))
     }
 
     fn host_add(&self, peer: &Rank, at: u64, value: u64) -> Result<u64> {
         let (_, offset, memory) = self.region(*peer, at)?;
         let mut memory = memory.borrow_mut();
         check_word(offset, memory.len())?;
-        let old = word(&memory, offset);
-        set_word(&mut memory, offset, old.wrapping_add(value));
+        let old = memory.word(offset);
+        memory.set_word(offset, old.wrapping_add(value));
         Ok(old)
     }
 }

@@ -21,6 +21,7 @@ mod compute;
 mod eager;
 mod host;
 mod jitter;
+mod memory;
 pub mod model;
 mod rank;
 mod window;
@@ -224,7 +225,7 @@ impl<'s> Served<'s> for EagerRank<'s> {
 }
 
 /// A live window's bytes, by (owner, id).
-type WindowMemory = Rc<RefCell<Vec<u8>>>;
+type WindowMemory = Rc<RefCell<memory::Memory>>;
 
 /// A simulated machine of `size` ranks.
 pub struct Sim {
@@ -630,10 +631,10 @@ impl Sim {
                 // it was live when it put).
                 if let Some(memory) = self.windows.borrow().get(&(to, window)) {
                     let mut memory = memory.borrow_mut();
-                    memory[offset..offset + data.len()].copy_from_slice(&data);
+                    memory.write(offset, &data);
                     if let Some(s) = signal {
-                        let old = window::word(&memory, s.offset);
-                        window::set_word(&mut memory, s.offset, old.wrapping_add(s.add));
+                        let old = memory.word(s.offset);
+                        memory.set_word(s.offset, old.wrapping_add(s.add));
                     }
                 }
                 Some(to)
@@ -648,13 +649,13 @@ impl Sim {
             } => {
                 let value = self.windows.borrow().get(&(to, window)).map(|memory| {
                     let mut memory = memory.borrow_mut();
-                    let old = window::word(&memory, offset);
+                    let old = memory.word(offset);
                     let new = match op {
                         AtomicOp::FetchAdd(add) => old.wrapping_add(add),
                         AtomicOp::CompareSwap { expected, new } if old == expected => new,
                         AtomicOp::CompareSwap { .. } => old,
                     };
-                    window::set_word(&mut memory, offset, new);
+                    memory.set_word(offset, new);
                     old
                 });
                 let back = self.model.borrow_mut().arrival(to, origin, 8, at);

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::memory::Memory;
 use super::Sim;
 pub(super) use catena_fabric::bounds::{check_bounds, check_word};
 use catena_fabric::{Error, LocalWindow, Rank, RemoteKey, Result};
@@ -64,32 +65,22 @@ impl SimKey {
     }
 }
 
-pub(super) fn word(memory: &[u8], offset: usize) -> u64 {
-    u64::from_le_bytes(memory[offset..offset + 8].try_into().expect("8 bytes"))
-}
-
-pub(super) fn set_word(memory: &mut [u8], offset: usize, value: u64) {
-    memory[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
-}
-
 /// A window of a simulated rank; freed (and its puts dropped) on drop.
 pub struct SimWindow<'s> {
     sim: &'s Sim,
     owner: Rank,
     id: u64,
-    memory: Rc<RefCell<Vec<u8>>>,
+    memory: Rc<RefCell<Memory>>,
 }
 
 impl<'s> SimWindow<'s> {
     /// A fresh zeroed window of `len` bytes; `Io` (out of memory) where
     /// this process cannot hold it, rather than an abort.
     pub(super) fn new(sim: &'s Sim, owner: Rank, len: usize) -> Result<SimWindow<'s>> {
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(len).map_err(|e| Error::Io {
+        let bytes = Memory::zeroed(len).ok_or_else(|| Error::Io {
             context: format!("a simulated window of {len} bytes"),
-            source: std::io::Error::new(std::io::ErrorKind::OutOfMemory, e),
+            source: std::io::ErrorKind::OutOfMemory.into(),
         })?;
-        bytes.resize(len, 0);
         let id = sim.next_window.get();
         sim.next_window.set(id + 1);
         let memory = Rc::new(RefCell::new(bytes));
@@ -127,34 +118,34 @@ impl LocalWindow for SimWindow<'_> {
     fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         let memory = self.memory.borrow();
         check_bounds(offset, buf.len(), memory.len())?;
-        buf.copy_from_slice(&memory[offset..offset + buf.len()]);
+        memory.read(offset, buf);
         Ok(())
     }
 
     fn read_append(&self, offset: usize, len: usize, buf: &mut Vec<u8>) -> Result<()> {
         let memory = self.memory.borrow();
         check_bounds(offset, len, memory.len())?;
-        buf.extend_from_slice(&memory[offset..offset + len]);
+        memory.append(offset, len, buf);
         Ok(())
     }
 
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         let mut memory = self.memory.borrow_mut();
         check_bounds(offset, data.len(), memory.len())?;
-        memory[offset..offset + data.len()].copy_from_slice(data);
+        memory.write(offset, data);
         Ok(())
     }
 
     fn signal(&self, offset: usize) -> Result<u64> {
         let memory = self.memory.borrow();
         check_word(offset, memory.len())?;
-        Ok(word(&memory, offset))
+        Ok(memory.word(offset))
     }
 
     fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
         let mut memory = self.memory.borrow_mut();
         check_word(offset, memory.len())?;
-        set_word(&mut memory, offset, value);
+        memory.set_word(offset, value);
         Ok(())
     }
 }
