@@ -417,7 +417,9 @@ fn alltoall_of<T: Transport + Blocking, E: Pod>(
     ctx: &Ctx<'_, '_, T>,
     set: Set,
     send: &[E],
-    target: fn(&E) -> u32,
+    // A closure, as a Rust caller writes it, inlined into the route pass
+    // (through a `fn` pointer each element cost an indirect call).
+    target: impl Fn(&E) -> u32,
 ) -> Result<Figure> {
     let bytes: &[u8] = bytemuck::cast_slice(send);
     let layout = set.layout();
