@@ -6,8 +6,8 @@
 //! the same figure for tagged messages (`Transport::send`/`recv_into`,
 //! eager messaging on the provider's puts) in the same job, and their
 //! ratio; and, since a put the target never reads stays in the sender's
-//! cache, the target's read of each put as it lands, the floor of moving
-//! the bytes to the other core.
+//! cache (on shm), puts each read out by the target before the next: the
+//! bytes in the target's hands, as a message's are.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -91,7 +91,6 @@ const CTX: u64 = 0xBE_0001;
 const PING_TAG: u32 = 1;
 const BULK_TAG: u32 = 2;
 const ACK_TAG: u32 = 3;
-const RATE_TAG: u32 = 4;
 const LATENCY_SIGNAL: usize = 0;
 const BANDWIDTH_SIGNAL: usize = 8;
 const ACK_SIGNAL: usize = 16;
@@ -327,7 +326,7 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
             header.push(format!("{name} put"));
         }
         if !f.read_bandwidth.is_empty() {
-            header.push(format!("{name} put, read there"));
+            header.push(format!("{name} put + read"));
         }
         if !f.message_bandwidth.is_empty() {
             header.extend([format!("{name} send/recv"), "/ put".into(), "/ read".into()]);
@@ -375,8 +374,8 @@ fn print_comparison(results: &[(String, Figures)], args: &Args) -> crate::Outcom
         bw.row(row);
     }
     println!(
-        "\nBandwidth, GB/s (puts into one window; the same, each read out by the target \
-         as it lands; messages each received into one buffer):"
+        "\nBandwidth, GB/s (puts into one window; put + read: the same, each read out \
+         by the target before the next; messages each received into one buffer):"
     );
     bw.print();
     csv.write_csv(&args.csv)?;
@@ -447,7 +446,7 @@ struct Figures {
     /// 8 B put + signal: half the round trip, ns.
     put_signal_ns: Option<f64>,
     bandwidth: BTreeMap<usize, f64>,
-    /// Puts each read out by the target once landed: its read, GB/s by size.
+    /// Puts each read out by the target before the next, GB/s by size.
     read_bandwidth: BTreeMap<usize, f64>,
     /// 8 B send/recv ping-pong: half the round trip, ns.
     message_ns: Option<f64>,
@@ -619,24 +618,19 @@ async fn target<T: Transport + Blocking>(
                 }
             }
             t.send(0, CTX, ACK_TAG, &[], deadline).await?;
-            // Each put read out here as soon as it has landed: what moving
-            // its bytes to this core costs, the floor of any transfer.
-            let mut reading = Duration::ZERO;
+            // Each put read out here as soon as it has landed, before the
+            // next is put: the bytes in this process's hands, as a
+            // message's are.
             for _ in 0..iterations(size) {
                 read += 1;
                 t.wait_signal(window, READ_SIGNAL, read, deadline).await?;
-                let start = Instant::now();
                 window.read(BULK_AT, &mut landing[..size])?;
-                reading += start.elapsed();
                 let ack = Signal {
                     offset: READ_ACK_SIGNAL,
                     add: 1,
                 };
                 t.put_signal(0, origin, DATA_AT, &[], ack)?;
             }
-            let rate = (size * iterations(size)) as f64 / reading.as_secs_f64() / 1e9;
-            t.send(0, CTX, RATE_TAG, &rate.to_le_bytes(), deadline)
-                .await?;
         }
     }
     Ok(())
@@ -742,6 +736,7 @@ fn origin<T: Transport + Blocking>(
             }
             block_on(t, t.recv(Some(1), CTX, ACK_TAG, deadline))?;
             message_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
+            let start = Instant::now();
             for _ in 0..iters {
                 read += 1;
                 t.put(1, target, BULK_AT, &source[..size])?;
@@ -752,12 +747,7 @@ fn origin<T: Transport + Blocking>(
                 t.put_signal(1, target, DATA_AT, &[], landed)?;
                 block_on(t, t.wait_signal(window, READ_ACK_SIGNAL, read, deadline))?;
             }
-            let rate = block_on(t, t.recv(Some(1), CTX, RATE_TAG, deadline))?;
-            let rate =
-                rate.data.try_into().map(f64::from_le_bytes).map_err(|_| {
-                    catena_fabric::Error::Protocol("a rate that is not 8 bytes".into())
-                })?;
-            read_rates.push(rate);
+            read_rates.push((size * iters) as f64 / start.elapsed().as_secs_f64() / 1e9);
         }
         figures
             .bandwidth
