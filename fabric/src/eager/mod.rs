@@ -865,7 +865,8 @@ impl<W: LocalWindow> Messenger<W> {
         ];
         for mode in modes {
             self.serve_or_break(rma, source, conn, mode);
-            if let Some(received) = self.take_into(rma, source, conn, context, tag, buf) {
+            let into = |c: &mut Connection<W>, i| c.remove_into(i, buf, self.bulk_bytes);
+            if let Some(received) = self.take_and_refill(rma, source, conn, context, tag, into) {
                 return received.map(Some);
             }
             let claimable = conn.partial.as_ref().is_some_and(|p| {
@@ -955,30 +956,6 @@ impl<W: LocalWindow> Messenger<W> {
         }))
     }
 
-    /// Takes the peer's first held message with (context, tag) into `buf`,
-    /// as [`Messenger::take_and_refill`].
-    fn take_into<R: ControlWindows<Window = W>>(
-        &self,
-        rma: &R,
-        peer: Rank,
-        conn: &mut Connection<W>,
-        context: ContextId,
-        tag: Tag,
-        buf: &mut [u8],
-    ) -> Option<Result<Received>> {
-        let held_back = conn.held >= self.inbox_limit.min(self.ring_bytes as u64);
-        let i = conn.find(context, tag)?;
-        let received = conn.remove_into(i, buf, self.bulk_bytes);
-        if held_back {
-            self.serve_or_break(rma, peer, conn, Drain::Ahead);
-        } else if conn.corrupt.is_none() {
-            if let Err(e) = self.return_credit(rma, peer, conn) {
-                conn.corrupt = Some(e.to_string());
-            }
-        }
-        Some(received)
-    }
-
     /// One look for a message from `source`: held ones first, then what has
     /// landed, drained past the inbox bound (a receive that waits lifts it
     /// for the connection it could match on, so no bound hides the message
@@ -1007,12 +984,13 @@ impl<W: LocalWindow> Messenger<W> {
         // is held: receiving then frees one message as draining makes the
         // next, so the allocator hands the same memory round rather than
         // a batch of fresh pages each time the inbox runs dry.
+        let whole = |c: &mut Connection<W>, i| c.remove(i, self.bulk_bytes);
         self.serve_or_break(rma, source, conn, Drain::Ahead);
-        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag) {
+        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag, whole) {
             return Ok(Some(message));
         }
         self.serve_or_break(rma, source, conn, Drain::Waiting { context, tag });
-        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag) {
+        if let Some(message) = self.take_and_refill(rma, source, conn, context, tag, whole) {
             return Ok(Some(message));
         }
         if conn.corrupt.is_some() {
@@ -1164,26 +1142,29 @@ impl<W: LocalWindow> Messenger<W> {
                 .min();
             if let Some((_, peer)) = first {
                 let conn = conns.get_mut(&peer).expect("found above");
-                return self.take_and_refill(rma, peer, conn, context, tag);
+                let whole = |c: &mut Connection<W>, i| c.remove(i, self.bulk_bytes);
+                return self.take_and_refill(rma, peer, conn, context, tag, whole);
             }
         }
         None
     }
 
-    /// Takes the peer's first held message with (context, tag), and if the
-    /// inbox bound held the peer back, drains its ring into the room left
-    /// at once: nothing else might make progress for that sender.
-    fn take_and_refill<R: ControlWindows<Window = W>>(
+    /// Takes the peer's first held message with (context, tag) by `take`
+    /// (given its place in the inbox), and if the inbox bound held the peer
+    /// back, drains its ring into the room left at once: nothing else might
+    /// make progress for that sender.
+    fn take_and_refill<R: ControlWindows<Window = W>, M>(
         &self,
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
         context: ContextId,
         tag: Tag,
-    ) -> Option<Message> {
+        take: impl FnOnce(&mut Connection<W>, usize) -> M,
+    ) -> Option<M> {
         let held_back = conn.held >= self.inbox_limit.min(self.ring_bytes as u64);
         let i = conn.find(context, tag)?;
-        let message = conn.remove(i, self.bulk_bytes);
+        let message = take(conn, i);
         if held_back {
             self.serve_or_break(rma, peer, conn, Drain::Ahead);
         } else if conn.corrupt.is_none() {
