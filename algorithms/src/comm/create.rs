@@ -226,7 +226,7 @@ impl<'t, T: Transport> Comm<'t, T> {
                                 && places.iter().all(|p| p.host == t.host()) =>
                         {
                             let ranks: Vec<Rank> = map.iter().collect();
-                            let regions = places.iter().map(|p| p.region).collect();
+                            let regions = places.iter().map(|p| p.region);
                             claim.into_team(ranks, regions, rank, context)?
                         }
                         _ => None,

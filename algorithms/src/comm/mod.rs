@@ -409,9 +409,9 @@ impl<'t, T: Transport> Comm<'t, T> {
             return Ok(Some(self.derived(group.chain, None)));
         };
         let ranks: Vec<_> = places.iter().map(|p| p.rank).collect();
-        let regions = places.iter().map(|p| p.region).collect();
+        let regions = places.iter().map(|p| p.region);
         let (rank, context) = (group.chain.rank(), group.chain.context());
-        let team = claim.into_team(ranks.clone(), regions, rank, context)?;
+        let team = claim.into_team(ranks, regions, rank, context)?;
         // The map is made from the team's list on the first lookup.
         let mut comm = self.derived(group.chain, None);
         comm.team = team.map(Box::new);

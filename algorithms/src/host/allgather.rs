@@ -3,8 +3,9 @@
 
 use catena_fabric::{HostMemory, Time};
 
+use super::gathered::Gathered;
 use super::layout::CELL;
-use super::message::{announce, receive, receive_into};
+use super::message::{announce, receive_appended, receive_into};
 use super::stream::{expose, expose_mirrored, Readers};
 use super::Team;
 use crate::{Error, Result};
@@ -55,16 +56,17 @@ pub(crate) async fn allgather_any<T: HostMemory>(
     seq: u64,
     send: &[u8],
     deadline: Time,
-) -> Result<Vec<Vec<u8>>> {
+) -> Result<Gathered> {
     let me = team.me();
     let exposing = offer(team, seq, send, true, deadline);
     let copying = async {
-        let mut all = Vec::with_capacity(team.size() as usize);
+        let mut all = Gathered::with_capacity(team.size() as usize, send.len());
         for m in 0..team.size() {
-            all.push(match m == me {
-                true => send.to_vec(),
-                false => receive(team, m, seq, deadline).await?,
-            });
+            match m == me {
+                true => all.buffer().extend_from_slice(send),
+                false => receive_appended(team, m, seq, all.buffer(), deadline).await?,
+            }
+            all.close();
         }
         Ok::<_, Error>(all)
     };

@@ -32,11 +32,11 @@ impl<'t, T: HostMemory> Claim<'t, T> {
     }
 
     /// The team of the communicator `context` whose members (world ranks,
-    /// group order) offered `regions`, this member being `me`.
+    /// group order) offered `regions` (one each), this member being `me`.
     pub(crate) fn into_team(
         mut self,
         ranks: Vec<Rank>,
-        regions: Vec<u64>,
+        regions: impl IntoIterator<Item = u64>,
         me: u32,
         context: ContextId,
     ) -> Result<Option<Team<'t, T>>> {

@@ -3,8 +3,9 @@
 
 use catena_fabric::{HostMemory, Time};
 
+use super::gathered::Gathered;
 use super::layout::CELL;
-use super::message::{announce, receive, receive_into};
+use super::message::{announce, receive_appended, receive_into};
 use super::stream::{expose, Readers};
 use super::{others_then_me, Team};
 use crate::Result;
@@ -42,18 +43,19 @@ pub(crate) async fn gather_any<T: HostMemory>(
     root: u32,
     send: &[u8],
     deadline: Time,
-) -> Result<Option<Vec<Vec<u8>>>> {
+) -> Result<Option<Gathered>> {
     let me = team.me();
     if me != root {
         send_to_root(team, seq, root, send, deadline).await?;
         return Ok(None);
     }
-    let mut all = Vec::with_capacity(team.size() as usize);
+    let mut all = Gathered::with_capacity(team.size() as usize, send.len());
     for m in 0..team.size() {
-        all.push(match m == me {
-            true => send.to_vec(),
-            false => receive(team, m, seq, deadline).await?,
-        });
+        match m == me {
+            true => all.buffer().extend_from_slice(send),
+            false => receive_appended(team, m, seq, all.buffer(), deadline).await?,
+        }
+        all.close();
     }
     team.all_entered(seq);
     Ok(Some(all))

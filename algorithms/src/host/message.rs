@@ -71,22 +71,37 @@ pub(crate) async fn receive_into<T: HostMemory>(
 }
 
 /// Receives member `from`'s message of call `seq`, of whatever length it
-/// has (memory for it is taken as its bytes arrive, and a length this
-/// process cannot hold is an error, not an abort).
+/// has.
 pub(crate) async fn receive<T: HostMemory>(
     team: &Team<'_, T>,
     from: u32,
     seq: u64,
     deadline: Time,
 ) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    receive_appended(team, from, seq, &mut out, deadline).await?;
+    Ok(out)
+}
+
+/// Appends member `from`'s message of call `seq`, of whatever length it
+/// has, to `out` (memory for it is taken as its bytes arrive, and a length
+/// this process cannot hold is an error, not an abort).
+pub(crate) async fn receive_appended<T: HostMemory>(
+    team: &Team<'_, T>,
+    from: u32,
+    seq: u64,
+    out: &mut Vec<u8>,
+    deadline: Time,
+) -> Result<()> {
     let len = arrived(team, from, seq, deadline).await?;
     if len <= team.layout().inline() as u64 {
-        let mut out = vec![0; len as usize];
-        read(team, from, seq, &mut out)?;
-        return Ok(out);
+        let start = out.len();
+        out.try_reserve(len as usize)
+            .map_err(|_| too_long(from, len))?;
+        out.resize(start + len as usize, 0);
+        return read(team, from, seq, &mut out[start..]);
     }
     let total = usize::try_from(len).map_err(|_| too_long(from, len))?;
-    let mut out = Vec::new();
     let first = first_chunk(team, from, seq)?;
     pull(
         team,
@@ -102,8 +117,7 @@ pub(crate) async fn receive<T: HostMemory>(
         },
         deadline,
     )
-    .await?;
-    Ok(out)
+    .await
 }
 
 fn too_long(from: u32, len: u64) -> Error {

@@ -12,6 +12,7 @@ mod barrier;
 mod bcast;
 mod claim;
 mod gather;
+mod gathered;
 mod layout;
 mod mailbox;
 mod message;
@@ -33,6 +34,7 @@ pub(crate) use barrier::barrier;
 pub(crate) use bcast::{bcast, Value};
 pub(crate) use claim::Claim;
 pub(crate) use gather::{gather, gather_any};
+pub(crate) use gathered::Gathered;
 pub(crate) use layout::{Layout, MAX_MEMBERS};
 pub(crate) use reduce::reduce;
 pub(crate) use scatter::{scatter, scatter_any, Pieces};
@@ -131,12 +133,13 @@ impl<'t, T: HostMemory> Team<'t, T> {
         Some(Team::new(t, ranks, regions, me, own, true, WORLD_CONTEXT))
     }
 
-    /// A team of `ranks` (group order) whose regions are `regions`, this
-    /// member being `me` with region `own`, for the communicator `context`.
+    /// A team of `ranks` (group order) whose regions are `regions` (one
+    /// each), this member being `me` with region `own`, for the
+    /// communicator `context`.
     pub(crate) fn new(
         t: &'t T,
         ranks: Vec<Rank>,
-        regions: Vec<u64>,
+        regions: impl IntoIterator<Item = u64>,
         me: u32,
         own: HostRegion,
         world: bool,

@@ -7,7 +7,7 @@ use catena_fabric::{HostMemory, Time};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{allgather_any, bcast, gather_any, scatter_any, Team, Value};
+use super::{allgather_any, bcast, gather_any, scatter_any, Gathered, Team, Value};
 use crate::codec::{decode, encode};
 use crate::error::user_code;
 use crate::scan::DoubleScan;
@@ -49,7 +49,7 @@ pub(crate) async fn bcast_value<T: HostMemory, V: Serialize + DeserializeOwned>(
 }
 
 /// Decodes every member's value, in rank order.
-fn decode_all<A: DeserializeOwned>(all: &[Vec<u8>], what: &'static str) -> Result<Vec<A>> {
+fn decode_all<A: DeserializeOwned>(all: &Gathered, what: &'static str) -> Result<Vec<A>> {
     all.iter().map(|b| decode(b, what)).collect()
 }
 

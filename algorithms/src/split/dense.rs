@@ -17,7 +17,7 @@ use super::item::KeyOrder;
 use super::mix::digest;
 use super::{Algorithm, Color, Group, Key, Split};
 use crate::chain::Chain;
-use crate::codec::{decode, encode, Wire};
+use crate::codec::{decode, encode_appended, Wire};
 use crate::context::Proposal;
 use crate::error::user_code;
 use crate::groupmap::GroupMap;
@@ -30,12 +30,7 @@ const NO_REGION: u64 = u64::MAX;
 /// What each member tells every other (as bytes: fixed fields, then the
 /// color, the key and the reason for a refusal, read in place).
 struct Record<'a> {
-    types: u64,
-    algorithm: u32,
-    modes: u8,
-    proposal: Proposal,
-    /// The member's region for its new group's team.
-    region: u64,
+    head: Head,
     color: &'a [u8],
     /// The key: its integer image (ordered as bytes) or its encoding.
     key: &'a [u8],
@@ -45,31 +40,71 @@ struct Record<'a> {
     refused: Option<&'a [u8]>,
 }
 
+/// A record's fields before its color and key.
+#[derive(Clone, Copy)]
+struct Head {
+    types: u64,
+    algorithm: u32,
+    modes: u8,
+    proposal: Proposal,
+    /// The member's region for its new group's team.
+    region: u64,
+}
+
 /// The bytes before a record's color: types, algorithm, modes, image and
 /// refused flags, the proposal's leader and serial, the region, and the
 /// color's and key's lengths.
 const FIXED: usize = 8 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 4 + 4;
 
 impl<'a> Record<'a> {
-    fn encode(&self) -> Vec<u8> {
-        let refused = self.refused.unwrap_or_default();
-        let mut out = Vec::with_capacity(FIXED + self.color.len() + self.key.len() + refused.len());
-        let (leader, serial) = self.proposal.parts();
-        out.extend_from_slice(&self.types.to_le_bytes());
-        out.extend_from_slice(&self.algorithm.to_le_bytes());
-        out.extend_from_slice(&[
-            self.modes,
-            u8::from(self.image),
-            u8::from(self.refused.is_some()),
+    /// This member's record: `head`, then its color and key encoded in
+    /// place (the key as `image`, its integer image, where it has one). A
+    /// color or key that does not encode is left empty and the reason
+    /// travels instead.
+    fn encode<C: Serialize, K: Serialize>(
+        head: Head,
+        color: &Color<C>,
+        key: &Key<K>,
+        image: Option<&[u8]>,
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FIXED + 64);
+        out.resize(FIXED, 0);
+        let mut refused: Option<String> = None;
+        let mut taken = |what: &'static str, appended: Result<usize>| {
+            appended.unwrap_or_else(|e| {
+                refused.get_or_insert(format!("{what}: {e}"));
+                0
+            })
+        };
+        let color_len = match color {
+            Color::Is(c) => taken("a color", encode_appended(c, "a color", &mut out)),
+            _ => 0,
+        };
+        let key_len = match (key, image) {
+            (Key::Is(_), Some(image)) => {
+                out.extend_from_slice(image);
+                image.len()
+            }
+            (Key::Is(k), None) => taken("a key", encode_appended(k, "a key", &mut out)),
+            (Key::ParentOrder, _) => 0,
+        };
+        if let Some(why) = &refused {
+            out.extend_from_slice(why.as_bytes());
+        }
+        let (leader, serial) = head.proposal.parts();
+        let fixed = &mut out[..FIXED];
+        fixed[..8].copy_from_slice(&head.types.to_le_bytes());
+        fixed[8..12].copy_from_slice(&head.algorithm.to_le_bytes());
+        fixed[12..15].copy_from_slice(&[
+            head.modes,
+            u8::from(image.is_some()),
+            u8::from(refused.is_some()),
         ]);
-        out.extend_from_slice(&leader.to_le_bytes());
-        out.extend_from_slice(&serial.to_le_bytes());
-        out.extend_from_slice(&self.region.to_le_bytes());
-        out.extend_from_slice(&(self.color.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(self.key.len() as u32).to_le_bytes());
-        out.extend_from_slice(self.color);
-        out.extend_from_slice(self.key);
-        out.extend_from_slice(refused);
+        fixed[15..19].copy_from_slice(&leader.to_le_bytes());
+        fixed[19..27].copy_from_slice(&serial.to_le_bytes());
+        fixed[27..35].copy_from_slice(&head.region.to_le_bytes());
+        fixed[35..39].copy_from_slice(&(color_len as u32).to_le_bytes());
+        fixed[39..43].copy_from_slice(&(key_len as u32).to_le_bytes());
         out
     }
 
@@ -91,13 +126,15 @@ impl<'a> Record<'a> {
             .ok_or_else(bad)?;
         let refused = &rest[color_len + key_len..];
         Ok(Record {
-            types: long(0),
-            algorithm: word(8),
-            modes: fixed[12],
+            head: Head {
+                types: long(0),
+                algorithm: word(8),
+                modes: fixed[12],
+                proposal: Proposal::from_parts(word(15), long(19)),
+                region: long(27),
+            },
             image: fixed[13] != 0,
             refused: (fixed[14] != 0).then_some(refused),
-            proposal: Proposal::from_parts(word(15), long(19)),
-            region: long(27),
             color,
             key,
         })
@@ -167,34 +204,14 @@ where
     let t = team.t();
     let claim = Claim::new(t, team.size());
     let region = claim.offer().unwrap_or(NO_REGION);
-    let mut refused: Option<String> = None;
-    let mut encoded = |what: &'static str, bytes: Result<Vec<u8>>| {
-        bytes.unwrap_or_else(|e| {
-            refused.get_or_insert(format!("{what}: {e}"));
-            Vec::new()
-        })
-    };
-    let color_bytes = match &color {
-        Color::Is(c) => encoded("a color", encode(c, "a color")),
-        _ => Vec::new(),
-    };
-    let key_bytes = match (&key, &image) {
-        (Key::Is(_), Some(image)) => image.clone(),
-        (Key::Is(k), None) => encoded("a key", encode(k, "a key")),
-        (Key::ParentOrder, _) => Vec::new(),
-    };
-    let mine = Record {
+    let head = Head {
         types: types::<C, K>(),
         algorithm: algorithm.id(),
         modes: modes(&color, &key, false, false),
         proposal,
         region,
-        color: &color_bytes,
-        image: image.is_some(),
-        key: &key_bytes,
-        refused: refused.as_deref().map(str::as_bytes),
     };
-    let bytes = mine.encode();
+    let bytes = Record::encode(head, &color, &key, image.as_deref());
     ran.set(1);
     let all = team
         .run(
@@ -203,10 +220,7 @@ where
             allgather_any(team, seqs.0, &bytes, deadline),
         )
         .await?;
-    let records: Vec<Record<'_>> = all
-        .iter()
-        .map(|b| Record::parse(b))
-        .collect::<Result<_>>()?;
+    let records: Vec<Record<'_>> = all.iter().map(Record::parse).collect::<Result<_>>()?;
     if let Some((m, why)) = records
         .iter()
         .enumerate()
@@ -222,33 +236,31 @@ where
         let values = records.iter().map(f);
         (values.clone().min().unwrap_or(0), values.max().unwrap_or(0))
     };
-    let kinds = span(&|r| r.types);
-    let algorithms = span(&|r| u64::from(r.algorithm));
-    let modes = records.iter().fold(0, |m, r| m | r.modes);
+    let kinds = span(&|r| r.head.types);
+    let algorithms = span(&|r| u64::from(r.head.algorithm));
+    let modes = records.iter().fold(0, |m, r| m | r.head.modes);
     let algorithms = (algorithms.0 as u32, algorithms.1 as u32);
     if let Some(e) = disagreement::<C, K>(kinds, algorithms, modes, algorithm) {
         return Err(e);
     }
-    let context = records[0].proposal.context(t.size())?;
-    let members: Vec<u32> = (0..records.len() as u32)
-        .filter(|&m| records[m as usize].modes != 0)
-        .collect();
+    let context = records[0].head.proposal.context(t.size())?;
+    let members = || (0..records.len() as u32).filter(|&m| records[m as usize].head.modes != 0);
     // Groups by color, in the order of their lowest parent rank.
     let mut leaders: Vec<u32> = Vec::new();
-    for &m in &members {
+    for m in members() {
         let color = records[m as usize].color;
         if !leaders.iter().any(|&l| records[l as usize].color == color) {
             leaders.push(m);
         }
     }
     let keyed = modes & KEYED != 0;
-    let comparing = keyed && records.iter().any(|r| r.modes != 0 && !r.image);
+    let comparing = keyed && records.iter().any(|r| r.head.modes != 0 && !r.image);
     // Every member decodes every key, so a key that does not decode fails
     // every process alike.
     let keys: Vec<Option<K>> = match comparing {
         true => records
             .iter()
-            .map(|r| match r.modes & KEYED != 0 {
+            .map(|r| match r.head.modes & KEYED != 0 {
                 true => decode(r.key, "a key").map(Some),
                 false => Ok(None),
             })
@@ -256,12 +268,11 @@ where
         false => Vec::new(),
     };
     let me = team.me();
-    let mut group: Vec<u32> = match mine.modes & (SPLIT | super::agreement::EVERYONE) {
+    let mine = records[me as usize].color;
+    let mut group: Vec<u32> = match head.modes & (SPLIT | super::agreement::EVERYONE) {
         0 => Vec::new(),
-        _ => members
-            .iter()
-            .copied()
-            .filter(|&m| records[m as usize].color == mine.color)
+        _ => members()
+            .filter(|&m| records[m as usize].color == mine)
             .collect(),
     };
     let sorted = sort(&mut group, &records, &keys, keyed, comparing, order);
@@ -289,14 +300,14 @@ where
             .await?;
         let shown: Vec<u64> = all
             .iter()
-            .map(|b| b.as_slice().try_into().map(u64::from_le_bytes).unwrap_or(0))
+            .map(|b| b.try_into().map(u64::from_le_bytes).unwrap_or(0))
             .collect();
-        let lies = members.iter().any(|&m| {
+        let lies = members().any(|m| {
             let color = records[m as usize].color;
-            let first = members
+            let first = leaders
                 .iter()
                 .find(|&&l| records[l as usize].color == color)
-                .expect("m itself");
+                .expect("every color has a leader");
             shown[m as usize] == 0 || shown[m as usize] != shown[*first as usize]
         });
         if lies {
@@ -318,7 +329,7 @@ where
     };
     let id = leaders
         .iter()
-        .position(|&l| records[l as usize].color == mine.color)
+        .position(|&l| records[l as usize].color == mine)
         .expect("a member's color leads a group") as u32;
     let ranks: Vec<Rank> = group.iter().map(|&m| team.rank_of(m)).collect();
     let size = ranks.len() as u32;
@@ -330,11 +341,11 @@ where
         ranks.get(at + 1).copied(),
         context,
     )?;
-    let regions: Vec<u64> = group.iter().map(|&m| records[m as usize].region).collect();
+    let regions = group.iter().map(|&m| records[m as usize].head.region);
     // A group with a team makes its map from the team's member list on
     // its first lookup; one without (a lone member, or an arena that had no
     // room) gets it now.
-    let no_region = regions.contains(&NO_REGION);
+    let no_region = regions.clone().any(|r| r == NO_REGION);
     let map = (no_region || ranks.len() < 2)
         .then(|| crate::comm::listed_map(t.size(), &ranks))
         .flatten();
@@ -387,39 +398,55 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_refuse_what_does_not_hold_one() {
-        let record = Record {
+        let head = Head {
             types: 7,
             algorithm: 3,
             modes: 5,
             proposal: Proposal::from_parts(2, 9),
             region: 4096,
-            color: b"blue",
-            key: &[1, 2, 3],
-            image: true,
-            refused: Some(b"why"),
         };
-        let bytes = record.encode();
+        let bytes = Record::encode(head, &Color::Is("blue"), &Key::Is(0u8), Some(&[1, 2, 3]));
         let back = Record::parse(&bytes).unwrap();
+        let h = back.head;
         assert_eq!(
-            (
-                back.types,
-                back.algorithm,
-                back.modes,
-                back.region,
-                back.image
-            ),
+            (h.types, h.algorithm, h.modes, h.region, back.image),
             (7, 3, 5, 4096, true)
         );
-        assert_eq!(back.proposal.parts(), (2, 9));
+        assert_eq!(h.proposal.parts(), (2, 9));
         assert_eq!(
             (back.color, back.key, back.refused),
-            (&b"blue"[..], &[1u8, 2, 3][..], Some(&b"why"[..]))
+            (&b"\x04blue"[..], &[1u8, 2, 3][..], None)
         );
-        for cut in 0..FIXED + 7 {
+        for cut in 0..FIXED + 8 {
             assert!(Record::parse(&bytes[..cut]).is_err(), "{cut} bytes");
         }
         let mut huge = bytes.clone();
         huge[35..39].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(Record::parse(&huge).is_err());
+    }
+
+    /// A key whose encoding fails.
+    struct Unencodable;
+
+    impl Serialize for Unencodable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> std::result::Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("no"))
+        }
+    }
+
+    #[test]
+    fn a_key_that_does_not_encode_travels_as_a_refusal() {
+        let head = Head {
+            types: 1,
+            algorithm: 0,
+            modes: 1,
+            proposal: Proposal::from_parts(0, 1),
+            region: NO_REGION,
+        };
+        let bytes = Record::encode(head, &Color::Is(3u8), &Key::Is(Unencodable), None);
+        let back = Record::parse(&bytes).unwrap();
+        assert_eq!((back.color, back.key), (&[3u8][..], &[][..]));
+        let why = String::from_utf8_lossy(back.refused.unwrap()).into_owned();
+        assert!(why.starts_with("a key: "), "{why}");
     }
 }

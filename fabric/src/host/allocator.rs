@@ -55,7 +55,7 @@ impl Allocator {
         let at = match self.free[class as usize].pop() {
             Some(at) => {
                 // Its last group is gone; the next resets what it relies on.
-                arena.write(at, &vec![0; reset.min(len as usize)])?;
+                arena.zero(at, reset.min(len as usize))?;
                 at
             }
             None => {

@@ -131,6 +131,15 @@ impl ArenaMap {
         Ok(())
     }
 
+    /// Zeroes `len` bytes at `at` (plain stores, as `write`).
+    #[inline]
+    pub fn zero(&self, at: u64, len: usize) -> Result<()> {
+        let at = self.check(at, len)?;
+        // SAFETY: as in `write`.
+        unsafe { std::ptr::write_bytes(self.segment.base().add(at), 0, len) };
+        Ok(())
+    }
+
     /// Copies `buf.len()` bytes at `at` out (after a flag's load that
     /// published them).
     #[inline]
