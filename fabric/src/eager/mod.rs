@@ -271,11 +271,11 @@ enum Parsed {
 }
 
 /// What the fast path of a receive found.
-enum Direct {
+enum Direct<M> {
     /// Nothing has landed.
     Nothing,
-    /// The message it wanted.
-    Taken(Message),
+    /// The message it wanted, as the receive takes it.
+    Taken(M),
     /// Something else, for the general path.
     Other,
 }
@@ -835,6 +835,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// One look of [`Messenger::recv_into`]: as [`Messenger::recv_from`],
     /// but a wanted streamed payload at the head of the stream is claimed
     /// (if it fits `buf`) before anything streams it to the heap.
+    #[inline(always)]
     fn recv_into_from<R: ControlWindows<Window = W>>(
         &self,
         rma: &R,
@@ -848,15 +849,36 @@ impl<W: LocalWindow> Messenger<W> {
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
-        if claim.held.get() {
-            return self.take_claimed(rma, source, conn, buf, claim);
-        }
-        if conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none() {
-            match self.take_direct(rma, source, conn, context, tag) {
+        let quiet = conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none();
+        if quiet && !claim.held.get() {
+            // Nothing held, claimed nor coming in: the ring alone tells.
+            let into = |c: &Connection<W>, h: &Header, line: &[u8; FRAME_ALIGN]| {
+                self.inline_payload_into(source, c, h, line, buf)
+            };
+            match self.take_direct(rma, source, conn, context, tag, into) {
                 Direct::Nothing => return Ok(None),
-                Direct::Taken(message) => return message.copy_into(buf).map(Some),
+                Direct::Taken(received) => return received.map(Some),
                 Direct::Other => {}
             }
+        }
+        self.recv_into_held(rma, source, conn, context, tag, buf, claim)
+    }
+
+    /// [`Messenger::recv_into_from`] past the ring's head: a claim held,
+    /// messages held, or one coming in.
+    #[allow(clippy::too_many_arguments)]
+    fn recv_into_held<R: ControlWindows<Window = W>>(
+        &self,
+        rma: &R,
+        source: Rank,
+        conn: &mut Connection<W>,
+        context: ContextId,
+        tag: Tag,
+        buf: &mut [u8],
+        claim: &Claim<'_, W>,
+    ) -> Result<Option<Received>> {
+        if claim.held.get() {
+            return self.take_claimed(rma, source, conn, buf, claim);
         }
         let modes = [
             Drain::Ahead,
@@ -974,7 +996,11 @@ impl<W: LocalWindow> Messenger<W> {
         };
         if conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none() {
             // Nothing held nor coming in: the ring alone tells.
-            match self.take_direct(rma, source, conn, context, tag) {
+            let whole = |c: &Connection<W>, h: &Header, line: &[u8; FRAME_ALIGN]| {
+                let data = self.inline_payload(c, h, line)?;
+                Ok(Message { source, tag, data })
+            };
+            match self.take_direct(rma, source, conn, context, tag, whole) {
                 Direct::Nothing => return Ok(None),
                 Direct::Taken(message) => return Ok(Some(message)),
                 Direct::Other => {}
@@ -1002,20 +1028,21 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Takes the next message of the peer's stream straight from the ring
-    /// into the `Vec` returned, if it is an inline one with (context, tag)
-    /// that has landed (nothing may be held or partial): the common case of
-    /// a receive, with no inbox, which reads one cache line for a small
-    /// message. A frame that breaks the protocol breaks the connection,
-    /// which the general path reports.
+    /// by `payload` (into a `Vec`, or the caller's buffer), if it is an
+    /// inline one with (context, tag) that has landed (nothing may be held
+    /// or partial): the common case of a receive, with no inbox, which
+    /// reads one cache line for a small message. A frame that breaks the
+    /// protocol breaks the connection, which the general path reports.
     #[inline(always)]
-    fn take_direct<R: ControlWindows<Window = W>>(
+    fn take_direct<R: ControlWindows<Window = W>, M>(
         &self,
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W>,
         context: ContextId,
         tag: Tag,
-    ) -> Direct {
+        payload: impl FnOnce(&Connection<W>, &Header, &[u8; FRAME_ALIGN]) -> Result<M>,
+    ) -> Direct<M> {
         let mut line = [0u8; FRAME_ALIGN];
         let head = self.head_frame(peer, conn, &mut line);
         let (header, span) = match head {
@@ -1029,8 +1056,8 @@ impl<W: LocalWindow> Messenger<W> {
         if header.rendezvous || header.context != context || header.tag != tag {
             return Direct::Other;
         }
-        let data = match self.inline_payload(conn, &header, &line) {
-            Ok(data) => data,
+        let taken = match payload(conn, &header, &line) {
+            Ok(taken) => taken,
             Err(e) => {
                 conn.corrupt = Some(e.to_string());
                 return Direct::Other;
@@ -1042,11 +1069,7 @@ impl<W: LocalWindow> Messenger<W> {
             // The message is in; what failed was telling the peer.
             conn.corrupt = Some(e.to_string());
         }
-        Direct::Taken(Message {
-            source: peer,
-            tag,
-            data,
-        })
+        Direct::Taken(taken)
     }
 
     /// The header of the frame at the head of the peer's stream (position
@@ -1118,6 +1141,39 @@ impl<W: LocalWindow> Messenger<W> {
         let at = conn.consumed + FRAME_HEADER_BYTES as u64;
         append_ring(&conn.window, (RING_AT, self.ring_bytes), at, len, &mut data)?;
         Ok(data)
+    }
+
+    /// [`Messenger::inline_payload`] copied into `buf`, as a receive into a
+    /// buffer delivers it: a payload longer than `buf` is `Truncated`
+    /// (the message taken, nothing written).
+    #[inline(always)]
+    fn inline_payload_into(
+        &self,
+        peer: Rank,
+        conn: &Connection<W>,
+        header: &Header,
+        line: &[u8; FRAME_ALIGN],
+        buf: &mut [u8],
+    ) -> Result<Result<Received>> {
+        let (len, room) = (header.len as usize, buf.len());
+        let Some(out) = buf.get_mut(..len) else {
+            return Ok(Err(Error::Truncated {
+                from: peer,
+                len,
+                room,
+            }));
+        };
+        if FRAME_HEADER_BYTES + len <= FRAME_ALIGN {
+            out.copy_from_slice(&line[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len]);
+        } else {
+            let at = conn.consumed + FRAME_HEADER_BYTES as u64;
+            read_ring(&conn.window, (RING_AT, self.ring_bytes), at, out)?;
+        }
+        Ok(Ok(Received {
+            source: peer,
+            tag: header.tag,
+            len,
+        }))
     }
 
     /// One look for a message from any peer: the first to arrive of those
