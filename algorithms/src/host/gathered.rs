@@ -2,6 +2,9 @@
 //! what the host's allgather and gather of encoded values hand back (one
 //! allocation for all the bytes, not one per member).
 
+/// The most bytes reserved before any message arrives.
+const UPFRONT_MAX: usize = 1 << 20;
+
 /// The messages, back to back, and where each one ends.
 pub(crate) struct Gathered {
     bytes: Vec<u8>,
@@ -9,10 +12,13 @@ pub(crate) struct Gathered {
 }
 
 impl Gathered {
-    /// Room for `members` messages of about `each` bytes.
+    /// Room for `members` messages of about `each` bytes, up to
+    /// [`UPFRONT_MAX`]: others' messages may be shorter than this member's,
+    /// and what arrives beyond is reserved as it lands, where running out
+    /// of memory is an error, not an abort.
     pub(crate) fn with_capacity(members: usize, each: usize) -> Gathered {
         Gathered {
-            bytes: Vec::with_capacity(members.saturating_mul(each)),
+            bytes: Vec::with_capacity(members.saturating_mul(each).min(UPFRONT_MAX)),
             ends: Vec::with_capacity(members),
         }
     }
@@ -53,5 +59,11 @@ mod tests {
         }
         assert_eq!(all.get(1), b"");
         assert_eq!(all.iter().collect::<Vec<_>>(), [&b"ab"[..], b"", b"cde"]);
+    }
+
+    #[test]
+    fn a_long_message_of_its_own_reserves_no_more_than_the_cap() {
+        let all = Gathered::with_capacity(1024, usize::MAX / 2);
+        assert!(all.bytes.capacity() <= UPFRONT_MAX);
     }
 }
