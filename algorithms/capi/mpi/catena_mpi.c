@@ -150,8 +150,9 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
         by_mpi++;
         return PMPI_Comm_split(comm, color, key, newcomm);
     }
-    if (color < 0 && color != MPI_UNDEFINED)
-        return PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG), MPI_ERR_ARG;
+    /* Any other negative color is a color like the rest, as MPICH takes it:
+     * every rank must take the same path, and no rank sees the others'
+     * colors, so none of them can be sent to PMPI_Comm_split alone. */
     if (report)
         start = PMPI_Wtime();
     rc = catena_comm_split(parent, color == MPI_UNDEFINED ? CATENA_UNDEFINED : color, key, &sub);

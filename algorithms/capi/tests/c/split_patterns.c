@@ -71,6 +71,9 @@ int main(int argc, char **argv) {
     MPI_Comm ties = split("ties", MPI_COMM_WORLD, me % 3, 0);
     /* MPI_UNDEFINED for every third rank. */
     MPI_Comm some = split("undefined", MPI_COMM_WORLD, me % 3 == 1 ? MPI_UNDEFINED : 0, n - me);
+    /* Negative colors other than MPI_UNDEFINED: MPICH takes them as any
+     * other color, and so must the interposer. */
+    MPI_Comm negative = split("negative colors", MPI_COMM_WORLD, me % 3 == 0 ? -5 : me % 2, me);
     /* A split of a split, and of a dup of one. */
     if (column != MPI_COMM_NULL) {
         int crank;
@@ -94,6 +97,7 @@ int main(int argc, char **argv) {
             MPI_Comm_free(&kept[i]);
     if (some != MPI_COMM_NULL)
         MPI_Comm_free(&some);
+    MPI_Comm_free(&negative);
     MPI_Comm_free(&ties);
     MPI_Comm_free(&column);
     MPI_Comm_free(&row);
