@@ -53,8 +53,9 @@ struct Head {
 
 /// The bytes before a record's color: types, algorithm, modes, image and
 /// refused flags, the proposal's leader and serial, the region, and the
-/// color's and key's lengths.
-const FIXED: usize = 8 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 4 + 4;
+/// color's and key's lengths (whole words: a length never wraps, however
+/// long the encoding).
+const FIXED: usize = 8 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 8;
 
 impl<'a> Record<'a> {
     /// This member's record: `head`, then its color and key encoded in
@@ -103,8 +104,8 @@ impl<'a> Record<'a> {
         fixed[15..19].copy_from_slice(&leader.to_le_bytes());
         fixed[19..27].copy_from_slice(&serial.to_le_bytes());
         fixed[27..35].copy_from_slice(&head.region.to_le_bytes());
-        fixed[35..39].copy_from_slice(&(color_len as u32).to_le_bytes());
-        fixed[39..43].copy_from_slice(&(key_len as u32).to_le_bytes());
+        fixed[35..43].copy_from_slice(&(color_len as u64).to_le_bytes());
+        fixed[43..51].copy_from_slice(&(key_len as u64).to_le_bytes());
         out
     }
 
@@ -118,7 +119,8 @@ impl<'a> Record<'a> {
         let fixed = bytes.get(..FIXED).ok_or_else(bad)?;
         let word = |at: usize| u32::from_le_bytes(fixed[at..at + 4].try_into().expect("4 bytes"));
         let long = |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
-        let (color_len, key_len) = (word(35) as usize, word(39) as usize);
+        let length = |at: usize| usize::try_from(long(at)).map_err(|_| bad());
+        let (color_len, key_len) = (length(35)?, length(43)?);
         let rest = &bytes[FIXED..];
         let color = rest.get(..color_len).ok_or_else(bad)?;
         let key = rest
@@ -420,9 +422,11 @@ mod tests {
         for cut in 0..FIXED + 8 {
             assert!(Record::parse(&bytes[..cut]).is_err(), "{cut} bytes");
         }
-        let mut huge = bytes.clone();
-        huge[35..39].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(Record::parse(&huge).is_err());
+        for (at, len) in [(35, u64::MAX), (43, u64::MAX), (35, u32::MAX as u64 + 4)] {
+            let mut huge = bytes.clone();
+            huge[at..at + 8].copy_from_slice(&len.to_le_bytes());
+            assert!(Record::parse(&huge).is_err(), "length {len} at {at}");
+        }
     }
 
     /// A key whose encoding fails.
