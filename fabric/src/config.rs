@@ -43,6 +43,15 @@ pub const ENV_BULK_BYTES: &str = "CATENA_EAGER_BULK_BYTES";
 /// Bytes of each process's host arena, the memory its host peers share
 /// (virtual: pages are made where regions are used).
 pub const ENV_HOST_ARENA_BYTES: &str = "CATENA_HOST_ARENA_BYTES";
+/// The radix of the trees a host's bcast and reduce take (see
+/// [`HostTuning`]).
+pub const ENV_HOST_TREE_RADIX: &str = "CATENA_HOST_TREE_RADIX";
+/// Up to this many members a host's short allreduce exchanges every value
+/// with every member.
+pub const ENV_HOST_EXCHANGE_MAX: &str = "CATENA_HOST_EXCHANGE_MAX";
+/// The radix of a host's short allreduce's trees above
+/// `CATENA_HOST_EXCHANGE_MAX` members.
+pub const ENV_HOST_ALLREDUCE_RADIX: &str = "CATENA_HOST_ALLREDUCE_RADIX";
 /// `off`, `on` or a core number: a thread that drives ofi/ucx progress.
 pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
 /// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).
@@ -129,6 +138,69 @@ pub fn rendezvous(default_threshold: usize, default_bulk: usize) -> Result<(usiz
     Ok((threshold, bulk))
 }
 
+/// Which algorithm a host's collectives take for short values (those that
+/// fit a mailbox slot), by the team's size. The defaults were measured on
+/// 16 cores of one socket (an Intel Xeon): a member that posts to several
+/// others pays for each post, so bcast and reduce, measured call after
+/// call, go fastest along binary trees; an allreduce waits for its result,
+/// so it exchanges all values among up to 8 members and takes shallower
+/// trees above. The variables exist to measure them again elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostTuning {
+    /// The radix of bcast's and reduce's trees (`CATENA_HOST_TREE_RADIX`;
+    /// a radix of at least the team's size sends to every member directly).
+    pub tree_radix: u32,
+    /// Up to this many members a short allreduce exchanges every value
+    /// with every member (`CATENA_HOST_EXCHANGE_MAX`).
+    pub exchange_max: u32,
+    /// The radix of a short allreduce's trees (up to member 0 and down)
+    /// above `exchange_max` members (`CATENA_HOST_ALLREDUCE_RADIX`).
+    pub allreduce_radix: u32,
+}
+
+impl Default for HostTuning {
+    fn default() -> HostTuning {
+        HostTuning {
+            tree_radix: 2,
+            exchange_max: 8,
+            allreduce_radix: 4,
+        }
+    }
+}
+
+/// The radixes `CATENA_HOST_TREE_RADIX` and `CATENA_HOST_ALLREDUCE_RADIX`
+/// may ask for.
+pub const HOST_RADIX: std::ops::RangeInclusive<u32> = 2..=1024;
+
+/// The host tuning the `CATENA_HOST_*` variables ask for, else the
+/// defaults.
+pub fn host_tuning() -> Result<HostTuning> {
+    let default = HostTuning::default();
+    Ok(HostTuning {
+        tree_radix: host_radix(ENV_HOST_TREE_RADIX, optional(ENV_HOST_TREE_RADIX)?)?
+            .unwrap_or(default.tree_radix),
+        exchange_max: optional(ENV_HOST_EXCHANGE_MAX)?.unwrap_or(default.exchange_max),
+        allreduce_radix: host_radix(
+            ENV_HOST_ALLREDUCE_RADIX,
+            optional(ENV_HOST_ALLREDUCE_RADIX)?,
+        )?
+        .unwrap_or(default.allreduce_radix),
+    })
+}
+
+/// `Bootstrap` unless `radix`, the value of `name` if set, is in
+/// [`HOST_RADIX`] (any `exchange_max` is sound: a larger team takes trees).
+fn host_radix(name: &str, radix: Option<u32>) -> Result<Option<u32>> {
+    match radix {
+        Some(radix) if !HOST_RADIX.contains(&radix) => Err(Error::Bootstrap(format!(
+            "{name}={radix}: a radix is {} to {}",
+            HOST_RADIX.start(),
+            HOST_RADIX.end()
+        ))),
+        _ => Ok(radix),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +230,19 @@ mod tests {
         }
         for good in [16, 2048, 1 << 30] {
             assert_eq!(ring_size(good).unwrap(), good);
+        }
+    }
+
+    #[test]
+    fn host_radixes_outside_the_range_are_refused() {
+        for radix in [0, 1, 1025, u32::MAX] {
+            let err = host_radix(ENV_HOST_TREE_RADIX, Some(radix))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(ENV_HOST_TREE_RADIX), "{err}");
+        }
+        for radix in [Some(2), Some(4), Some(1024), None] {
+            assert_eq!(host_radix(ENV_HOST_ALLREDUCE_RADIX, radix).unwrap(), radix);
         }
     }
 }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::{self, Bootstrap};
-use crate::config::{env_number, ENV_HOST_ARENA_BYTES, ENV_SPIN_US};
+use crate::config::{env_number, host_tuning, ENV_HOST_ARENA_BYTES, ENV_SPIN_US};
 use crate::host::{ArenaAddress, ArenaMap, Host, DEFAULT_ARENA_BYTES};
 use crate::key::KeySecret;
 use crate::os::process_alive;
@@ -88,7 +88,7 @@ impl Job {
     /// and key secret, and learns everyone's (once).
     pub fn exchange_addresses(&mut self, address: &[u8]) -> Result<()> {
         let arena_bytes = env_number(ENV_HOST_ARENA_BYTES)?.unwrap_or(DEFAULT_ARENA_BYTES);
-        let mut host_memory = Host::create(self.rank, &self.id, arena_bytes)?;
+        let mut host_memory = Host::create(self.rank, &self.id, arena_bytes, host_tuning()?)?;
         let mut entry = std::process::id().to_le_bytes().to_vec();
         entry.extend_from_slice(&self.host.to_le_bytes());
         entry.extend_from_slice(&self.secret.to_bytes());

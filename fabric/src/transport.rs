@@ -283,6 +283,9 @@ pub trait HostMemory: Rma {
 
     /// The job's ranks on this rank's host, ascending (this rank included).
     fn host_ranks(&self) -> &[Rank];
+    /// Where the host's collectives change algorithm with a team's size
+    /// (read from the environment when the transport is made).
+    fn host_tuning(&self) -> crate::config::HostTuning;
     /// A region of `len` bytes of this rank's arena, its users count 1;
     /// `ArenaFull` when the arena has no room. A new region is zeroed; a
     /// reused one has its first `reset` bytes zeroed and the rest as its

@@ -1,12 +1,13 @@
 //! Allreduce inside a host, in rank order. A value that fits a mailbox
 //! line goes to every member, which folds them all (one crossing), up to
-//! `select::FLAT_MAX` members; above, up a tree to member 0 and down again.
+//! `HostTuning::exchange_max` members; above, up a tree to member 0 and
+//! down again (of radix `HostTuning::allreduce_radix`).
 //! A longer value is reduced by slices (each member reduces its slice of
 //! everyone's) and the reduced slices are copied out by everyone.
 
 use catena_fabric::{HostMemory, Time};
 
-use super::bcast::{bcast, Value};
+use super::bcast::{bcast_along, Value};
 use super::mailbox::{arrived, post, read};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose_mirrored, pull_into, Readers};
@@ -50,7 +51,7 @@ async fn reduce_everywhere<T: HostMemory>(
         )));
     }
     let inline = send.len() <= team.layout().inline();
-    if inline && select::exchange(n) {
+    if inline && select::exchange(n, team.tuning()) {
         return exchange(team, seq, send, recv, combine, deadline).await;
     }
     if inline {
@@ -89,14 +90,15 @@ async fn up_and_down<T: HostMemory>(
     combine: Combine<'_>,
     deadline: Time,
 ) -> Result<()> {
+    let radix = select::allreduce_radix(team.size(), team.tuning());
     let mut acc = team.take_buffer();
-    let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
+    let reduced = up_the_tree(team, seq, send, &mut acc, radix, combine, deadline).await;
     if let Ok(true) = reduced {
         recv.copy_from_slice(&acc);
     }
     team.put_buffer(acc);
     reduced?;
-    bcast(team, seq, 0, Value::Fixed(recv), deadline).await
+    bcast_along(team, seq, 0, Value::Fixed(recv), radix, deadline).await
 }
 
 /// Every member posts its value to every other and folds all of them.

@@ -26,11 +26,25 @@ pub(crate) async fn bcast<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     root: u32,
+    value: Value<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let radix = select::tree_radix(team.size(), team.tuning());
+    bcast_along(team, seq, root, value, radix, deadline).await
+}
+
+/// [`bcast`] along a tree of radix `radix` (a short value's; a long one
+/// every member pulls from the root).
+pub(crate) async fn bcast_along<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
     mut value: Value<'_>,
+    radix: u32,
     deadline: Time,
 ) -> Result<()> {
     let (me, n) = (team.me(), team.size());
-    let (radix, inline) = (select::radix(n), team.layout().inline());
+    let inline = team.layout().inline();
     let v = virtual_of(me, root, n);
     let children = || children(v, n, radix).map(|c| member_of(c, root, n));
     // A long value's post carries the index of its first chunk: 0.

@@ -26,6 +26,7 @@ pub(crate) mod values;
 use std::cell::{Cell, OnceCell};
 use std::time::Duration;
 
+use catena_fabric::config::HostTuning;
 use catena_fabric::{wait_until, ContextId, HostMemory, HostRegion, Rank, Time};
 
 pub(crate) use allgather::{allgather, allgather_any};
@@ -96,6 +97,7 @@ pub(crate) struct Team<'t, T: HostMemory> {
     me: u32,
     own: HostRegion,
     layout: Layout,
+    tuning: HostTuning,
     /// The world's region is never given back.
     world: bool,
     /// The upper half of every mailbox sequence word this team stores (a
@@ -160,6 +162,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
             t,
             members,
             layout: Layout::new(n as u32),
+            tuning: t.host_tuning(),
             ranks,
             me,
             own,
@@ -201,6 +204,11 @@ impl<'t, T: HostMemory> Team<'t, T> {
 
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Where this team's collectives change algorithm with its size.
+    pub(crate) fn tuning(&self) -> HostTuning {
+        self.tuning
     }
 
     /// The transport.

@@ -29,7 +29,8 @@ pub(crate) async fn reduce<T: HostMemory>(
     let me = team.me();
     if send.len() <= team.layout().inline() {
         let mut acc = team.take_buffer();
-        let reduced = up_the_tree(team, seq, send, &mut acc, combine, deadline).await;
+        let radix = select::tree_radix(team.size(), team.tuning());
+        let reduced = up_the_tree(team, seq, send, &mut acc, radix, combine, deadline).await;
         let out = match (me, root, reduced, recv) {
             (_, _, Err(e), _) => Err(e),
             (0, 0, Ok(true), Some(recv)) => {
@@ -83,18 +84,19 @@ fn copy(recv: &mut [u8], value: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// A short value reduced up the tree into `acc`: true on member 0, which
-/// holds the result. Every member's value must be as long as member 0's.
+/// A short value reduced up the radix-`radix` tree into `acc`: true on
+/// member 0, which holds the result. Every member's value must be as long
+/// as member 0's.
 pub(crate) async fn up_the_tree<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     send: &[u8],
     acc: &mut Vec<u8>,
+    radix: u32,
     combine: Combine<'_>,
     deadline: Time,
 ) -> Result<bool> {
     let (me, n) = (team.me(), team.size());
-    let radix = select::radix(n);
     acc.clear();
     acc.extend_from_slice(send);
     let mut mismatch = None;

@@ -1,26 +1,27 @@
 //! Which host algorithm a collective takes, by team size and message size
-//! (UCC's score map, reduced to what was measured): values that fit a
-//! mailbox line go straight to every member up to `FLAT_MAX` members and
-//! along radix-`RADIX` trees above; longer ones are exposed in cells and
+//! (UCC's score map, reduced to what was measured; the numbers are
+//! `HostTuning`'s): values that fit a mailbox slot go along trees, bcast's
+//! and reduce's of radix `tree_radix`, and a short allreduce exchanges
+//! every value up to `exchange_max` members and goes up and down trees of
+//! radix `allreduce_radix` above; longer values are exposed in cells and
 //! pulled (reductions split the work: each member reduces a slice).
 
-/// Up to this many members a value goes to every member directly.
-pub(crate) const FLAT_MAX: u32 = 8;
-/// The tree radix above `FLAT_MAX` members.
-pub(crate) const RADIX: u32 = 4;
+use catena_fabric::config::HostTuning;
 
-/// The radix of the trees small values take among `n` members.
-pub(crate) fn radix(n: u32) -> u32 {
-    if n <= FLAT_MAX {
-        n.max(2)
-    } else {
-        RADIX
-    }
+/// The radix of the trees a short bcast or reduce takes among `n` members.
+pub(crate) fn tree_radix(n: u32, tuning: HostTuning) -> u32 {
+    tuning.tree_radix.clamp(2, n.max(2))
 }
 
-/// Whether a small allreduce among `n` members exchanges every value with
+/// Whether a short allreduce among `n` members exchanges every value with
 /// every member (one crossing) rather than reducing up a tree and
 /// broadcasting down (two tree depths).
-pub(crate) fn exchange(n: u32) -> bool {
-    n <= FLAT_MAX
+pub(crate) fn exchange(n: u32, tuning: HostTuning) -> bool {
+    n <= tuning.exchange_max
+}
+
+/// The radix of the trees a short allreduce among `n` members takes where
+/// it does not exchange.
+pub(crate) fn allreduce_radix(n: u32, tuning: HostTuning) -> u32 {
+    tuning.allreduce_radix.clamp(2, n.max(2))
 }

@@ -169,6 +169,10 @@ impl HostMemory for EagerRank<'_> {
         self.rank.host_ranks()
     }
 
+    fn host_tuning(&self) -> catena_fabric::config::HostTuning {
+        self.rank.host_tuning()
+    }
+
     fn host_alloc(&self, len: usize, reset: usize) -> Result<catena_fabric::HostRegion> {
         self.rank.host_alloc(len, reset)
     }

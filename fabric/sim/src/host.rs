@@ -143,6 +143,12 @@ impl SimRank<'_> {
 impl HostMemory for SimRank<'_> {
     type HostPeer = Rank;
 
+    /// The defaults: the simulator's cost model, not a machine, decides
+    /// what the thresholds cost.
+    fn host_tuning(&self) -> catena_fabric::config::HostTuning {
+        Default::default()
+    }
+
     fn host_ranks(&self) -> &[Rank] {
         let sim = self.sim();
         let all = sim

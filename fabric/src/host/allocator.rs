@@ -101,7 +101,7 @@ mod tests {
     /// zero, and then zeroed; sizes share a class by their power of two.
     #[test]
     fn regions_are_reused_only_when_nobody_uses_them() {
-        let host = Host::create(0, "test", 1 << 21).unwrap();
+        let host = Host::create(0, "test", 1 << 21, Default::default()).unwrap();
         let own = host.own().clone();
         let a = host.alloc(3000, 0).unwrap();
         own.write(a.at + 8, &[7; 120]).unwrap();
@@ -128,7 +128,7 @@ mod tests {
     /// The world's region is handed out once, and only as large as reserved.
     #[test]
     fn the_world_region_is_handed_out_once() {
-        let host = Host::create(0, "test", 0).unwrap();
+        let host = Host::create(0, "test", 0, Default::default()).unwrap();
         assert!(host
             .world_region(super::super::WORLD_REGION_BYTES + 1)
             .is_none());

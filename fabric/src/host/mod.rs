@@ -18,6 +18,7 @@ use allocator::Allocator;
 pub use arena::ArenaMap;
 use arena::{HEADER_BYTES, WORLD_REGION_AT};
 
+use crate::config::HostTuning;
 use crate::shm::futex;
 use crate::{Error, HostRegion, Rank, Result};
 
@@ -38,6 +39,7 @@ pub struct Host {
     /// The job's ranks on this host, ascending (this one included).
     ranks: Vec<Rank>,
     world_taken: Cell<bool>,
+    tuning: HostTuning,
 }
 
 /// What a peer needs to map an arena: its owner's descriptor and length.
@@ -73,7 +75,7 @@ impl ArenaAddress {
 impl Host {
     /// Creates the arena of `rank` in job `job` (`len` bytes, at least the
     /// header and the world's region).
-    pub fn create(rank: Rank, job: &str, len: usize) -> Result<Host> {
+    pub fn create(rank: Rank, job: &str, len: usize, tuning: HostTuning) -> Result<Host> {
         let (own, fd) = ArenaMap::create(rank, job, len)?;
         let len = own.len() as u64;
         Ok(Host {
@@ -86,6 +88,7 @@ impl Host {
             peers: RefCell::new(FxHashMap::default()),
             ranks: Vec::new(),
             world_taken: Cell::new(false),
+            tuning,
         })
     }
 
@@ -105,6 +108,12 @@ impl Host {
     /// The job's ranks on this host, ascending.
     pub fn ranks(&self) -> &[Rank] {
         &self.ranks
+    }
+
+    /// Where this host's collectives change algorithm (see
+    /// [`crate::HostMemory::host_tuning`]).
+    pub fn tuning(&self) -> HostTuning {
+        self.tuning
     }
 
     /// See [`crate::HostMemory::host_alloc`].
@@ -198,6 +207,12 @@ macro_rules! host_memory_through_job {
 
             fn host_ranks(&self) -> &[$crate::Rank] {
                 self.job.host_memory().map_or(&[], |host| host.ranks())
+            }
+
+            fn host_tuning(&self) -> $crate::config::HostTuning {
+                self.job
+                    .host_memory()
+                    .map_or_else(|_| Default::default(), |host| host.tuning())
             }
 
             fn host_alloc(&self, len: usize, reset: usize) -> $crate::Result<$crate::HostRegion> {
