@@ -355,8 +355,10 @@ impl<'t, T: Transport> Comm<'t, T> {
                             piece * size
                         ))
                     });
+                    // Of the call's piece size still, which decides the
+                    // path every member takes.
                     let pieces = send.map(|s| match wrong {
-                        Some(_) => host::Pieces::Even(&[], 0),
+                        Some(_) => host::Pieces::Even(&[], piece),
                         None => host::Pieces::Even(s, piece),
                     });
                     let mut scratch = Vec::new();

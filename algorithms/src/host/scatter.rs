@@ -1,14 +1,19 @@
-//! Scatter inside a host: the root posts each member its piece (long
-//! pieces exposed one after another, each for its member alone) and every
-//! member copies its own out.
+//! Scatter inside a host. Where every piece together fits a mailbox slot,
+//! they go down bcast's tree, each member posting each child the pieces
+//! of the child's subtree in one message (a root posting to every member
+//! pays a line's crossing per member, one after another); else the root
+//! posts each member its piece (long pieces exposed one after another,
+//! each for its member alone) and every member copies its own out.
 
 use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
+use super::mailbox::{arrived, post, read};
 use super::message::{announce, receive, receive_into};
 use super::stream::{chunks, expose, Readers};
-use super::Team;
-use crate::Result;
+use super::tree::{children, member_of, parent, subtree_end, virtual_of};
+use super::{select, Team};
+use crate::{Error, Result};
 
 /// The root's pieces, one per member in rank order.
 #[derive(Clone, Copy)]
@@ -46,6 +51,14 @@ pub(crate) async fn scatter<T: HostMemory>(
     recv: &mut [u8],
     deadline: Time,
 ) -> Result<()> {
+    let piece = match pieces {
+        Some(Pieces::Even(_, piece)) => Some(piece),
+        Some(Pieces::Any(_)) => None,
+        None => Some(recv.len()),
+    };
+    if piece.is_some_and(|piece| by_tree(team, piece)) {
+        return down_the_tree(team, seq, root, pieces, recv, deadline).await;
+    }
     match pieces {
         Some(pieces) => {
             deal(team, seq, pieces, deadline).await?;
@@ -54,6 +67,91 @@ pub(crate) async fn scatter<T: HostMemory>(
         }
         None => receive_into(team, root, seq, recv, deadline).await,
     }
+}
+
+/// Whether pieces of `piece` bytes go down the tree: all of them fit a
+/// mailbox slot (every member decides alike from the call's piece size).
+fn by_tree<T: HostMemory>(team: &Team<'_, T>, piece: usize) -> bool {
+    let n = team.size() as usize;
+    n > 2
+        && piece
+            .checked_mul(n)
+            .is_some_and(|all| all <= team.layout().inline())
+}
+
+/// Pieces down bcast's tree: a member receives its subtree's pieces in
+/// virtual order (its own first) and passes each child the child's.
+async fn down_the_tree<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    pieces: Option<Pieces<'_>>,
+    recv: &mut [u8],
+    deadline: Time,
+) -> Result<()> {
+    let (me, n) = (team.me(), team.size());
+    let radix = select::tree_radix(n, team.tuning());
+    let v = virtual_of(me, root, n);
+    let piece = recv.len();
+    let mut block = team.take_buffer();
+    block.clear();
+    let result = async {
+        if let Some(pieces) = pieces {
+            recv.copy_from_slice(pieces.get(me as usize));
+            for c in children(0, n, radix) {
+                block.clear();
+                for w in c..subtree_end(c, n, radix) {
+                    block.extend_from_slice(pieces.get(member_of(w, root, n) as usize));
+                }
+                post(
+                    team,
+                    member_of(c, root, n),
+                    seq,
+                    block.len() as u64,
+                    &block,
+                    deadline,
+                )
+                .await?;
+            }
+            return Ok(());
+        }
+        let from = member_of(parent(v, radix).expect("not the root"), root, n);
+        let len = arrived(team, from, seq, deadline).await?;
+        let want = (subtree_end(v, n, radix) - v) as usize * piece;
+        if len != want as u64 {
+            // Drained, and the children told with an empty block, so that
+            // every member below learns of it too.
+            receive(team, from, seq, deadline).await?;
+            for c in children(v, n, radix) {
+                post(team, member_of(c, root, n), seq, 0, &[], deadline).await?;
+            }
+            return Err(Error::Mismatch {
+                what: format!(
+                    "scatter pieces: member {from} sent {len} bytes where {want} were expected"
+                ),
+            });
+        }
+        block.resize(want, 0);
+        read(team, from, seq, &mut block)?;
+        recv.copy_from_slice(&block[..piece]);
+        for c in children(v, n, radix) {
+            let at = |w: u32| (w - v) as usize * piece;
+            let sub = &block[at(c)..at(subtree_end(c, n, radix))];
+            post(
+                team,
+                member_of(c, root, n),
+                seq,
+                sub.len() as u64,
+                sub,
+                deadline,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+    .await;
+    team.put_buffer(block);
+    result
 }
 
 /// [`scatter`] with pieces of any length: this member's piece.

@@ -34,6 +34,21 @@ pub(crate) fn children(v: u32, n: u32, radix: u32) -> impl Iterator<Item = u32> 
         .map(|c| c as u32)
 }
 
+/// Where the subtree of `v` among `0..n` ends: it is `v..subtree_end`,
+/// `v`'s lowest non-zero digit's power of `radix` long (all of `0..n` for
+/// the root), cut at `n`.
+pub(crate) fn subtree_end(v: u32, n: u32, radix: u32) -> u32 {
+    if v == 0 {
+        return n;
+    }
+    let (v64, r) = (u64::from(v), u64::from(radix.max(2)));
+    let mut span = 1u64;
+    while (v64 / span) % r == 0 {
+        span *= r;
+    }
+    (v64 + span).min(u64::from(n)) as u32
+}
+
 /// Member `m` as seen from a tree rooted at `root` (which becomes 0).
 pub(crate) fn virtual_of(m: u32, root: u32, n: u32) -> u32 {
     (m + n - root) % n
@@ -67,18 +82,19 @@ mod tests {
                     let mut end = v + 1;
                     for &c in &kids {
                         assert_eq!(c, end, "{n} {radix} {v}: gap before {c}");
-                        end = subtree_end(c, n, radix);
+                        end = subtree_end_by_children(c, n, radix);
                     }
+                    assert_eq!(subtree_end(v, n, radix), end, "{n} {radix} {v}");
                 }
                 assert!(covered[0] == 0 && covered[1..].iter().all(|&c| c == 1));
             }
         }
     }
 
-    fn subtree_end(v: u32, n: u32, radix: u32) -> u32 {
+    fn subtree_end_by_children(v: u32, n: u32, radix: u32) -> u32 {
         children(v, n, radix)
             .last()
-            .map_or(v + 1, |c| subtree_end(c, n, radix))
+            .map_or(v + 1, |c| subtree_end_by_children(c, n, radix))
     }
 
     #[test]
