@@ -1,13 +1,18 @@
 //! Allgather inside a host: every member posts its value to every other (a
-//! long one exposed once for all of them) and copies everyone's into place.
+//! long one exposed once for all of them) and copies everyone's into place;
+//! short values among more members than a short allreduce exchanges with
+//! take its trees instead, gathered up to member 0 and broadcast down.
 
 use catena_fabric::{HostMemory, Time};
 
+use super::bcast::{bcast_along, Value};
 use super::gathered::Gathered;
 use super::layout::CELL;
+use super::mailbox::post;
 use super::message::{announce, receive_appended, receive_into};
 use super::stream::{expose, expose_mirrored, Readers};
-use super::Team;
+use super::tree::{children, parent, subtree_end};
+use super::{select, Team};
 use crate::{Error, Result};
 
 /// Every member's `send` (all of one length) in rank order into every
@@ -20,6 +25,13 @@ pub(crate) async fn allgather<T: HostMemory>(
     deadline: Time,
 ) -> Result<()> {
     let (me, each) = (team.me() as usize, send.len());
+    let n = team.size();
+    let fits = each
+        .checked_mul(n as usize)
+        .is_some_and(|all| all <= team.layout().inline());
+    if fits && !select::exchange(n, team.tuning()) {
+        return Box::pin(up_and_down(team, seq, send, recv, deadline)).await;
+    }
     let (before, rest) = recv.split_at_mut(me * each);
     let (mine, after) = rest.split_at_mut(each);
     // A long value is copied into place as it is exposed, from cache.
@@ -48,6 +60,41 @@ pub(crate) async fn allgather<T: HostMemory>(
     crate::join::join(exposing, copying).await?;
     team.all_entered(seq);
     Ok(())
+}
+
+/// Short values up a tree to member 0, each member passing its subtree's
+/// (a contiguous run of members, in rank order) in one post, and all of
+/// them down again.
+async fn up_and_down<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    recv: &mut [u8],
+    deadline: Time,
+) -> Result<()> {
+    let (me, n, each) = (team.me(), team.size(), send.len());
+    let radix = select::allreduce_radix(n, team.tuning());
+    let at = |m: u32| m as usize * each;
+    recv[at(me)..at(me + 1)].copy_from_slice(send);
+    // A child's wrong length is reported once everything moved on, so that
+    // no member waits for one that gave up.
+    let mut mismatch = Ok(());
+    for c in children(me, n, radix) {
+        let part = &mut recv[at(c)..at(subtree_end(c, n, radix))];
+        if let Err(e) = receive_into(team, c, seq, part, deadline).await {
+            match e {
+                Error::Mismatch { .. } => mismatch = mismatch.and(Err(e)),
+                e => return Err(e),
+            }
+        }
+    }
+    if let Some(to) = parent(me, radix) {
+        let mine = &recv[at(me)..at(subtree_end(me, n, radix))];
+        post(team, to, seq, mine.len() as u64, mine, deadline).await?;
+    }
+    bcast_along(team, seq, 0, Value::Fixed(recv), radix, deadline).await?;
+    team.all_entered(seq);
+    mismatch
 }
 
 /// Every member's `send` (of any length) in rank order, on every member.
