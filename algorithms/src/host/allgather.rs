@@ -34,9 +34,9 @@ pub(crate) async fn allgather<T: HostMemory>(
     }
     let (before, rest) = recv.split_at_mut(me * each);
     let (mine, after) = rest.split_at_mut(each);
+    let long = each > team.layout().inline();
     // A long value is copied into place as it is exposed, from cache.
     let exposing = async {
-        let long = each > team.layout().inline();
         offer(team, seq, send, false, deadline).await?;
         match long {
             true => expose_mirrored(team, &[(send, Readers::All)], CELL, mine, deadline).await,
@@ -47,6 +47,15 @@ pub(crate) async fn allgather<T: HostMemory>(
         }
     };
     let copying = async {
+        if long {
+            // Every writer at once: a writer reuses a cell only once every
+            // reader drained it, so readers taking one writer after another
+            // would let one writer move at a time.
+            let parts = (before.chunks_mut(each).zip(0..))
+                .chain(after.chunks_mut(each).zip(me as u32 + 1..))
+                .map(|(part, m)| receive_into(team, m, seq, part, deadline));
+            return crate::join::join_all(parts).await.map(drop);
+        }
         // The others in rank order, as every reader takes them.
         for m in (0..team.size() as usize).filter(|&m| m != me) {
             let part = match m < me {

@@ -66,18 +66,21 @@ async fn reduce_everywhere<T: HostMemory>(
     let (own, after) = rest.split_at_mut(mine.len());
     let pieces = [(&reduced[..], Readers::All)];
     let exposing = expose_mirrored(team, &pieces, chunk, own, deadline);
-    let copying = async {
-        // The others in rank order, as every reader takes them.
-        for m in (0..n).filter(|&m| m != me) {
-            let range = slice(m);
-            let part = match m < me {
-                true => &mut before[range],
-                false => &mut after[range.start - mine.end..range.end - mine.end],
-            };
-            pull_into(team, m, 0, part, chunk, deadline).await?;
+    // Every writer's slice at once: a writer reuses a cell only once every
+    // reader drained it, so readers taking one writer after another would
+    // let one writer move at a time.
+    let mut parts = Vec::with_capacity(n as usize - 1);
+    let (mut before, mut after) = (before, after);
+    for m in (0..n).filter(|&m| m != me) {
+        let len = slice(m).len();
+        let part;
+        match m < me {
+            true => (part, before) = std::mem::take(&mut before).split_at_mut(len),
+            false => (part, after) = std::mem::take(&mut after).split_at_mut(len),
         }
-        Ok::<(), Error>(())
-    };
+        parts.push(pull_into(team, m, 0, part, chunk, deadline));
+    }
+    let copying = crate::join::join_all(parts);
     crate::join::join(exposing, copying).await.map(drop)
 }
 
