@@ -144,6 +144,17 @@ type Sliced = (Box<dyn Fn(u32) -> std::ops::Range<usize>>, Vec<u8>);
 /// its value cut into slices (slice m for member m), and combines slice
 /// `me` of every member's value in rank order. Yields the slices' ranges
 /// and this member's reduced slice.
+///
+/// The schedule is diagonal: a member reads the members above it in turn
+/// (me + 1, me + 2, ... round to me - 1) and a writer exposes its slices
+/// for the members below it in turn (w - 1, w - 2, ...), so at step k
+/// every reader reads from the writer k above it, which exposes that
+/// reader's slice k-th: all writers stream at once, none waits for a
+/// reader still busy elsewhere (in rank order, reader 15 of 16 waited for
+/// 14 readers before it at every writer). The runs above and below are
+/// combined apart and then in rank order, so an operation need only be
+/// associative. No wait cycle exists: a reader at step k waits only for
+/// readers at earlier steps.
 pub(crate) fn reduce_slices<'a, T: HostMemory>(
     team: &'a Team<'_, T>,
     seq: u64,
@@ -189,42 +200,51 @@ async fn reduce_slices_in<T: HostMemory>(
         });
     }
     let slice = slices(send.len(), elem, n);
-    let pieces: Vec<(&[u8], Readers)> = others()
+    // Member `k` below `w`, and above it.
+    let below = move |w: u32, k: u32| (w + n - k) % n;
+    let above = move |w: u32, k: u32| (w + k) % n;
+    let pieces: Vec<(&[u8], Readers)> = (1..n)
+        .map(|k| below(me, k))
         .map(|m| (&send[slice(m)], Readers::One(m)))
         .collect();
-    // Where piece `m` of a writer `w` starts in `w`'s exposure.
+    // Where piece `m` of a writer `w` starts in `w`'s exposure: after the
+    // pieces of the members between them, from `w` down.
     let first = |w: u32, m: u32| -> u64 {
-        (0..m)
-            .filter(|&j| j != w)
-            .map(|j| chunks(slice(j).len(), chunk))
+        (1..(w + n - m) % n)
+            .map(|k| chunks(slice(below(w, k)).len(), chunk))
             .sum()
     };
     let exposing = expose(team, &pieces, chunk, deadline);
     let reducing = async {
         let mine = slice(me);
-        let mut acc = vec![0u8; mine.len()];
-        for m in 0..n {
+        // Members me..n, then 0..me into a second accumulator, which
+        // takes the first's sum at the end.
+        let mut upper = send[mine.clone()].to_vec();
+        let mut lower = Vec::new();
+        for m in (1..n).map(|k| above(me, k)) {
             let first = first(m, me);
-            match (m, m == me) {
-                (0, true) => acc.copy_from_slice(&send[mine.clone()]),
-                (0, false) => pull_into(team, 0, first, &mut acc, chunk, deadline).await?,
-                (_, true) => combine(&mut acc, &send[mine.clone()])?,
-                (_, false) => {
-                    let acc = &mut acc;
-                    pull(
-                        team,
-                        m,
-                        first,
-                        mine.len(),
-                        chunk,
-                        |at, part| combine(&mut acc[at..at + part.len()], part),
-                        deadline,
-                    )
-                    .await?
-                }
+            if m == 0 {
+                lower.resize(mine.len(), 0);
+                pull_into(team, 0, first, &mut lower, chunk, deadline).await?;
+                continue;
             }
+            let acc = if m > me { &mut upper } else { &mut lower };
+            pull(
+                team,
+                m,
+                first,
+                mine.len(),
+                chunk,
+                |at, part| combine(&mut acc[at..at + part.len()], part),
+                deadline,
+            )
+            .await?;
         }
-        Ok::<_, Error>(acc)
+        if me == 0 {
+            return Ok::<_, Error>(upper);
+        }
+        combine(&mut lower, &upper)?;
+        Ok(lower)
     };
     let ((), reduced) = crate::join::join(exposing, reducing).await?;
     Ok((Box::new(slice), reduced))
