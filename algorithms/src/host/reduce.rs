@@ -218,8 +218,10 @@ async fn reduce_slices_in<T: HostMemory>(
     let reducing = async {
         let mine = slice(me);
         // Members me..n, then 0..me into a second accumulator, which
-        // takes the first's sum at the end.
-        let mut upper = send[mine.clone()].to_vec();
+        // takes the first's sum at the end. The last member has no run
+        // above and adds its own slice last (no copy of it: at N = 2
+        // neither member holds a second accumulator).
+        let mut upper = (me + 1 < n).then(|| send[mine.clone()].to_vec());
         let mut lower = Vec::new();
         for m in (1..n).map(|k| above(me, k)) {
             let first = first(m, me);
@@ -228,7 +230,10 @@ async fn reduce_slices_in<T: HostMemory>(
                 pull_into(team, 0, first, &mut lower, chunk, deadline).await?;
                 continue;
             }
-            let acc = if m > me { &mut upper } else { &mut lower };
+            let acc = match (m > me, upper.as_mut()) {
+                (true, Some(upper)) => upper,
+                _ => &mut lower,
+            };
             pull(
                 team,
                 m,
@@ -240,11 +245,18 @@ async fn reduce_slices_in<T: HostMemory>(
             )
             .await?;
         }
-        if me == 0 {
-            return Ok::<_, Error>(upper);
+        match (me, upper) {
+            (0, Some(upper)) => Ok::<_, Error>(upper),
+            (0, None) => Ok(send[mine].to_vec()),
+            (_, Some(upper)) => {
+                combine(&mut lower, &upper)?;
+                Ok(lower)
+            }
+            (_, None) => {
+                combine(&mut lower, &send[mine])?;
+                Ok(lower)
+            }
         }
-        combine(&mut lower, &upper)?;
-        Ok(lower)
     };
     let ((), reduced) = crate::join::join(exposing, reducing).await?;
     Ok((Box::new(slice), reduced))
