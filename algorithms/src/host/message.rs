@@ -42,11 +42,7 @@ pub(crate) async fn receive_into<T: HostMemory>(
     let len = arrived(team, from, seq, deadline).await?;
     let long = len > team.layout().inline() as u64;
     if len != out.len() as u64 {
-        if long {
-            let first = first_chunk(team, from, seq)?;
-            let len = usize::try_from(len).unwrap_or(usize::MAX);
-            pull(team, from, first, len, CELL, |_, _| Ok(()), deadline).await?;
-        }
+        drain(team, from, seq, len, deadline).await?;
         return Err(Error::Mismatch {
             what: format!(
                 "message lengths: member {from} sent {len} bytes where {} were expected",
@@ -68,6 +64,24 @@ pub(crate) async fn receive_into<T: HostMemory>(
             .await
         }
     }
+}
+
+/// Consumes member `from`'s message of call `seq`, which has arrived with
+/// length `len`, without keeping it: a long one is pulled (into nothing)
+/// so that its writer is not held up.
+pub(crate) async fn drain<T: HostMemory>(
+    team: &Team<'_, T>,
+    from: u32,
+    seq: u64,
+    len: u64,
+    deadline: Time,
+) -> Result<()> {
+    if len <= team.layout().inline() as u64 {
+        return Ok(());
+    }
+    let first = first_chunk(team, from, seq)?;
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    pull(team, from, first, len, CELL, |_, _| Ok(()), deadline).await
 }
 
 /// Receives member `from`'s message of call `seq`, of whatever length it

@@ -9,7 +9,7 @@ use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
 use super::mailbox::{arrived, post, read};
-use super::message::{announce, receive, receive_into};
+use super::message::{announce, drain, receive, receive_into};
 use super::stream::{chunks, expose, Readers};
 use super::tree::{children, member_of, parent, subtree_end, virtual_of};
 use super::{select, Team};
@@ -121,7 +121,7 @@ async fn down_the_tree<T: HostMemory>(
         if len != want as u64 {
             // Drained, and the children told with an empty block, so that
             // every member below learns of it too.
-            receive(team, from, seq, deadline).await?;
+            drain(team, from, seq, len, deadline).await?;
             for c in children(v, n, radix) {
                 post(team, member_of(c, root, n), seq, 0, &[], deadline).await?;
             }
