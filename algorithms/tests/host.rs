@@ -224,6 +224,17 @@ async fn every_collective<T: Transport>(t: &T, seed: u64, one_host: bool) -> Out
         (_, Err(Error::InvalidArgument(_))) => {}
         (_, other) => return Err(format!("rank {me}: a short buffer gave {other:?}")),
     }
+    // One member's value of another length fails the allgather on every
+    // member (none keeps a buffer with a hole in it), flat or by tree.
+    if n > 1 {
+        let odd = n - 1;
+        let mine = vec![affine(me, 1, seed); if me == odd { 2 } else { 1 }];
+        let mut all = vec![[0; 2]; mine.len() * n as usize];
+        match world.iallgather_into(&mine, &mut all).await {
+            Err(Error::Mismatch { .. }) => {}
+            other => return Err(format!("rank {me}: an odd length gave {other:?}")),
+        }
+    }
     world.ibarrier().await.map_err(fail(t, "the last barrier"))
 }
 

@@ -86,7 +86,9 @@ async fn up_and_down<T: HostMemory>(
     let at = |m: u32| m as usize * each;
     recv[at(me)..at(me + 1)].copy_from_slice(send);
     // A child's wrong length is reported once everything moved on, so that
-    // no member waits for one that gave up.
+    // no member waits for one that gave up; and passed on as a run of the
+    // wrong length, up to member 0, which then broadcasts a value of the
+    // wrong length: every member fails, none keeps a buffer with a hole.
     let mut mismatch = Ok(());
     for c in children(me, n, radix) {
         let part = &mut recv[at(c)..at(subtree_end(c, n, radix))];
@@ -97,13 +99,29 @@ async fn up_and_down<T: HostMemory>(
             }
         }
     }
-    if let Some(to) = parent(me, radix) {
-        let mine = &recv[at(me)..at(subtree_end(me, n, radix))];
-        post(team, to, seq, mine.len() as u64, mine, deadline).await?;
+    let mut wrong = Vec::new();
+    let run = &mut recv[at(me)..at(subtree_end(me, n, radix))];
+    // One byte where none is due, else none: always a mismatch, always
+    // within a mailbox slot.
+    let poison = |run: &[u8], wrong: &mut Vec<u8>| wrong.resize(usize::from(run.is_empty()), 0);
+    if mismatch.is_err() {
+        poison(run, &mut wrong);
     }
-    bcast_along(team, seq, 0, Value::Fixed(recv), radix, deadline).await?;
+    if let Some(to) = parent(me, radix) {
+        let run: &[u8] = if mismatch.is_err() { &wrong } else { run };
+        post(team, to, seq, run.len() as u64, run, deadline).await?;
+    }
+    let down = match (me, mismatch.is_err()) {
+        (0, true) => {
+            poison(recv, &mut wrong);
+            bcast_along(team, seq, 0, Value::Fixed(&mut wrong), radix, deadline).await
+        }
+        _ => bcast_along(team, seq, 0, Value::Fixed(recv), radix, deadline).await,
+    };
+    mismatch?;
+    down?;
     team.all_entered(seq);
-    mismatch
+    Ok(())
 }
 
 /// Every member's `send` (of any length) in rank order, on every member.
