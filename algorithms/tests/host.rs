@@ -226,13 +226,15 @@ async fn every_collective<T: Transport>(t: &T, seed: u64, one_host: bool) -> Out
     }
     // One member's value of another length fails the allgather on every
     // member (none keeps a buffer with a hole in it), flat or by tree.
-    if n > 1 {
+    // Short and long (through cells): every writer is drained, so none
+    // waits for its deadline.
+    for len in [1, 20_000].into_iter().filter(|_| n > 1) {
         let odd = n - 1;
-        let mine = vec![affine(me, 1, seed); if me == odd { 2 } else { 1 }];
+        let mine = vec![affine(me, 1, seed); len + usize::from(me == odd)];
         let mut all = vec![[0; 2]; mine.len() * n as usize];
         match world.iallgather_into(&mine, &mut all).await {
             Err(Error::Mismatch { .. }) => {}
-            other => return Err(format!("rank {me}: an odd length gave {other:?}")),
+            other => return Err(format!("rank {me}: an odd length {len} gave {other:?}")),
         }
     }
     world.ibarrier().await.map_err(fail(t, "the last barrier"))

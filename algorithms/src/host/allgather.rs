@@ -46,27 +46,42 @@ pub(crate) async fn allgather<T: HostMemory>(
             }
         }
     };
+    // A writer of another length is drained (`receive_into`) and reported
+    // once every writer was read and this member's own exposure consumed:
+    // a reader or writer that stopped at the first mismatch would leave
+    // the others waiting for their deadline.
+    let kept = |result: Result<()>| match result {
+        Err(e @ Error::Mismatch { .. }) => Ok(Some(e)),
+        other => other.map(|()| None),
+    };
     let copying = async {
         if long {
             // Every writer at once: a writer reuses a cell only once every
             // reader drained it, so readers taking one writer after another
             // would let one writer move at a time.
-            let parts = (before.chunks_mut(each).zip(0..))
-                .chain(after.chunks_mut(each).zip(me as u32 + 1..))
-                .map(|(part, m)| receive_into(team, m, seq, part, deadline));
-            return crate::join::join_all(parts).await.map(drop);
+            let parts =
+                (before.chunks_mut(each).zip(0..))
+                    .chain(after.chunks_mut(each).zip(me as u32 + 1..))
+                    .map(|(part, m)| async move {
+                        kept(receive_into(team, m, seq, part, deadline).await)
+                    });
+            let outcomes = crate::join::join_all(parts).await?;
+            return Ok(outcomes.into_iter().flatten().next());
         }
         // The others in rank order, as every reader takes them.
+        let mut mismatch = None;
         for m in (0..team.size() as usize).filter(|&m| m != me) {
             let part = match m < me {
                 true => &mut before[m * each..(m + 1) * each],
                 false => &mut after[(m - me - 1) * each..(m - me) * each],
             };
-            receive_into(team, m as u32, seq, part, deadline).await?;
+            let got = kept(receive_into(team, m as u32, seq, part, deadline).await)?;
+            mismatch = mismatch.or(got);
         }
-        Ok::<(), Error>(())
+        Ok::<_, Error>(mismatch)
     };
-    crate::join::join(exposing, copying).await?;
+    let ((), mismatch) = crate::join::join(exposing, copying).await?;
+    mismatch.map_or(Ok(()), Err)?;
     team.all_entered(seq);
     Ok(())
 }
