@@ -1,6 +1,7 @@
 //! `catena-bench calibrate`: the simulator's cost model fitted to what
-//! `catena-bench put` and `catena-bench collectives -n 2` measure on this
-//! machine, the model's error on the measured rows, and catena's split,
+//! `catena-bench put` and `catena-bench collectives -n 2` measure on one
+//! machine, the model's error on every row measured there (at N = 2 and
+//! at the larger N of `collectives -n 4, 8, 16` runs), and catena's split,
 //! create_group, allreduce and alltoall_specific against MPICH's
 //! algorithms (`crate::mpich`) from 16 to a million simulated ranks under
 //! that model: where catena overtakes MPICH.
@@ -13,6 +14,7 @@
 //! (a pass over all N pairs and a sort of its group), timed here at the
 //! fitted computation factor.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -32,17 +34,22 @@ type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// `catena-bench collectives -n 2`'s CSV: the measured rows.
-    #[arg(long, default_value = "results/collectives.csv")]
-    measured: PathBuf,
+    /// `catena-bench collectives` CSVs, comma-separated: the measured rows
+    /// (the fit takes N = 2's; the error table is given at every N they
+    /// hold, the median over the CSVs of each row).
+    #[arg(long, value_delimiter = ',', default_value = "results/collectives.csv")]
+    measured: Vec<PathBuf>,
+    /// The fitted machine the error table and the sweep model.
+    #[arg(long, value_enum, default_value_t = Fitted::Xeon16)]
+    machine: Fitted,
     /// `catena-bench put`'s CSV: put latency and bandwidth.
     #[arg(long, default_value = "results/put.csv")]
     put: PathBuf,
     /// Fit the parameters from the two CSVs and print them (the figures
-    /// below use the recorded [`FITTED`] values, not these).
+    /// below use the recorded [`Fitted`] machine's values, not these).
     #[arg(long)]
     fit: bool,
-    /// Only the model's error at N = 2, no sweep.
+    /// Only the model's error on the measured rows, no sweep.
     #[arg(long)]
     error_only: bool,
     /// Rank counts of the sweep.
@@ -81,6 +88,9 @@ pub struct Args {
     /// Where the sweep's rows go.
     #[arg(long, default_value = "results/crossover.csv")]
     csv: PathBuf,
+    /// Where the error table's rows go.
+    #[arg(long, default_value = "results/calibrate-error.csv")]
+    error_csv: PathBuf,
 }
 
 /// The modelled machine: one rank a core, `ranks_per_host` cores a host
@@ -93,11 +103,10 @@ pub(crate) struct Machine {
     pub ranks_per_host: u32,
 }
 
-/// Fitted on this development machine (a 2-vCPU AMD EPYC VM, shared; its
-/// speed varies about 3x between runs), by `catena-bench calibrate --fit`
-/// from `catena-bench put --provider shm` and `catena-bench collectives
-/// -n 2` (catena and MPICH 4.0.2 on the same two processes, a core each),
-/// on 2026-11-26:
+/// The machines the model was fitted on, each by `catena-bench calibrate
+/// --fit` from `catena-bench put --provider shm` and `catena-bench
+/// collectives -n 2` (catena and MPICH 4.0.2 on the same two processes, a
+/// core each):
 /// * L (both models): the one-way 8-byte put latency, a cache line
 ///   crossing with a put's own work (put.csv `put_latency`, 8 B);
 /// * G (both models): the inverse of the largest put's bandwidth (a
@@ -108,10 +117,32 @@ pub(crate) struct Machine {
 ///   as in LogP's usual reading;
 /// * o (host memory): what makes the simulated catena barrier at N = 2
 ///   (through host memory) equal its measured median;
-/// * the computation factor: host CPU ns to virtual ns. The modelled
-///   machine is this one, so 1 by construction; `--fit` prints the least
-///   squares factor over the catena rows, for comparison.
-pub(crate) const FITTED: Machine = Machine {
+/// * the computation factor: host CPU ns to virtual ns, 1 (the modelled
+///   cores are the measured ones; `--fit` prints the least squares factor
+///   over the catena rows, for comparison).
+///
+/// Only N = 2 is fitted: the rows at larger N are the model's test.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum Fitted {
+    /// The 2-vCPU AMD EPYC development VM, shared (its speed varies about
+    /// 3x between runs), 2026-11-26: N = 2 only.
+    DevVm,
+    /// The 16-core Intel Xeon device machine (one socket, a Firecracker
+    /// VM), 2026-11-26 at 2afff1e: N = 2, 4, 8 and 16 measured, hosts of
+    /// 16 cores as the sweep models them.
+    Xeon16,
+}
+
+impl Fitted {
+    pub(crate) fn machine(self) -> Machine {
+        match self {
+            Fitted::DevVm => DEV_VM,
+            Fitted::Xeon16 => XEON_16,
+        }
+    }
+}
+
+const DEV_VM: Machine = Machine {
     net: LogGp {
         latency_ns: 87.0,
         overhead_ns: 128.0,
@@ -122,6 +153,22 @@ pub(crate) const FITTED: Machine = Machine {
         overhead_ns: 9.0,
         latency_ns: 87.0,
         per_byte_ns: 0.054,
+    },
+    compute: 1.0,
+    ranks_per_host: 16,
+};
+
+const XEON_16: Machine = Machine {
+    net: LogGp {
+        latency_ns: 167.7,
+        overhead_ns: 430.0,
+        gap_ns: 430.0,
+        per_byte_ns: 0.145,
+    },
+    host: HostModel {
+        overhead_ns: 50.0,
+        latency_ns: 167.7,
+        per_byte_ns: 0.145,
     },
     compute: 1.0,
     ranks_per_host: 16,
@@ -349,55 +396,77 @@ fn mpich(m: &Machine, op: Op, n: u32, calls: usize, charged: bool) -> Result<f64
     Ok(per_call(&ends, calls))
 }
 
-/// A measured row of collectives.csv at N = 2: catena's and MPICH's µs.
+/// A measured row of collectives.csv: catena's and MPICH's µs at `n`
+/// (the median over the CSVs given).
 struct Measured {
+    n: u32,
     op: String,
     case: String,
     catena_us: f64,
     mpich_us: Option<f64>,
 }
 
+/// A row's (N, op, case).
+type RowId = (u32, String, String);
+
 fn read_measured(args: &Args) -> Result<Vec<Measured>> {
-    let path = &args.measured;
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().ok_or("an empty CSV")?.split(',').collect();
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| *h == name)
-            .ok_or_else(|| format!("{}: no column {name}", path.display()))
-    };
-    let (n, op, case, c, m) = (
-        col("n")?,
-        col("op")?,
-        col("case")?,
-        col("catena_us")?,
-        col("mpich_us")?,
-    );
-    let mut rows = Vec::new();
-    for line in lines {
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells.get(n) != Some(&"2") {
-            continue;
-        }
-        let Some(catena_us) = cells.get(c).and_then(|v| v.parse().ok()) else {
-            continue;
+    // Each row's catena and MPICH µs over the CSVs.
+    let mut runs: BTreeMap<RowId, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for path in &args.measured {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().ok_or("an empty CSV")?.split(',').collect();
+        let col = |name: &str| {
+            header
+                .iter()
+                .position(|h| *h == name)
+                .ok_or_else(|| format!("{}: no column {name}", path.display()))
         };
-        rows.push(Measured {
-            op: cells[op].into(),
-            case: cells[case].into(),
-            catena_us,
-            mpich_us: cells.get(m).and_then(|v| v.parse().ok()),
-        });
+        let (n, op, case, c, m) = (
+            col("n")?,
+            col("op")?,
+            col("case")?,
+            col("catena_us")?,
+            col("mpich_us")?,
+        );
+        for line in lines {
+            let cells: Vec<&str> = line.split(',').collect();
+            let Some(size) = cells.get(n).and_then(|v| v.parse().ok()) else {
+                continue;
+            };
+            let Some(catena_us) = cells.get(c).and_then(|v| v.parse().ok()) else {
+                continue;
+            };
+            let row = runs
+                .entry((size, cells[op].into(), cells[case].into()))
+                .or_default();
+            row.0.push(catena_us);
+            row.1
+                .extend(cells.get(m).and_then(|v| v.parse::<f64>().ok()));
+        }
     }
-    Ok(rows)
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    Ok(runs
+        .into_iter()
+        .filter_map(|((n, op, case), (catena, mpich))| {
+            Some(Measured {
+                n,
+                op,
+                case,
+                catena_us: median(catena)?,
+                mpich_us: median(mpich),
+            })
+        })
+        .collect())
 }
 
-fn find<'a>(rows: &'a [Measured], op: &str, case: &str) -> Result<&'a Measured> {
+fn find<'a>(rows: &'a [Measured], n: u32, op: &str, case: &str) -> Result<&'a Measured> {
     rows.iter()
-        .find(|r| r.op == op && r.case.starts_with(case))
-        .ok_or_else(|| format!("no measured row {op} {case}").into())
+        .find(|r| r.n == n && r.op == op && r.case.starts_with(case))
+        .ok_or_else(|| format!("no measured row {op} {case} at N = {n}").into())
 }
 
 /// put.csv's 8-byte put latency (ns) and largest bandwidth (GB/s).
@@ -434,7 +503,7 @@ fn fit(args: &Args) -> Result<()> {
     let rows = read_measured(args)?;
     let (latency, gbps) = read_put(args)?;
     let per_byte = 1.0 / gbps;
-    let mut m = FITTED;
+    let mut m = args.machine.machine();
     m.net = LogGp {
         latency_ns: latency,
         per_byte_ns: per_byte,
@@ -445,7 +514,7 @@ fn fit(args: &Args) -> Result<()> {
         per_byte_ns: per_byte,
         ..m.host
     };
-    let allreduce = find(&rows, "allreduce", "8 B")?
+    let allreduce = find(&rows, 2, "allreduce", "8 B")?
         .mpich_us
         .ok_or("no MPICH allreduce")?;
     let o = solve_o(allreduce * 1e3, |o| {
@@ -456,7 +525,7 @@ fn fit(args: &Args) -> Result<()> {
     })?;
     m.net.overhead_ns = o;
     m.net.gap_ns = o;
-    let barrier = find(&rows, "barrier", "-")?.catena_us;
+    let barrier = find(&rows, 2, "barrier", "-")?.catena_us;
     let oh = solve_o(barrier * 1e3, |o| {
         let mut m = m;
         m.host.overhead_ns = o;
@@ -472,7 +541,7 @@ fn fit(args: &Args) -> Result<()> {
     let (mut num, mut den) = (0.0, 0.0);
     for op in error_ops() {
         let (name, case) = op.name();
-        let Ok(row) = find(&rows, &name, &case) else {
+        let Ok(row) = find(&rows, 2, &name, &case) else {
             continue;
         };
         let free = catena(&m, op, 2, 3, false)?;
@@ -495,7 +564,7 @@ fn median(k: usize, f: impl Fn() -> Result<f64>) -> Result<f64> {
 }
 
 /// The rows of the error table, as `catena-bench collectives` measures
-/// them at N = 2 (100,000 elements a rank for alltoall).
+/// them (100,000 elements a rank for alltoall).
 fn error_ops() -> Vec<Op> {
     let mut ops = vec![Op::Barrier, Op::Allreduce(8), Op::Allreduce(65536)];
     ops.extend(WORKLOADS.iter().map(|&w| Op::Split(w)));
@@ -508,52 +577,60 @@ fn error_ops() -> Vec<Op> {
 
 fn error_table(args: &Args) -> Result<()> {
     let rows = read_measured(args)?;
-    let m = FITTED;
+    let m = args.machine.machine();
     let mut t = Table::new(&[
+        "N",
         "op",
         "case",
         "catena measured us",
         "catena model us",
-        "error",
+        "catena error",
         "charged us",
-        "error",
+        "charged error",
         "MPICH measured us",
         "MPICH model us",
-        "error",
+        "MPICH error",
     ]);
     let err = |model: f64, real: f64| format!("{:+.0}%", (model / real - 1.0) * 100.0);
-    for op in error_ops() {
-        let (name, case) = op.name();
-        let Ok(row) = find(&rows, &name, &case) else {
-            eprintln!("no measured row {name} {case}: skipped");
-            continue;
-        };
-        let free = catena(&m, op, 2, 3, false)? / 1e3;
-        let charged = median(5, || catena(&m, op, 2, 3, true))? / 1e3;
-        let mut cells = vec![
-            name,
-            case,
-            format!("{:.3}", row.catena_us),
-            format!("{free:.3}"),
-            err(free, row.catena_us),
-            format!("{charged:.3}"),
-            err(charged, row.catena_us),
-        ];
-        match (op, row.mpich_us) {
-            (Op::Barrier, _) | (_, None) => cells.extend(["-".into(), "-".into(), "-".into()]),
-            (_, Some(real)) => {
-                let model = mpich(&m, op, 2, 3, false)? / 1e3;
-                cells.extend([
-                    format!("{real:.3}"),
-                    format!("{model:.3}"),
-                    err(model, real),
-                ]);
+    let mut sizes: Vec<u32> = rows.iter().map(|r| r.n).collect();
+    sizes.dedup();
+    for n in sizes {
+        for op in error_ops() {
+            let (name, case) = op.name();
+            let Ok(row) = find(&rows, n, &name, &case) else {
+                eprintln!("no measured row {name} {case} at N = {n}: skipped");
+                continue;
+            };
+            let free = catena(&m, op, n, 3, false)? / 1e3;
+            let charged = median(5, || catena(&m, op, n, 3, true))? / 1e3;
+            let mut cells = vec![
+                n.to_string(),
+                name,
+                case,
+                format!("{:.3}", row.catena_us),
+                format!("{free:.3}"),
+                err(free, row.catena_us),
+                format!("{charged:.3}"),
+                err(charged, row.catena_us),
+            ];
+            match (op, row.mpich_us) {
+                (Op::Barrier, _) | (_, None) => cells.extend(["-".into(), "-".into(), "-".into()]),
+                (_, Some(real)) => {
+                    let model = mpich(&m, op, n, 3, false)? / 1e3;
+                    cells.extend([
+                        format!("{real:.3}"),
+                        format!("{model:.3}"),
+                        err(model, real),
+                    ]);
+                }
             }
+            eprintln!("{}", cells.join("  "));
+            t.row(cells);
         }
-        eprintln!("{}", cells.join("  "));
-        t.row(cells);
     }
     t.print();
+    t.write_csv(&args.error_csv)?;
+    eprintln!("wrote {}", args.error_csv.display());
     Ok(())
 }
 
@@ -575,7 +652,7 @@ fn split_local_ns(n: u32) -> f64 {
 }
 
 fn sweep(args: &Args) -> Result<()> {
-    let m = FITTED;
+    let m = args.machine.machine();
     let mut t = Table::new(&[
         "op",
         "ranks",
@@ -652,9 +729,10 @@ pub fn main(args: &Args) -> crate::Outcome {
         fit(args)?;
         return Ok(0);
     }
+    let m = args.machine.machine();
     eprintln!(
-        "calibrate: messages {}; {}; computation x{}; {} ranks a host",
-        FITTED.net, FITTED.host, FITTED.compute, FITTED.ranks_per_host
+        "calibrate ({:?}): messages {}; {}; computation x{}; {} ranks a host",
+        args.machine, m.net, m.host, m.compute, m.ranks_per_host
     );
     error_table(args)?;
     if !args.error_only {
