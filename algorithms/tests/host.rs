@@ -450,10 +450,17 @@ fn collectives<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::
         .map_err(catena_fabric::Error::Protocol)
 }
 
+fn odd_lengths_blocking<T: Transport + catena_fabric::Blocking>(
+    t: &T,
+) -> catena_fabric::Result<()> {
+    catena_fabric::block_on(t, odd_lengths(t, 13)).map_err(catena_fabric::Error::Protocol)
+}
+
 common::provider_cases! {
     shm_host_collectives_2: catena_fabric::shm::ShmTransport, 2, &[], collectives;
     shm_host_collectives_5: catena_fabric::shm::ShmTransport, 5, &[], collectives;
     shm_host_collectives_9: catena_fabric::shm::ShmTransport, 9, &[], collectives;
+    shm_host_odd_lengths_5: catena_fabric::shm::ShmTransport, 5, &[], odd_lengths_blocking;
     shm_host_splits_2: catena_fabric::shm::ShmTransport, 2, &[], splits;
     shm_host_splits_5: catena_fabric::shm::ShmTransport, 5, &[], splits;
 }
@@ -513,5 +520,102 @@ fn sim_chain_splits_give_one_host_groups_a_team() {
         for r in results {
             r.unwrap_or_else(|e| panic!("{n} ranks, {per_host} a host: {e}"));
         }
+    }
+}
+
+/// What one collective gave a member whose length differs from the
+/// others' (`odd`) or whose data depends on it.
+fn odd_outcome(op: &str, len: usize, odd: u32, root: u32, me: u32, got: Result<()>) -> Outcome {
+    match got {
+        Err(Error::Mismatch { .. }) => Ok(()),
+        Ok(()) => Err(format!(
+            "rank {me}: {op} of {len} with member {odd}'s odd length, root {root}: Ok"
+        )),
+        Err(e) => Err(format!(
+            "rank {me}: {op} of {len} with member {odd}'s odd length, root {root}: {e}"
+        )),
+    }
+}
+
+/// One member's buffers one element longer than everyone else's: the
+/// members whose result would depend on it get `Mismatch`, and none
+/// waits for its deadline.
+async fn odd_lengths<T: Transport>(t: &T, seed: u64) -> Outcome {
+    let world = Comm::world(t).with_timeout(std::time::Duration::from_secs(30));
+    let (me, n) = (world.rank(), world.size());
+    if n < 2 {
+        return Ok(());
+    }
+    for len in [1usize, 20_000] {
+        for odd in [n - 1, n / 2] {
+            for root in [0, odd] {
+                let extra = usize::from(me == odd);
+                let mine = vec![affine(me, 1, seed); len + extra];
+                let mut out = vec![[0; 2]; len + extra];
+                let got = world.iallreduce_into(&mine, &mut out, compose).await;
+                odd_outcome("allreduce", len, odd, root, me, got)?;
+
+                let mut at_root = vec![[0; 2]; len + extra];
+                let recv = (me == root).then_some(&mut at_root[..]);
+                let got = world.ireduce_into(root, &mine, recv, compose).await;
+                if me == root || got.is_err() {
+                    odd_outcome("reduce", len, odd, root, me, got)?;
+                }
+
+                // The root of a bcast or a scatter has nothing to learn:
+                // the member whose length differs from the root's fails.
+                let mut buf = mine.clone();
+                let got = world.ibcast_into(root, &mut buf).await;
+                if me != root && (me == odd || odd == root) || got.is_err() {
+                    odd_outcome("bcast", len, odd, root, me, got)?;
+                }
+
+                let mut at_root = vec![[0; 2]; (len + extra) * n as usize];
+                let recv = (me == root).then_some(&mut at_root[..]);
+                let got = world.igather_into(root, &mine, recv).await;
+                if me == root || got.is_err() {
+                    odd_outcome("gather", len, odd, root, me, got)?;
+                }
+
+                let all = vec![affine(me, 2, seed); (len + extra) * n as usize];
+                let send = (me == root).then_some(&all[..]);
+                let mut piece = vec![[0; 2]; len + extra];
+                let got = world.iscatter_into(root, send, &mut piece).await;
+                if me != root && (me == odd || odd == root) || got.is_err() {
+                    odd_outcome("scatter", len, odd, root, me, got)?;
+                }
+                world
+                    .ibarrier()
+                    .await
+                    .map_err(fail(t, "the barrier after an odd length"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn sim_host_odd_lengths_2_to_17() {
+    for n in [2, 3, 4, 5, 8, 9, 16, 17] {
+        let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(n);
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| odd_lengths(t, 7).await)
+            .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+        let failed: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+        assert!(failed.is_empty(), "{n} ranks: {failed:#?}");
+    }
+}
+
+/// The same on the chain, a rank per simulated host: its reductions fold
+/// values of different lengths into a poison.
+#[test]
+fn sim_chain_odd_lengths_2_to_9() {
+    for n in [2, 3, 5, 9] {
+        let sim = Sim::new(n, LogGp::default());
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| odd_lengths(t, 7).await)
+            .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+        let failed: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+        assert!(failed.is_empty(), "{n} ranks: {failed:#?}");
     }
 }

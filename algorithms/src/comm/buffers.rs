@@ -41,14 +41,47 @@ fn fill<E: Pod>(out: &mut [E], bytes: &[u8], what: &'static str) -> Result<()> {
     Ok(())
 }
 
-/// The bytes of `a ⊕ b`, elementwise, for operands that arrive as bytes
-/// (the chain fallback: its reductions carry byte vectors).
-fn combine_bytes<E: Pod>(a: &[u8], b: &[u8], op: &impl Fn(&E, &E) -> E) -> Vec<u8> {
+/// A member's buffer as the chain's reductions carry it: its bytes and a
+/// last byte, 0, that says every value folded in had the same length.
+fn tagged<E: Pod>(buf: &[E]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(std::mem::size_of_val(buf) + 1);
+    bytes.extend_from_slice(bytemuck::cast_slice::<E, u8>(buf));
+    bytes.push(FOLDED);
+    bytes
+}
+
+const FOLDED: u8 = 0;
+/// What values of different lengths fold into: every member whose result
+/// depends on one of them learns it, none gets a partial fold.
+const POISONED: u8 = 1;
+
+/// The bytes of `a ⊕ b`, elementwise, for [`tagged`] operands (the chain
+/// fallback: its reductions carry byte vectors).
+fn combine_tagged<E: Pod>(a: &[u8], b: &[u8], op: &impl Fn(&E, &E) -> E) -> Vec<u8> {
+    let (Some((&FOLDED, a)), Some((&FOLDED, b))) = (a.split_last(), b.split_last()) else {
+        return vec![POISONED];
+    };
+    if a.len() != b.len() {
+        return vec![POISONED];
+    }
     let (mut acc, x) = (pod_vec::<E>(a), pod_vec::<E>(b));
     for (a, b) in acc.iter_mut().zip(&x) {
         *a = op(a, b);
     }
-    bytemuck::cast_slice::<E, u8>(&acc).to_vec()
+    let mut bytes = bytemuck::cast_slice::<E, u8>(&acc).to_vec();
+    bytes.push(FOLDED);
+    bytes
+}
+
+/// A chain reduction's result without its tag; `Mismatch` if a member's
+/// buffer had another length than the others'.
+fn untagged(mut bytes: Vec<u8>, what: &str) -> Result<Vec<u8>> {
+    match bytes.pop() {
+        Some(FOLDED) => Ok(bytes),
+        _ => Err(Error::Mismatch {
+            what: format!("{what}: a member's buffer has another length than the others'"),
+        }),
+    }
 }
 
 /// The elements `bytes` hold (a trailing partial element is dropped).
@@ -175,8 +208,8 @@ impl<'t, T: Transport> Comm<'t, T> {
                 self.t,
                 &self.chain,
                 root,
-                bytes_of(send),
-                move |a: &Vec<u8>, b: &Vec<u8>| combine_bytes(a, b, &op),
+                tagged(send),
+                move |a: &Vec<u8>, b: &Vec<u8>| combine_tagged(a, b, &op),
                 deadline,
             )
         });
@@ -190,6 +223,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             match path {
                 Path::Chain(call) => match (recv, call.await?) {
                     (Some(recv), Some(bytes)) => {
+                        let bytes = untagged(bytes, "a reduce")?;
                         check_len("the receive buffer", recv.len(), send.len())?;
                         fill(recv, &bytes, "a reduce buffer")
                     }
@@ -235,8 +269,8 @@ impl<'t, T: Transport> Comm<'t, T> {
             scan::allreduce(
                 self.t,
                 &self.chain,
-                bytes_of(send),
-                move |a: &Vec<u8>, b: &Vec<u8>| combine_bytes(a, b, &op),
+                tagged(send),
+                move |a: &Vec<u8>, b: &Vec<u8>| combine_tagged(a, b, &op),
                 deadline,
             )
         });
@@ -245,7 +279,7 @@ impl<'t, T: Transport> Comm<'t, T> {
                 Path::Chain(call) => {
                     // Taken part in first, whatever this member's buffer,
                     // so that a wrong one is its owner's error alone.
-                    let bytes = call.await?;
+                    let bytes = untagged(call.await?, "an allreduce")?;
                     check_len("the receive buffer", recv.len(), send.len())?;
                     fill(recv, &bytes, "an allreduce buffer")
                 }

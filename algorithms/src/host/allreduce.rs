@@ -7,7 +7,7 @@
 
 use catena_fabric::{HostMemory, Time};
 
-use super::bcast::{bcast_along, Value};
+use super::bcast::{bcast_along, poison_along, Value};
 use super::mailbox::{arrived, post, read};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose_mirrored, pull_into, Readers};
@@ -100,8 +100,19 @@ async fn up_and_down<T: HostMemory>(
         recv.copy_from_slice(&acc);
     }
     team.put_buffer(acc);
-    reduced?;
-    bcast_along(team, seq, 0, Value::Fixed(recv), radix, deadline).await
+    match reduced {
+        Ok(_) => bcast_along(team, seq, 0, Value::Fixed(recv), radix, deadline).await,
+        // The poison went up to member 0, which sends it down: every
+        // member still takes part, so that none waits.
+        Err(e @ Error::Mismatch { .. }) => {
+            let down = match team.me() {
+                0 => poison_along(team, seq, 0, radix, deadline).await,
+                _ => bcast_along(team, seq, 0, Value::Fixed(recv), radix, deadline).await,
+            };
+            down.and(Err(e))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Every member posts its value to every other and folds all of them.

@@ -6,7 +6,7 @@
 use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
-use super::mailbox::{arrived, post, read};
+use super::mailbox::{arrived, post, read, POISON};
 use super::stream::{expose, pull, pull_into, Readers};
 use super::tree::{children, member_of, parent, virtual_of};
 use super::{select, Team};
@@ -66,6 +66,14 @@ pub(crate) async fn bcast_along<T: HostMemory>(
     }
     let from = member_of(parent(v, radix).expect("not the root"), root, n);
     let len = arrived(team, from, seq, deadline).await?;
+    if len == POISON {
+        for c in children() {
+            post(team, c, seq, POISON, &[], deadline).await?;
+        }
+        return Err(Error::Mismatch {
+            what: "a member's value has another length than the others'".into(),
+        });
+    }
     let long = len > inline as u64;
     if long {
         for c in children() {
@@ -131,4 +139,22 @@ pub(crate) async fn bcast_along<T: HostMemory>(
             .await
         }
     }
+}
+
+/// Tells every member waiting in a [`bcast_along`] from `root` that the
+/// value will not come, the call having failed at the root on a member's
+/// value of another length: the poison goes down the same tree.
+pub(crate) async fn poison_along<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    radix: u32,
+    deadline: Time,
+) -> Result<()> {
+    let n = team.size();
+    let v = virtual_of(team.me(), root, n);
+    for c in children(v, n, radix) {
+        post(team, member_of(c, root, n), seq, POISON, &[], deadline).await?;
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@ use super::layout::CELL;
 use super::message::{announce, receive_appended, receive_into};
 use super::stream::{expose, Readers};
 use super::{others_then_me, Team};
-use crate::Result;
+use crate::{Error, Result};
 
 /// Every member's `send` (all of one length) in rank order into the
 /// root's `recv`.
@@ -25,13 +25,20 @@ pub(crate) async fn gather<T: HostMemory>(
         return send_to_root(team, seq, root, send, deadline).await;
     };
     let each = send.len();
+    // A member's value of another length is reported once every member's
+    // was taken (that one drained), so that none waits for the root.
+    let mut mismatch = Ok(());
     for m in others_then_me(me, team.size()) {
         let part = &mut recv[m as usize * each..(m as usize + 1) * each];
         match m == me {
             true => part.copy_from_slice(send),
-            false => receive_into(team, m, seq, part, deadline).await?,
+            false => match receive_into(team, m, seq, part, deadline).await {
+                Err(e @ Error::Mismatch { .. }) => mismatch = mismatch.and(Err(e)),
+                got => got?,
+            },
         }
     }
+    mismatch?;
     team.all_entered(seq);
     Ok(())
 }

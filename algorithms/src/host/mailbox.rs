@@ -12,6 +12,13 @@ use super::layout::{SLOTS, SLOT_HEADER};
 use super::Team;
 use crate::Result;
 
+/// The length a member posts in place of a value it cannot give because
+/// the call failed below it (a member's value of another length): longer
+/// than any message, so it matches no length a reader expects, and it
+/// carries nothing to read or drain. Readers pass it on along the same
+/// tree, so every member waiting on it learns of the failure at once.
+pub(crate) const POISON: u64 = u64::MAX;
+
 /// Posts a message of `len` bytes, whose first bytes are `inline` (at most
 /// what a slot holds), to member `to` for call `seq`.
 pub(crate) async fn post<T: HostMemory>(

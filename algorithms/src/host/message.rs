@@ -7,7 +7,7 @@
 use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
-use super::mailbox::{arrived, first_chunk, post, read};
+use super::mailbox::{arrived, first_chunk, post, read, POISON};
 use super::stream::{pull, pull_into};
 use super::Team;
 use crate::{Error, Result};
@@ -76,7 +76,7 @@ pub(crate) async fn drain<T: HostMemory>(
     len: u64,
     deadline: Time,
 ) -> Result<()> {
-    if len <= team.layout().inline() as u64 {
+    if len <= team.layout().inline() as u64 || len == POISON {
         return Ok(());
     }
     let first = first_chunk(team, from, seq)?;

@@ -7,7 +7,7 @@
 
 use catena_fabric::{HostMemory, Time};
 
-use super::mailbox::{arrived, post, read};
+use super::mailbox::{arrived, post, read, POISON};
 use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
 use super::tree::{children, parent};
 use super::{others_then_me, select, Combine, Team};
@@ -32,6 +32,11 @@ pub(crate) async fn reduce<T: HostMemory>(
         let radix = select::tree_radix(team.size(), team.tuning());
         let reduced = up_the_tree(team, seq, send, &mut acc, radix, combine, deadline).await;
         let out = match (me, root, reduced, recv) {
+            // The root waits for member 0's result: it gets the poison.
+            (0, 1.., Err(e @ Error::Mismatch { .. }), _) => {
+                post(team, root, seq, POISON, &[], deadline).await?;
+                Err(e)
+            }
             (_, _, Err(e), _) => Err(e),
             (0, 0, Ok(true), Some(recv)) => {
                 team.all_entered(seq);
@@ -42,9 +47,7 @@ pub(crate) async fn reduce<T: HostMemory>(
                 let len = arrived(team, 0, seq, deadline).await?;
                 team.all_entered(seq);
                 if len != recv.len() as u64 {
-                    return Err(Error::Mismatch {
-                        what: format!("reduce lengths: {len} bytes for a buffer of {}", recv.len()),
-                    });
+                    return Err(length_mismatch(len, recv.len()));
                 }
                 read(team, 0, seq, recv)
             }
@@ -72,16 +75,19 @@ pub(crate) async fn reduce<T: HostMemory>(
 
 fn copy(recv: &mut [u8], value: &[u8]) -> Result<()> {
     if recv.len() != value.len() {
-        return Err(Error::Mismatch {
-            what: format!(
-                "reduce lengths: {} bytes for a buffer of {}",
-                value.len(),
-                recv.len()
-            ),
-        });
+        return Err(length_mismatch(value.len() as u64, recv.len()));
     }
     recv.copy_from_slice(value);
     Ok(())
+}
+
+/// A member posted `len` bytes (or the poison) where `expected` were due.
+pub(crate) fn length_mismatch(len: u64, expected: usize) -> Error {
+    let what = match len {
+        POISON => "reduce lengths: a member's value has another length than the others'".into(),
+        len => format!("reduce lengths: {len} bytes where {expected} were expected"),
+    };
+    Error::Mismatch { what }
 }
 
 /// A short value reduced up the radix-`radix` tree into `acc`: true on
@@ -111,18 +117,17 @@ pub(crate) async fn up_the_tree<T: HostMemory>(
             combine(acc, value)
         })?;
     }
-    // A member whose length differs still passes a value on, so that no
-    // one waits; the disagreement is reported where it was seen.
+    // A member whose subtree disagrees on the length still posts, so that
+    // no one waits, but the poison: none above folds a partial value in,
+    // and member 0 learns that the call failed.
     if let Some(p) = parent(me, radix) {
-        post(team, p, seq, acc.len() as u64, acc, deadline).await?;
+        match mismatch {
+            None => post(team, p, seq, acc.len() as u64, acc, deadline).await?,
+            Some(_) => post(team, p, seq, POISON, &[], deadline).await?,
+        }
     }
     match mismatch {
-        Some(len) => Err(Error::Mismatch {
-            what: format!(
-                "reduce lengths: a member sent {len} bytes where {} were expected",
-                acc.len()
-            ),
-        }),
+        Some(len) => Err(length_mismatch(len, acc.len())),
         None => Ok(me == 0),
     }
 }
