@@ -68,9 +68,7 @@ fn combine_tagged<E: Pod>(a: &[u8], b: &[u8], op: &impl Fn(&E, &E) -> E) -> Vec<
     for (a, b) in acc.iter_mut().zip(&x) {
         *a = op(a, b);
     }
-    let mut bytes = bytemuck::cast_slice::<E, u8>(&acc).to_vec();
-    bytes.push(FOLDED);
-    bytes
+    tagged(&acc)
 }
 
 /// A chain reduction's result without its tag; `Mismatch` if a member's
