@@ -211,8 +211,9 @@ extern "C" {
  * Joins the job this process was started into (by `catena-run`, or by
  * `mpiexec` in a build with MPI, also when the program initialized MPI
  * itself) on the provider `CATENA_PROVIDER` names (default `auto`).
- * Once per thread until `catena_finalize`; every other call must come
- * from the same thread.
+ * Once per process, on one thread (`CATENA_ERR_STATE` on another thread,
+ * or after `catena_finalize`); every other call must come from that
+ * thread.
  */
 int catena_init(void);
 

@@ -57,8 +57,9 @@ impl WithProvider for Start {
 /// Joins the job this process was started into (by `catena-run`, or by
 /// `mpiexec` in a build with MPI, also when the program initialized MPI
 /// itself) on the provider `CATENA_PROVIDER` names (default `auto`).
-/// Once per thread until `catena_finalize`; every other call must come
-/// from the same thread.
+/// Once per process, on one thread (`CATENA_ERR_STATE` on another thread,
+/// or after `catena_finalize`); every other call must come from that
+/// thread.
 #[no_mangle]
 pub extern "C" fn catena_init() -> c_int {
     call(|| start(|| Ok(None)))
@@ -100,6 +101,22 @@ pub unsafe extern "C" fn catena_init_mpi(mpi_comm: *const c_void) -> c_int {
     })
 }
 
+/// Where the process's one instance is: catena, like MPI, starts once per
+/// process (a process is one rank of its job), on one thread.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Life {
+    NotStarted,
+    On(std::thread::ThreadId),
+    Finalized,
+}
+
+static LIFE: std::sync::Mutex<Life> = std::sync::Mutex::new(Life::NotStarted);
+
+fn life() -> std::sync::MutexGuard<'static, Life> {
+    // Nothing panics while holding it; a poisoned lock still holds a state.
+    LIFE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Starts this thread's instance, on the job `bootstrap` describes (`None`:
 /// the one this process was started into).
 fn start(
@@ -115,8 +132,27 @@ fn start(
                 "catena is already initialized",
             ));
         }
+        // Held while starting, so two threads cannot both start one.
+        let mut life = life();
+        match *life {
+            Life::NotStarted => {}
+            Life::On(_) => {
+                return Err(Failure::new(
+                    CATENA_ERR_STATE,
+                    "catena is initialized on another thread of this process \
+                     (one instance per process; call it from that thread)",
+                ))
+            }
+            Life::Finalized => {
+                return Err(Failure::new(
+                    CATENA_ERR_STATE,
+                    "catena was finalized in this process: like MPI, it starts once per process",
+                ))
+            }
+        }
         let provider = std::env::var(ENV_PROVIDER).unwrap_or_else(|_| AUTO.into());
         *slot = Some(with_provider(&provider, Start(bootstrap()?))??);
+        *life = Life::On(std::thread::current().id());
         Ok(())
     })
 }
@@ -142,6 +178,7 @@ pub extern "C" fn catena_finalize() -> c_int {
                     Failure::new(CATENA_ERR_STATE, "catena is not initialized on this thread")
                 })
         })?;
+        *life() = Life::Finalized;
         instance.finalize()
     })
 }

@@ -66,6 +66,39 @@ fn capi_test_under_the_launcher() {
     }
 }
 
+/// catena starts once per process: `catena_init` on a second thread and
+/// after `catena_finalize` is `CATENA_ERR_STATE`.
+#[test]
+fn init_once_per_process_under_the_launcher() {
+    let program = compile("init_once", "init_once", &["-pthread".to_string()]);
+    for ranks in [1, 3] {
+        let mut spec = LaunchSpec::new(ranks, &program);
+        spec.capture_output = true;
+        let report = launch(&spec).expect("launching init_once");
+        assert!(
+            report.success(),
+            "init_once on {ranks} ranks: {:?}\n{}",
+            report.first_failure,
+            report.output
+        );
+        assert!(report.output.contains("checks passed"), "{}", report.output);
+        assert_eq!(report.leftover_segments, 0, "{}", report.output);
+    }
+}
+
+/// The same under `mpiexec`, where catena initialized MPI and finalized
+/// it: the second `catena_init` returns instead of ending the process
+/// inside MPICH.
+#[cfg(feature = "mpi")]
+#[test]
+fn init_once_per_process_under_mpiexec() {
+    let program = compile("init_once", "init_once_mpi", &["-pthread".to_string()]);
+    for ranks in [1, 2] {
+        let (out, err) = mpiexec(ranks, &program, &[], None);
+        assert!(out.contains("checks passed"), "{out}{err}");
+    }
+}
+
 /// MPICH's compiler and linker flags (`mpicc -show` without the compiler).
 #[cfg(feature = "mpi")]
 fn mpich_flags() -> Vec<String> {

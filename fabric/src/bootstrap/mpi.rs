@@ -55,6 +55,13 @@ impl MpiBootstrap {
     /// If catena initialized MPI and this fails, the job is aborted when
     /// this process exits, so that `mpiexec` ends every rank.
     pub fn init() -> Result<MpiBootstrap> {
+        // MPI_Initialized stays true after MPI_Finalize, and any MPI call
+        // then ends the process inside MPICH: ask first.
+        if mpi::environment::is_finalized() {
+            return Err(Error::Bootstrap(
+                "MPI was finalized in this process; it cannot start again".into(),
+            ));
+        }
         let universe = if mpi::environment::is_initialized() {
             None
         } else {
