@@ -57,10 +57,13 @@ pub struct Args {
     /// is a BG/P core against this host's Zen 5 (docs/scaling.md).
     #[arg(long, default_value_t = ComputeFactor::BGP_ON_ZEN5.get())]
     compute_factor: f64,
-    /// Runs of each case, the median virtual time kept: with computation
-    /// charged, a rank that loses its core for a moment stretches a run.
-    #[arg(long, default_value_t = 1)]
-    repeat: usize,
+    /// Runs of each case, the median virtual time kept and the spread
+    /// written beside it: with computation charged, a rank that loses its
+    /// core for a moment stretches a run (up to 1.44x at 4,096 ranks), so
+    /// one run can flip a comparison. Default 3 when computation is
+    /// charged, 1 when it is free (such runs are reproducible).
+    #[arg(long)]
+    repeat: Option<usize>,
     /// Do not simulate: plot the CSV that is already there.
     #[arg(long)]
     replot: bool,
@@ -113,9 +116,13 @@ const DEADLINE: Duration = Duration::from_secs(3600);
 struct Row {
     workload: Workload,
     algorithm: Algorithm,
+    /// The median run's.
     report: Report,
     algorithm_bytes: u64,
     rss_bytes: u64,
+    /// Runs of the case, and the least and most virtual time among them.
+    runs: usize,
+    spread: (Duration, Duration),
 }
 
 fn list<T>(text: &str, all: &[T], parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>>
@@ -177,12 +184,15 @@ fn simulate(
     for (rank, r) in results.into_iter().enumerate() {
         r.map_err(|e| format!("{algorithm} on {ranks} ranks, rank {rank}: {e}"))?;
     }
+    let completion = report.completion;
     Ok(Row {
         workload,
         algorithm,
         report,
         algorithm_bytes,
         rss_bytes,
+        runs: 1,
+        spread: (completion, completion),
     })
 }
 
@@ -216,6 +226,10 @@ fn sweep_and_write(args: &Args) -> Result<()> {
                 .ok_or_else(|| format!("--compute-factor {f}: a finite number, 0 or more"))?,
         ),
     };
+    let repeat = args
+        .repeat
+        .unwrap_or(if compute.is_some() { 3 } else { 1 })
+        .max(1);
     let algorithms = list(&args.algorithms, &Algorithm::ALL, |s| Ok(s.parse()?))?;
     let workloads = list(&args.workloads, &WORKLOADS, |s| {
         let i: usize = s.parse()?;
@@ -262,20 +276,27 @@ fn sweep_and_write(args: &Args) -> Result<()> {
     for (ranks, workload, algorithm) in runs {
         bar.set_message(format!("{} {algorithm} N = {ranks}", workload.name()));
         let started = Instant::now();
-        let mut repeats = (0..args.repeat.max(1))
+        let mut repeats = (0..repeat)
             .map(|_| simulate(workload, algorithm, ranks, args.model, compute))
             .collect::<Result<Vec<Row>>>()?;
         repeats.sort_by_key(|r| r.report.completion);
+        let spread = (
+            repeats[0].report.completion,
+            repeats[repeats.len() - 1].report.completion,
+        );
         if repeats.len() > 1 {
-            let ms = |r: &Row| r.report.completion.as_secs_f64() * 1e3;
-            let (low, high) = (ms(&repeats[0]), ms(&repeats[repeats.len() - 1]));
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
             eprintln!(
-                "{} {algorithm} N = {ranks}: {} runs from {low:.3} to {high:.3} virtual ms",
+                "{} {algorithm} N = {ranks}: {} runs from {:.3} to {:.3} virtual ms",
                 workload.name(),
-                repeats.len()
+                repeats.len(),
+                ms(spread.0),
+                ms(spread.1)
             );
         }
-        let row = repeats.swap_remove(repeats.len() / 2);
+        let mut row = repeats.swap_remove(repeats.len() / 2);
+        row.runs = repeat;
+        row.spread = spread;
         bar.inc(u64::from(ranks));
         if started.elapsed() > Duration::from_secs(5) {
             // A hidden bar (no terminal) prints nothing.
@@ -372,6 +393,9 @@ fn table(rows: &[Row]) -> Table {
         "algorithm",
         "ranks",
         "virtual_ms",
+        "runs",
+        "virtual_ms_low",
+        "virtual_ms_high",
         "messages",
         "bytes",
         "algorithm_bytes_per_rank",
@@ -387,6 +411,9 @@ fn table(rows: &[Row]) -> Table {
             r.algorithm.to_string(),
             r.report.ranks.to_string(),
             format!("{:.4}", r.report.completion.as_secs_f64() * 1e3),
+            r.runs.to_string(),
+            format!("{:.4}", r.spread.0.as_secs_f64() * 1e3),
+            format!("{:.4}", r.spread.1.as_secs_f64() * 1e3),
             r.report.messages.to_string(),
             r.report.bytes.to_string(),
             r.algorithm_bytes.to_string(),

@@ -1,5 +1,6 @@
 //! `catena-bench sim` as a user runs it: a small sweep writes its CSV and
-//! plots, and the accounting shows what the seed promises about memory:
+//! plots (charged cases run 3 times, with their spread), and the
+//! accounting shows what the seed promises about memory:
 //! Hash (split only) holds the same bytes per rank at every N, Bitonic at
 //! most O(log N) more.
 
@@ -51,6 +52,23 @@ fn a_sweep_writes_csv_and_plots_and_memory_stays_small() {
             w[1].1 <= w[0].1 + 256,
             "Bitonic per-rank bytes: {bitonic:?}"
         );
+    }
+    // Computation is charged: each case ran 3 times, the median kept and
+    // the spread beside it.
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name| header.iter().position(|h| *h == name).unwrap();
+    let (runs, low, mid, high) = (
+        col("runs"),
+        col("virtual_ms_low"),
+        col("virtual_ms"),
+        col("virtual_ms_high"),
+    );
+    for line in lines {
+        let c: Vec<&str> = line.split(',').collect();
+        let ms = |i: usize| c[i].parse::<f64>().unwrap();
+        assert_eq!(c[runs], "3", "{line}");
+        assert!(ms(low) <= ms(mid) && ms(mid) <= ms(high), "{line}");
     }
     if std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
         let png = std::fs::read(dir.join("sim-split-5B-few.png")).unwrap();
