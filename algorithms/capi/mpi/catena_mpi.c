@@ -2,7 +2,8 @@
  * MPI program catena's split. `LD_PRELOAD=libcatena-mpi.so mpiexec ...`:
  * catena starts inside MPI_Init on the program's MPI_COMM_WORLD; each
  * communicator it knows carries its catena communicator as an attribute
- * (duplicated with MPI_Comm_dup, freed with the communicator); and
+ * (duplicated with MPI_Comm_dup, not with the nonblocking MPI_Comm_idup,
+ * freed with the communicator); and
  * MPI_Comm_split of a known intracommunicator runs catena's split, then
  * builds the MPI communicator of the new group's members (their ranks in
  * the parent's own group) with PMPI_Comm_create_group, which the new
@@ -54,10 +55,20 @@ static catena_comm_t *known(MPI_Comm comm) {
     return flag ? (catena_comm_t *)value : NULL;
 }
 
+/* Set while MPI_Comm_idup copies the attributes: catena's dup waits for
+ * every member, and a program may talk to them between starting an idup
+ * and completing it, so the new communicator gets no catena side (its
+ * splits go to PMPI_Comm_split). */
+static int in_idup;
+
 /* MPI_Comm_dup (collective: every member runs it, in the same order). */
 static int copy_catena(MPI_Comm old, int key, void *extra, void *in, void *out, int *flag) {
     catena_comm_t *dup;
     (void)old, (void)key, (void)extra;
+    if (in_idup) {
+        *flag = 0;
+        return MPI_SUCCESS;
+    }
     *flag = catena_comm_dup((catena_comm_t *)in, &dup) == CATENA_SUCCESS;
     if (*flag)
         *(void **)out = dup;
@@ -106,6 +117,21 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS)
         start(*provided);
+    return rc;
+}
+
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request) {
+    in_idup = 1;
+    int rc = PMPI_Comm_idup(comm, newcomm, request);
+    in_idup = 0;
+    return rc;
+}
+
+int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm,
+                            MPI_Request *request) {
+    in_idup = 1;
+    int rc = PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+    in_idup = 0;
     return rc;
 }
 

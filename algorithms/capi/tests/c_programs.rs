@@ -300,6 +300,28 @@ fn interposed_mpi_comm_split_gives_mpichs_results() {
     assert!(report.contains("23 splits by catena"), "{report}");
 }
 
+/// `MPI_Comm_idup` stays nonblocking under the interposer (rank 1 idups,
+/// then sends to rank 0, which receives before its own idup), and the
+/// new communicator splits as MPI splits it.
+#[cfg(feature = "mpi")]
+#[test]
+fn interposed_mpi_comm_idup_does_not_block() {
+    let interposer = build_interposer();
+    let program = compile("idup", "idup", &mpich_flags());
+    let preload = interposer.to_str().expect("a UTF-8 path");
+    let sorted = |text: String| {
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        lines.sort();
+        lines
+    };
+    for ranks in [2, 3] {
+        let plain = sorted(mpiexec(ranks, &program, &[], None).0);
+        let (interposed, report) = mpiexec(ranks, &program, &[("LD_PRELOAD", preload)], None);
+        assert_eq!(plain, sorted(interposed), "{report}");
+        assert_eq!(plain.len(), ranks as usize, "{plain:?}");
+    }
+}
+
 /// A Fortran program (MPICH's `mpi` module) gets catena's split too: MPICH's
 /// Fortran bindings call the C `MPI_*` entry points the interposer defines.
 /// Its lines (printed by several ranks, so sorted) are the same with and
