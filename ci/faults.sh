@@ -3,7 +3,8 @@
 # catena's launcher and under `mpiexec`, meets each fault below. One table
 # row per cell: exit status, seconds from the fault until the job was over,
 # catena's entries it left in /dev/shm (after the job, and after the next job
-# of the same starter, which must remove leftovers of dead processes), other
+# of the same starter on the shm provider, which must remove leftovers of
+# dead processes), other
 # libraries' entries left (UCX, MPICH: reported, not catena's to remove),
 # orphaned rank processes, and a note when a rank crashed. Exits non-zero if
 # a cell breaks its promise (see `verdict`). Kills any orphan it finds.
@@ -238,8 +239,13 @@ for provider in "${PROVIDERS[@]}"; do
       left=$(new_entries "$before" "$(shm_list)" "$cell_pids")
       next_left=$left
       if [ -n "$left" ]; then
-        # The next job of this starter must sweep what dead processes left.
-        start_job "$cell-next" "$provider" "$starter" 2 10
+        # The next job of this starter must sweep what dead processes left:
+        # a job on the shm provider, which uses nothing of libfabric's or
+        # UCX's (so their own cleanup is not what removes it), except
+        # across hosts, which shm does not reach.
+        next_provider=shm
+        [[ "$starter" == *hosts ]] && next_provider=$provider
+        start_job "$cell-next" "$next_provider" "$starter" 2 10
         wait "$STARTER_PID" || note+="the next job failed"
         next_left=$(comm -12 <(echo "$left") <(shm_list))
       fi
