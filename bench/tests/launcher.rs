@@ -146,6 +146,39 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
     assert_eq!(named_after(&job), Vec::<String>::new());
 }
 
+/// A rank that crashes (SIGSEGV) is reported as killed by that signal, as
+/// a shell reports it (128 + 11), not as a rank that exited with 1: the
+/// crash handler libinfinipath installs when it is loaded (Debian's
+/// libfabric brings it into every build with `ofi`) is kept out of ranks.
+#[test]
+fn a_crashed_rank_is_reported_by_its_signal() {
+    let launcher = Command::new(RUN)
+        .args([
+            "-n",
+            "2",
+            "--",
+            BENCH,
+            "ring",
+            "--rounds",
+            "100000000",
+            "--csv",
+            "/dev/null",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (ranks, _) = joined_ranks(launcher.id(), 2);
+    unsafe { libc::kill(ranks[1], libc::SIGSEGV) };
+    let out = launcher.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGSEGV),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A job's shared memory has no name in /dev/shm while it runs, and a
 /// SIGKILL of its launcher (which then removes nothing) leaves none.
 #[test]

@@ -36,6 +36,23 @@ pub(super) fn die_with_launcher(cmd: &mut Command) {
     }
 }
 
+/// libinfinipath (PSM's, which Debian's libfabric loads with its psm
+/// provider) installs a SIGSEGV handler when it is loaded that prints a
+/// backtrace and exits with status 1, so a rank that crashed would be
+/// reported as one that failed: unless the user chose otherwise, ranks
+/// run without it (UCX's handler, which remains, re-raises the signal).
+const NO_PSM_BACKTRACE: &str = "IPATH_NO_BACKTRACE";
+
+/// Sets the environment that makes a rank's crash reach the launcher as
+/// the signal that ended it (see [`NO_PSM_BACKTRACE`]).
+pub(super) fn crash_by_signal(cmd: &mut Command) {
+    let chosen = cmd.get_envs().any(|(k, _)| k == NO_PSM_BACKTRACE)
+        || std::env::var_os(NO_PSM_BACKTRACE).is_some();
+    if !chosen {
+        cmd.env(NO_PSM_BACKTRACE, "1");
+    }
+}
+
 /// Where forwarded output goes.
 #[derive(Clone)]
 pub(super) enum Sink {

@@ -19,7 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use child::{die_with_launcher, flush, forward, Sink};
+use child::{crash_by_signal, die_with_launcher, flush, forward, Sink};
 pub use proxy::serve_as_proxy;
 
 use crate::bootstrap::JobSegment;
@@ -161,6 +161,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
             .stderr(Stdio::piped());
         share_job_segment(&mut cmd, job_fd.as_raw_fd());
         die_with_launcher(&mut cmd);
+        crash_by_signal(&mut cmd);
         if spec.pin && !cores.is_empty() {
             cmd.env(
                 ENV_PIN_CORE,

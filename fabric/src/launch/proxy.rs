@@ -12,7 +12,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::child::{die_with_launcher, flush, forward, Sink};
+use super::child::{crash_by_signal, die_with_launcher, flush, forward, Sink};
 use super::LOST_CHILD_STATUS;
 use crate::bootstrap::wire::{Frame, ProxyOrder};
 use crate::config::{
@@ -186,6 +186,7 @@ fn start_ranks(order: &ProxyOrder, job: &str, launcher: SocketAddr) -> Result<Ve
             cmd.env(ENV_PIN_CORE, cores[local % cores.len()].id.to_string());
         }
         die_with_launcher(&mut cmd);
+        crash_by_signal(&mut cmd);
         match cmd.spawn() {
             Ok(child) => started.push((rank, child)),
             Err(e) => {
