@@ -113,24 +113,20 @@ fn a_failing_rank_stops_the_job_with_its_status() {
     );
 }
 
+/// A ring job of `ranks` that runs until it is stopped, its stderr piped.
+fn endless_ring(ranks: u32) -> std::process::Child {
+    Command::new(RUN)
+        .args(["-n", &ranks.to_string(), "--", BENCH, "ring"])
+        .args(["--rounds", "100000000", "--csv", "/dev/null"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
-    let launcher = Command::new(RUN)
-        .args([
-            "-n",
-            "4",
-            "--",
-            BENCH,
-            "ring",
-            "--rounds",
-            "100000000",
-            "--csv",
-            "/dev/null",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let launcher = endless_ring(4);
     // Wait until the ranks run (have joined the job), then kill one.
     let (ranks, job) = joined_ranks(launcher.id(), 4);
     let victim = ranks[2];
@@ -152,22 +148,7 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
 /// libfabric brings it into every build with `ofi`) is kept out of ranks.
 #[test]
 fn a_crashed_rank_is_reported_by_its_signal() {
-    let launcher = Command::new(RUN)
-        .args([
-            "-n",
-            "2",
-            "--",
-            BENCH,
-            "ring",
-            "--rounds",
-            "100000000",
-            "--csv",
-            "/dev/null",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let launcher = endless_ring(2);
     let (ranks, _) = joined_ranks(launcher.id(), 2);
     unsafe { libc::kill(ranks[1], libc::SIGSEGV) };
     let out = launcher.wait_with_output().unwrap();

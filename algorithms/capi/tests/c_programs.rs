@@ -48,21 +48,28 @@ fn compile(name: &str, output: &str, extra: &[String]) -> PathBuf {
     out
 }
 
+/// `program` under the launcher on `ranks` ranks: it succeeds, says its
+/// checks passed, and leaves nothing in /dev/shm.
+fn passes_under_the_launcher(program: &Path, ranks: u32) {
+    let mut spec = LaunchSpec::new(ranks, program);
+    spec.capture_output = true;
+    let report = launch(&spec).expect("launching a C test");
+    assert!(
+        report.success(),
+        "{} on {ranks} ranks: {:?}\n{}",
+        program.display(),
+        report.first_failure,
+        report.output
+    );
+    assert!(report.output.contains("checks passed"), "{}", report.output);
+    assert_eq!(report.leftover_segments, 0, "{}", report.output);
+}
+
 #[test]
 fn capi_test_under_the_launcher() {
     let program = compile("capi_test", "capi_test", &[]);
     for ranks in 1..=8 {
-        let mut spec = LaunchSpec::new(ranks, &program);
-        spec.capture_output = true;
-        let report = launch(&spec).expect("launching capi_test");
-        assert!(
-            report.success(),
-            "capi_test on {ranks} ranks: {:?}\n{}",
-            report.first_failure,
-            report.output
-        );
-        assert!(report.output.contains("checks passed"), "{}", report.output);
-        assert_eq!(report.leftover_segments, 0, "{}", report.output);
+        passes_under_the_launcher(&program, ranks);
     }
 }
 
@@ -72,17 +79,7 @@ fn capi_test_under_the_launcher() {
 fn init_once_per_process_under_the_launcher() {
     let program = compile("init_once", "init_once", &["-pthread".to_string()]);
     for ranks in [1, 3] {
-        let mut spec = LaunchSpec::new(ranks, &program);
-        spec.capture_output = true;
-        let report = launch(&spec).expect("launching init_once");
-        assert!(
-            report.success(),
-            "init_once on {ranks} ranks: {:?}\n{}",
-            report.first_failure,
-            report.output
-        );
-        assert!(report.output.contains("checks passed"), "{}", report.output);
-        assert_eq!(report.leftover_segments, 0, "{}", report.output);
+        passes_under_the_launcher(&program, ranks);
     }
 }
 
