@@ -157,6 +157,9 @@ pub enum Construction {
     /// A breadth-first tree over links between neighbouring members: no
     /// route transits a node, so none passes a forbidden one.
     Neighbours,
+    /// A tree grown member by member along free paths through allowed
+    /// non-members, each link carrying one edge at most.
+    Routed,
 }
 
 impl fmt::Display for Construction {

@@ -486,3 +486,52 @@ fn auto_falls_back_and_says_why() {
     let members = Members::new(&t, order.iter().copied()).unwrap();
     check(&t, &members, &s, &[]).unwrap();
 }
+
+/// Where neighbouring members do not connect the root to every member
+/// without passing a forbidden node, the fallback routes through allowed
+/// non-members (issue 33's reproducer: 11 -> 5 via 2, 11 -> 19 via 20).
+#[test]
+fn the_fallback_routes_through_allowed_non_members() {
+    let t = Torus::new(&[3, 3, 3]).unwrap();
+    let order = [11, 22, 19, 8, 5, 9, 4];
+    let forbidden = [21, 18, 12, 10, 17, 7, 13, 3, 1, 24];
+    let s = auto_avoiding(&t, &order, 11, &forbidden).unwrap();
+    assert_eq!(s.construction, Construction::Routed, "{s:?}");
+    assert!(s.fallback.is_some());
+    let members = Members::new(&t, order.iter().copied()).unwrap();
+    let checked = check(&t, &members, &s, &forbidden).unwrap();
+    assert_eq!((checked.max_load, checked.allreduce_load), (1, 1));
+}
+
+proptest! {
+    /// On random member and forbidden sets, whatever `auto_avoiding` gives
+    /// passes no forbidden node and, where it routed through non-members,
+    /// loads no link twice, broadcast and reduce at once.
+    #[test]
+    fn routed_fallbacks_avoid_the_forbidden_nodes(
+        seed in any::<u64>(),
+        members in 2usize..12,
+        forbidden in 1usize..12,
+    ) {
+        let t = Torus::new(&[3, 3, 3]).unwrap();
+        let mut nodes: Vec<Node> = (0..t.nodes()).collect();
+        let mut state = seed | 1;
+        for i in (1..nodes.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            nodes.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        let order = &nodes[..members];
+        let avoid = &nodes[members..members + forbidden];
+        let set = Members::new(&t, order.iter().copied()).unwrap();
+        if let Ok(s) = auto_avoiding(&t, order, order[0], avoid) {
+            let checked = check(&t, &set, &s, avoid);
+            prop_assert!(checked.is_ok(), "{order:?} avoiding {avoid:?}: {checked:?}");
+            if s.construction == Construction::Routed {
+                let checked = checked.unwrap();
+                prop_assert_eq!((checked.max_load, checked.allreduce_load), (1, 1));
+            }
+        }
+    }
+}

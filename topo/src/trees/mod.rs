@@ -9,6 +9,7 @@ mod missing_node;
 mod neighbours;
 mod planes;
 mod rectangle;
+mod routed;
 
 pub use binomial::{binomial, binomial_rounds};
 pub use chain::chain;
@@ -17,6 +18,7 @@ pub use missing_node::{missing_node_colours, missing_node_colours_apply, missing
 pub use neighbours::neighbours;
 pub use planes::planes;
 pub use rectangle::{colours_apply, rectangle, rectangle_colours};
+pub use routed::routed;
 
 use crate::{check, Members, MembersError, Node, Schedule, ScheduleError, Topology, Torus};
 use missing_node::missing_node;
@@ -67,9 +69,10 @@ pub fn auto(torus: &Torus, order: &[Node], root: Node) -> Result<Schedule, Membe
 /// [`auto`] for a caller who knows some non-members have failed: no route
 /// of the schedule passes a `forbidden` node, nor, where there is a way
 /// round it, the missing node of an all-but-one set. Where the chosen
-/// construction would, the fallback is the [`neighbours`] tree, with the
-/// reason in `fallback`; where that cannot reach every member either, a
-/// `Shape` error says which member is cut off.
+/// construction would, the fallback is the [`neighbours`] tree, else the
+/// [`routed`] one (through allowed non-members), with the reason in
+/// `fallback`; where neither reaches every member, a `Shape` error says
+/// which member is cut off.
 pub fn auto_avoiding(
     torus: &Torus,
     order: &[Node],
@@ -116,7 +119,9 @@ pub fn auto_avoiding(
             child,
             node,
             ..
-        }) => match neighbours(torus, &members, root) {
+        }) => match neighbours(torus, &members, root)
+            .or_else(|_| routed(torus, &members, root, &avoid))
+        {
             Ok(mut detour) => {
                 detour.fallback = Some(format!(
                     "{}'s edge {parent} -> {child} would pass forbidden node {node}",
