@@ -82,7 +82,7 @@ fn copy(recv: &mut [u8], value: &[u8]) -> Result<()> {
 }
 
 /// A member posted `len` bytes (or the poison) where `expected` were due.
-pub(crate) fn length_mismatch(len: u64, expected: usize) -> Error {
+fn length_mismatch(len: u64, expected: usize) -> Error {
     let what = match len {
         POISON => "reduce lengths: a member's value has another length than the others'".into(),
         len => format!("reduce lengths: {len} bytes where {expected} were expected"),
