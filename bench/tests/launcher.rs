@@ -113,9 +113,11 @@ fn a_failing_rank_stops_the_job_with_its_status() {
     );
 }
 
-/// A ring job of `ranks` that runs until it is stopped, its stderr piped.
-fn endless_ring(ranks: u32) -> std::process::Child {
+/// A ring job of `ranks` in `dir` that runs until it is stopped, its
+/// stderr piped.
+fn endless_ring(ranks: u32, dir: &std::path::Path) -> std::process::Child {
     Command::new(RUN)
+        .current_dir(dir)
         .args(["-n", &ranks.to_string(), "--", BENCH, "ring"])
         .args(["--rounds", "100000000", "--csv", "/dev/null"])
         .stdout(Stdio::null())
@@ -126,7 +128,7 @@ fn endless_ring(ranks: u32) -> std::process::Child {
 
 #[test]
 fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
-    let launcher = endless_ring(4);
+    let launcher = endless_ring(4, &std::env::temp_dir());
     // Wait until the ranks run (have joined the job), then kill one.
     let (ranks, job) = joined_ranks(launcher.id(), 4);
     let victim = ranks[2];
@@ -148,10 +150,14 @@ fn a_killed_rank_ends_the_job_within_10_s_and_leaves_no_segments() {
 /// libfabric brings it into every build with `ofi`) is kept out of ranks.
 #[test]
 fn a_crashed_rank_is_reported_by_its_signal() {
-    let launcher = endless_ring(2);
+    // UCX writes its backtrace (a `.btr` file) where the rank runs.
+    let dir = std::env::temp_dir().join(format!("catena-crash-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let launcher = endless_ring(2, &dir);
     let (ranks, _) = joined_ranks(launcher.id(), 2);
     unsafe { libc::kill(ranks[1], libc::SIGSEGV) };
     let out = launcher.wait_with_output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(
         out.status.code(),
         Some(128 + libc::SIGSEGV),
