@@ -501,6 +501,15 @@ fn the_fallback_routes_through_allowed_non_members() {
     let members = Members::new(&t, order.iter().copied()).unwrap();
     let checked = check(&t, &members, &s, &forbidden).unwrap();
     assert_eq!((checked.max_load, checked.allreduce_load), (1, 1));
+    // The same with 40 more dimensions of extent 1 (the same node
+    // numbers): the routes tried per pair do not grow with the dimensions.
+    let mut dims = vec![3, 3, 3];
+    dims.extend([1; 40]);
+    let t = Torus::new(&dims).unwrap();
+    let s = auto_avoiding(&t, &order, 11, &forbidden).unwrap();
+    assert_eq!(s.construction, Construction::Routed, "{s:?}");
+    let members = Members::new(&t, order.iter().copied()).unwrap();
+    check(&t, &members, &s, &forbidden).unwrap();
 }
 
 proptest! {

@@ -12,8 +12,9 @@ use crate::{
 const ROUTED_MAX_MEMBERS: usize = 128;
 
 /// A tree from `root` grown one member at a time: of the dimension-ordered
-/// routes from a member reached so far to one not yet reached (each
-/// dimension either way round) that pass no other member, no node of
+/// minimal routes from a member reached so far to one not yet reached
+/// (either way round a ring where both are as short) that pass no other
+/// member, no node of
 /// `avoid` and no link an edge already takes, the shortest becomes an
 /// edge. An edge takes both directions of each link it crosses, so the
 /// tree is contention-free for broadcast and allreduce at once. Greedy: it
@@ -49,9 +50,11 @@ pub fn routed(
                 if reached.contains(&to) {
                     continue;
                 }
-                for ups in 0..1u32 << torus.dims().len() {
+                let ways = ways(torus, from, to);
+                let ties = ways.iter().filter(|w| **w == Way::Either).count();
+                for choice in 0..1u64 << ties.min(MAX_TIES) {
                     let Some((hops, route)) =
-                        free_route(torus, members, &blocked, &used, from, to, ups)
+                        free_route(torus, members, &blocked, &used, from, &ways, choice)
                     else {
                         continue;
                     };
@@ -86,46 +89,87 @@ pub fn routed(
     Ok(schedule)
 }
 
-/// The route from `from` to `to` dimension after dimension, along
-/// dimension `d` upwards if bit `d` of `ups` is set (the short way round a
-/// ring, or either way where both are as short): its hops and
-/// segments, if it exists and passes no member but `to`, no blocked node
-/// and no used link.
+/// Which way a minimal route goes along one dimension.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Stay,
+    Up(u32),
+    Down(u32),
+    /// Half way round a ring of even extent: both ways are as short.
+    Either,
+}
+
+/// Dimensions where both ways round are as short whose choices are tried
+/// (the others go up): at most 2^6 routes a pair, however many dimensions.
+const MAX_TIES: usize = 6;
+
+/// Each dimension's way from `from` to `to` on a minimal route: the short
+/// way round a ring, the only way along a mesh.
+fn ways(torus: &Torus, from: Node, to: Node) -> Vec<Way> {
+    let (a, b) = (torus.coordinates(from), torus.coordinates(to));
+    (0..a.len())
+        .map(|dim| {
+            let up = torus.distance(dim, a[dim], b[dim], true);
+            let down = torus.distance(dim, a[dim], b[dim], false);
+            match (up, down) {
+                (Some(0), _) | (_, Some(0)) => Way::Stay,
+                (Some(u), Some(d)) if u == d => Way::Either,
+                (Some(u), Some(d)) if u < d => Way::Up(u),
+                (Some(_), Some(d)) => Way::Down(d),
+                (Some(u), None) => Way::Up(u),
+                (None, Some(d)) => Way::Down(d),
+                (None, None) => Way::Stay,
+            }
+        })
+        .collect()
+}
+
+/// The dimension-ordered route from `from` along `ways`, the `k`-th
+/// dimension where both ways are as short going up if bit `k` of `choice`
+/// is set (past [`MAX_TIES`] of them, up): its hops and segments, if it
+/// passes no member but its end, no blocked node and no used link.
 fn free_route(
     torus: &Torus,
     members: &Members,
     blocked: &[bool],
     used: &[bool],
     from: Node,
-    to: Node,
-    ups: u32,
+    ways: &[Way],
+    choice: u64,
 ) -> Option<(u32, Vec<Segment>)> {
-    let (mut at, target) = (from, torus.coordinates(to));
-    let mut route = Vec::new();
-    let mut hops = 0;
-    for (dim, &want) in target.iter().enumerate() {
-        let up = ups >> dim & 1 == 1;
-        let len = torus.distance(dim, torus.coordinates(at)[dim], want, up)?;
-        // One way round suffices where there is none to go; on a ring,
-        // the short way (as the checker's routes are).
-        let extent = torus.dims()[dim];
-        if len == 0 && up || torus.wraps(dim) && len > extent / 2 {
-            return None;
-        }
-        for _ in 0..len {
-            let next = torus.step(at, dim, up)?;
-            let busy = used[torus.link(at, dim, up).0 as usize]
-                || used[torus.link(next, dim, !up).0 as usize];
-            let passes = next != to && (blocked[next as usize] || members.contains(next));
+    let mut tie = 0;
+    let route: Vec<Segment> = ways
+        .iter()
+        .enumerate()
+        .filter_map(|(dim, &way)| {
+            let (up, len) = match way {
+                Way::Stay => return None,
+                Way::Up(len) => (true, len),
+                Way::Down(len) => (false, len),
+                Way::Either => {
+                    let up = tie >= MAX_TIES || choice >> tie & 1 == 1;
+                    tie += 1;
+                    (up, torus.dims()[dim] / 2)
+                }
+            };
+            Some(Segment { dim, up, len })
+        })
+        .collect();
+    let hops: u32 = route.iter().map(|s| s.len).sum();
+    let (mut at, mut taken) = (from, 0);
+    for s in &route {
+        for _ in 0..s.len {
+            let next = torus.step(at, s.dim, s.up)?;
+            let busy = used[torus.link(at, s.dim, s.up).0 as usize]
+                || used[torus.link(next, s.dim, !s.up).0 as usize];
+            taken += 1;
+            // A route passes non-members only: a member ends it.
+            let passes = taken < hops && (blocked[next as usize] || members.contains(next));
             if busy || passes {
                 return None;
             }
             at = next;
         }
-        if len > 0 {
-            route.push(Segment { dim, up, len });
-        }
-        hops += len;
     }
-    (at == to && hops > 0).then_some((hops, route))
+    (hops > 0).then_some((hops, route))
 }
