@@ -434,12 +434,16 @@ fn read_measured(args: &Args) -> Result<Vec<Measured>> {
             let Some(size) = cells.get(n).and_then(|v| v.parse().ok()) else {
                 continue;
             };
+            // A row that was not measured (no figure) is left out.
             let Some(catena_us) = cells.get(c).and_then(|v| v.parse().ok()) else {
                 continue;
             };
-            let row = runs
-                .entry((size, cells[op].into(), cells[case].into()))
-                .or_default();
+            let (Some(&name), Some(&case)) = (cells.get(op), cells.get(case)) else {
+                return Err(
+                    format!("{}: a row without its cells: {line:?}", path.display()).into(),
+                );
+            };
+            let row = runs.entry((size, name.into(), case.into())).or_default();
             row.0.push(catena_us);
             row.1
                 .extend(cells.get(m).and_then(|v| v.parse::<f64>().ok()));
