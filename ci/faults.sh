@@ -130,7 +130,7 @@ start_job() {
   [ "$starter" = launcher ] && starter_cmd=("$RUN" -n "$ranks" --)
   if [ "$starter" = hosts ]; then
     starter_cmd=("$RUN" -n "$ranks" --hosts host0,host1 --remote-exec "$PWD/ci/fakehost"
-      --bootstrap-address 127.0.0.1 --)
+      --bootstrap-address 127.0.0.1 --envlist FAULT_VAR,FAULT_RANK,FAULT_VALUE --)
     envs+=(FI_TCP_IFACE=lo UCX_NET_DEVICES=lo)
   fi
   if [ "$starter" = mpi-hosts ]; then

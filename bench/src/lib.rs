@@ -25,6 +25,9 @@ pub struct LaunchArgs {
     /// The hosts to span (none: this machine only).
     #[command(flatten)]
     pub hosts: HostArgs,
+    /// Set NAME to VALUE for every rank (repeat for more; Hydra's -genv).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_setting)]
+    pub env: Vec<(OsString, OsString)>,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -37,6 +40,7 @@ pub fn run(args: LaunchArgs, who: &str) -> Outcome {
     let mut spec = LaunchSpec::new(args.ranks, program);
     spec.args = rest.to_vec();
     spec.pin = args.pin;
+    spec.env = args.env;
     args.hosts.apply(&mut spec)?;
     run_job(&spec, who)
 }
@@ -65,6 +69,10 @@ pub struct HostArgs {
     /// (default: what this machine's host name resolves to).
     #[arg(long, requires = "hosts")]
     pub bootstrap_address: Option<std::net::IpAddr>,
+    /// Across hosts, forward these of the launcher's variables to every
+    /// rank besides the allow-list (Hydra's -genvlist; docs/hosts.md).
+    #[arg(long, value_delimiter = ',', requires = "hosts")]
+    pub envlist: Vec<OsString>,
 }
 
 impl HostArgs {
@@ -102,7 +110,16 @@ impl HostArgs {
             return Err("--remote-exec is empty".into());
         }
         spec.bootstrap_address = self.bootstrap_address;
+        spec.env_names = self.envlist.clone();
         Ok(())
+    }
+}
+
+/// `NAME=VALUE` as a variable and its value.
+fn parse_setting(setting: &str) -> Result<(OsString, OsString), String> {
+    match setting.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.into(), value.into())),
+        _ => Err(format!("{setting:?} is not NAME=VALUE")),
     }
 }
 

@@ -17,6 +17,9 @@ pub const ENV_LOCAL_SIZE: &str = "CATENA_LOCAL_SIZE";
 /// The launcher's bootstrap address (`IP:port`), given to the ranks of a
 /// job that spans hosts instead of a job segment.
 pub const ENV_LAUNCHER: &str = "CATENA_LAUNCHER";
+/// The job key (hex) a rank of a job that spans hosts proves at the
+/// launcher's socket; its proxy reads it from standard input instead.
+pub const ENV_JOB_KEY: &str = "CATENA_JOB_KEY";
 /// Set in the process the launcher starts on each host of a job that spans
 /// hosts: the launcher's address, which makes the process serve as the
 /// host's proxy (see `launch::serve_as_proxy`).

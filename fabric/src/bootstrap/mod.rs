@@ -3,6 +3,7 @@
 //! The local launcher's bootstrap is [`LocalBootstrap`]; an MPI one plugs in
 //! behind the same trait.
 
+pub mod handshake;
 mod local;
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -17,11 +18,13 @@ pub use mpi::MpiBootstrap;
 /// MPI's communicator handle, as the MPI this build links declares it.
 #[cfg(feature = "mpi")]
 pub type MpiComm = ::mpi::ffi::MPI_Comm;
+use handshake::JobKey;
+pub(crate) use tcp::join_launcher;
 pub use tcp::TcpBootstrap;
 
 use crate::config::{
-    optional, required, ENV_JOB, ENV_JOB_FD, ENV_LAUNCHER, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK,
-    ENV_SIZE,
+    optional, required, ENV_JOB, ENV_JOB_FD, ENV_JOB_KEY, ENV_LAUNCHER, ENV_LOCAL_SIZE,
+    ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
 };
 use crate::{Error, Rank, Result};
 
@@ -81,8 +84,9 @@ pub fn from_env() -> Result<Box<dyn Bootstrap>> {
             }
             match env.meeting {
                 Meeting::Segment(fd) => Ok(Box::new(LocalBootstrap::from_launch_env(&env, fd)?)),
-                Meeting::Launcher(at) => Ok(Box::new(TcpBootstrap::connect(
+                Meeting::Launcher { at, ref key } => Ok(Box::new(TcpBootstrap::connect(
                     at,
+                    key,
                     &env.job,
                     env.rank,
                     env.size,
@@ -95,12 +99,18 @@ pub fn from_env() -> Result<Box<dyn Bootstrap>> {
 }
 
 /// Where the ranks of a launched job meet for the bootstrap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Meeting {
     /// In the job segment inherited at this descriptor (one host).
     Segment(std::os::fd::RawFd),
-    /// At the launcher's socket (a job that spans hosts).
-    Launcher(std::net::SocketAddr),
+    /// At the launcher's socket (a job that spans hosts), proving the job
+    /// key there.
+    Launcher {
+        /// The launcher's address.
+        at: std::net::SocketAddr,
+        /// The job's key.
+        key: JobKey,
+    },
 }
 
 /// What the launcher put in the environment of one rank.
@@ -134,7 +144,11 @@ impl LaunchEnv {
             )));
         }
         let meeting = match optional::<std::net::SocketAddr>(ENV_LAUNCHER)? {
-            Some(at) => Meeting::Launcher(at),
+            Some(at) => Meeting::Launcher {
+                at,
+                key: JobKey::from_hex(&required::<String>(ENV_JOB_KEY)?)
+                    .map_err(|e| Error::Bootstrap(format!("{ENV_JOB_KEY}: {e}")))?,
+            },
             None => Meeting::Segment(required(ENV_JOB_FD)?),
         };
         let local_size = optional(ENV_LOCAL_SIZE)?.unwrap_or(size);

@@ -8,12 +8,16 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::wire::Frame;
+use super::handshake::{self, JobKey};
+use super::wire::{Frame, Peer};
 use super::{BarrierTicket, Bootstrap};
 use crate::{Error, Rank, Result};
 
-/// How long a rank keeps trying to reach the launcher at start-up.
+/// How long a rank keeps trying to reach the launcher at start-up (it may
+/// be busy: it closes newcomers beyond its cap at once).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long each step of the handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bootstrap of a rank started by a proxy of the launcher on some host.
 pub struct TcpBootstrap {
@@ -41,36 +45,20 @@ struct News {
 const LAUNCHER_GONE: u32 = u32::MAX;
 
 impl TcpBootstrap {
-    /// Connects to the launcher at `launcher` as `rank` of job `job`.
+    /// Connects to the launcher at `launcher` as `rank` of job `job`,
+    /// proving `key` there.
     pub fn connect(
         launcher: SocketAddr,
+        key: &JobKey,
         job: &str,
         rank: Rank,
         size: u32,
         local_size: u32,
     ) -> Result<TcpBootstrap> {
-        let started = Instant::now();
-        let stream = loop {
-            match TcpStream::connect_timeout(&launcher, CONNECT_TIMEOUT) {
-                Ok(stream) => break stream,
-                Err(e) if started.elapsed() >= CONNECT_TIMEOUT => {
-                    return Err(Error::io(
-                        format!("connecting to the launcher at {launcher}"),
-                        e,
-                    ))
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let mut writer = stream
+        let stream = join_launcher(launcher, key, Peer::Rank(rank))?;
+        let writer = stream
             .try_clone()
             .map_err(|e| Error::io("cloning the launcher connection", e))?;
-        Frame::HelloRank {
-            job: job.to_string(),
-            rank,
-        }
-        .write(&mut writer)?;
         let news = Arc::new(News::default());
         let reader_news = news.clone();
         std::thread::Builder::new()
@@ -102,6 +90,27 @@ impl TcpBootstrap {
                     .into(),
             )),
             r => Err(Error::PeerGone { rank: r - 1 }),
+        }
+    }
+}
+
+/// A connection to the launcher at `launcher` on which `peer` proved `key`
+/// (and the launcher proved it back), trying again until
+/// `CONNECT_TIMEOUT`.
+pub(crate) fn join_launcher(launcher: SocketAddr, key: &JobKey, peer: Peer) -> Result<TcpStream> {
+    let started = Instant::now();
+    loop {
+        let attempt = TcpStream::connect_timeout(&launcher, CONNECT_TIMEOUT)
+            .map_err(|e| Error::io(format!("connecting to the launcher at {launcher}"), e))
+            .and_then(|mut stream| {
+                let _ = stream.set_nodelay(true);
+                handshake::join(&mut stream, key, peer, HANDSHAKE_TIMEOUT)?;
+                Ok(stream)
+            });
+        match attempt {
+            Ok(stream) => return Ok(stream),
+            Err(e) if started.elapsed() >= CONNECT_TIMEOUT => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
 }

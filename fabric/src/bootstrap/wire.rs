@@ -9,26 +9,61 @@ use crate::{Error, Rank, Result};
 
 /// Longest frame accepted: room for the gathered addresses of a large job.
 const MAX_FRAME: usize = 256 << 20;
-/// Longest hello: the job id and a number, with room to spare.
-pub const MAX_HELLO: usize = 1024;
+/// Longest frame of the handshake (a hello is 74 bytes): what an
+/// unauthenticated peer may make the other side read.
+pub const MAX_HELLO: usize = 128;
+/// Bytes of a handshake nonce.
+pub const NONCE_BYTES: usize = 32;
+/// A handshake nonce: fresh random bytes for each connection.
+pub type Nonce = [u8; NONCE_BYTES];
+/// An HMAC-SHA256 tag.
+pub type Proof = [u8; 32];
+
+/// Who is at the other end of a launcher connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// A rank of the job.
+    Rank(Rank),
+    /// The proxy of the host of this index in the launcher's host list.
+    Proxy(u32),
+}
+
+impl Peer {
+    /// Its kind byte and number, as written on the wire and under a proof.
+    pub fn to_bytes(self) -> [u8; 5] {
+        let (kind, n) = match self {
+            Peer::Rank(r) => (PEER_RANK, r),
+            Peer::Proxy(h) => (PEER_PROXY, h),
+        };
+        let mut bytes = [kind; 5];
+        bytes[1..].copy_from_slice(&n.to_le_bytes());
+        bytes
+    }
+}
+
+const PEER_RANK: u8 = 1;
+const PEER_PROXY: u8 = 2;
 
 /// One message of the launcher's protocol.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
-    /// A rank introduces itself to the launcher (first frame of a rank).
-    HelloRank {
-        /// The job id, which doubles as the job's password.
-        job: String,
-        /// The rank.
-        rank: Rank,
+    /// Launcher to newcomer (its first frame on every connection): the
+    /// launcher's fresh nonce, which the answer must cover.
+    Challenge(Nonce),
+    /// Newcomer to launcher, its only frame before it is let in: who it
+    /// is, its own fresh nonce, and its proof of the job key over both
+    /// nonces (see `bootstrap::handshake`).
+    Hello {
+        /// The rank or proxy it says it is.
+        peer: Peer,
+        /// Its nonce, which the launcher's welcome must cover.
+        nonce: Nonce,
+        /// HMAC-SHA256 under the job key.
+        proof: Proof,
     },
-    /// A proxy introduces itself to the launcher (first frame of a proxy).
-    HelloProxy {
-        /// The job id.
-        job: String,
-        /// Its host's index in the launcher's host list.
-        host: u32,
-    },
+    /// Launcher to newcomer: let in, and the launcher's proof of the job
+    /// key over both nonces.
+    Welcome(Proof),
     /// Launcher to proxy: the ranks to start on its host, and how.
     Start(ProxyOrder),
     /// Rank to launcher: its part of the one allgather.
@@ -75,8 +110,9 @@ pub struct ProxyOrder {
     pub pin: bool,
 }
 
-const HELLO_RANK: u8 = 1;
-const HELLO_PROXY: u8 = 2;
+const CHALLENGE: u8 = 1;
+const HELLO: u8 = 2;
+const WELCOME: u8 = 12;
 const START: u8 = 3;
 const GATHER: u8 = 4;
 const GATHERED: u8 = 5;
@@ -92,15 +128,19 @@ impl Frame {
     pub fn write(&self, to: &mut impl Write) -> Result<()> {
         let mut out = Encoder(vec![0; 4]);
         match self {
-            Frame::HelloRank { job, rank } => {
-                out.u8(HELLO_RANK);
-                out.bytes(job.as_bytes());
-                out.u32(*rank);
+            Frame::Challenge(nonce) => {
+                out.u8(CHALLENGE);
+                out.0.extend_from_slice(nonce);
             }
-            Frame::HelloProxy { job, host } => {
-                out.u8(HELLO_PROXY);
-                out.bytes(job.as_bytes());
-                out.u32(*host);
+            Frame::Hello { peer, nonce, proof } => {
+                out.u8(HELLO);
+                out.0.extend_from_slice(&peer.to_bytes());
+                out.0.extend_from_slice(nonce);
+                out.0.extend_from_slice(proof);
+            }
+            Frame::Welcome(proof) => {
+                out.u8(WELCOME);
+                out.0.extend_from_slice(proof);
             }
             Frame::Start(order) => {
                 out.u8(START);
@@ -158,6 +198,20 @@ impl Frame {
         Frame::read_at_most(from, MAX_FRAME)
     }
 
+    /// The first frame in `bytes` and the bytes it took; `Ok(None)` while
+    /// it is incomplete. A length of 0 or over `limit` is an error at once,
+    /// so a poll loop never buffers more than one frame it accepts.
+    pub fn parse(bytes: &[u8], limit: usize) -> Result<Option<(Frame, usize)>> {
+        let Some(len) = bytes.first_chunk::<4>() else {
+            return Ok(None);
+        };
+        let len = frame_length(*len, limit)?;
+        match bytes[4..].get(..len) {
+            None => Ok(None),
+            Some(body) => Ok(Frame::decode(body)?.map(|frame| (frame, 4 + len))),
+        }
+    }
+
     /// [`Frame::read`] of a frame of at most `limit` bytes: what an
     /// unauthenticated peer's first frame (a hello) may take.
     pub fn read_at_most(from: &mut impl Read, limit: usize) -> Result<Option<Frame>> {
@@ -167,10 +221,7 @@ impl Frame {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
             Err(e) => return Err(Error::io("reading from the launcher connection", e)),
         }
-        let len = u32::from_le_bytes(len) as usize;
-        if len == 0 || len > limit.min(MAX_FRAME) {
-            return Err(malformed(format!("a frame length of {len} bytes")));
-        }
+        let len = frame_length(len, limit)?;
         // The body grows with the bytes that arrive, not with the length a
         // peer claims: a liar that then sends nothing holds no memory.
         let mut body = Vec::new();
@@ -189,14 +240,17 @@ impl Frame {
     fn decode(body: &[u8]) -> Result<Option<Frame>> {
         let mut d = Decoder(body);
         let frame = match d.u8()? {
-            HELLO_RANK => Frame::HelloRank {
-                job: d.string()?,
-                rank: d.u32()?,
+            CHALLENGE => Frame::Challenge(d.array()?),
+            HELLO => Frame::Hello {
+                peer: match (d.u8()?, d.u32()?) {
+                    (PEER_RANK, r) => Peer::Rank(r),
+                    (PEER_PROXY, h) => Peer::Proxy(h),
+                    (kind, _) => return Err(malformed(format!("unknown peer kind {kind}"))),
+                },
+                nonce: d.array()?,
+                proof: d.array()?,
             },
-            HELLO_PROXY => Frame::HelloProxy {
-                job: d.string()?,
-                host: d.u32()?,
-            },
+            WELCOME => Frame::Welcome(d.array()?),
             START => Frame::Start(ProxyOrder {
                 program: d.bytes()?,
                 args: d.list(Decoder::bytes)?,
@@ -227,6 +281,15 @@ impl Frame {
         }
         Ok(Some(frame))
     }
+}
+
+/// The body length a frame's first 4 bytes give, checked against `limit`.
+fn frame_length(len: [u8; 4], limit: usize) -> Result<usize> {
+    let len = u32::from_le_bytes(len) as usize;
+    if len == 0 || len > limit.min(MAX_FRAME) {
+        return Err(malformed(format!("a frame length of {len} bytes")));
+    }
+    Ok(len)
 }
 
 fn malformed(what: String) -> Error {
@@ -287,8 +350,8 @@ impl Decoder<'_> {
         Ok(self.take(len)?.to_vec())
     }
 
-    fn string(&mut self) -> Result<String> {
-        String::from_utf8(self.bytes()?).map_err(|_| malformed("a string that is not UTF-8".into()))
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        Ok(self.take(N)?.try_into().expect("N bytes"))
     }
 
     /// A counted list; the count cannot make it allocate more than the
@@ -315,14 +378,18 @@ mod tests {
 
     fn frames() -> Vec<Frame> {
         vec![
-            Frame::HelloRank {
-                job: "j0123".into(),
-                rank: 7,
+            Frame::Challenge([7; NONCE_BYTES]),
+            Frame::Hello {
+                peer: Peer::Rank(7),
+                nonce: [1; NONCE_BYTES],
+                proof: [2; 32],
             },
-            Frame::HelloProxy {
-                job: "j0123".into(),
-                host: 2,
+            Frame::Hello {
+                peer: Peer::Proxy(2),
+                nonce: [3; NONCE_BYTES],
+                proof: [4; 32],
             },
+            Frame::Welcome([5; 32]),
             Frame::Start(ProxyOrder {
                 program: b"/bin/prog".to_vec(),
                 args: vec![b"-n".to_vec(), Vec::new()],
@@ -387,15 +454,31 @@ mod tests {
         // buffer of that size.
         let claimed = ((256u32 << 20) - 1).to_le_bytes();
         assert!(Frame::read(&mut &claimed[..]).is_err());
-        // A hello may not claim more than MAX_HELLO bytes.
+        // A handshake frame may not claim more than MAX_HELLO bytes.
         let mut long = Vec::new();
-        Frame::HelloRank {
-            job: "j".repeat(MAX_HELLO),
-            rank: 0,
-        }
-        .write(&mut long)
-        .unwrap();
+        Frame::Gather(vec![0; MAX_HELLO]).write(&mut long).unwrap();
         assert!(Frame::read(&mut &long[..]).is_ok());
         assert!(Frame::read_at_most(&mut &long[..], MAX_HELLO).is_err());
+        assert!(Frame::parse(&long[..8], MAX_HELLO).is_err());
+    }
+
+    /// `parse` takes frames from a buffer that fills a byte at a time as
+    /// `read` takes them from a stream.
+    #[test]
+    fn parse_waits_for_the_whole_frame() {
+        let mut stream = Vec::new();
+        for frame in frames() {
+            frame.write(&mut stream).unwrap();
+        }
+        let (mut filled, mut at, mut parsed) = (0, 0, Vec::new());
+        while filled < stream.len() {
+            filled += 1;
+            while let Some((frame, took)) = Frame::parse(&stream[at..filled], MAX_FRAME).unwrap() {
+                parsed.push(frame);
+                at += took;
+            }
+        }
+        assert_eq!(parsed, frames());
+        assert_eq!(at, stream.len());
     }
 }

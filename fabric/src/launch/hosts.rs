@@ -7,42 +7,27 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::child::{die_with_launcher, flush, forward, Sink, FORWARD_FLUSH};
+use super::server::{Event, Server};
 use super::{LaunchReport, LaunchSpec, LOST_CHILD_STATUS};
-use crate::bootstrap::wire::{Frame, ProxyOrder, MAX_HELLO};
-use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_PROXY, ENV_PROXY_HOST};
+use crate::bootstrap::handshake::JobKey;
+use crate::bootstrap::wire::{Frame, Peer, ProxyOrder};
+use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_JOB_KEY, ENV_PROXY, ENV_PROXY_HOST};
 use crate::{Error, Rank, Result};
 
 /// How long a host's proxy may take to connect, and a connection to say
 /// who it is.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// A write to a rank or proxy that takes longer drops the connection.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a proxy told to kill its ranks may take to report them gone
 /// before its host counts as lost (a stopped or stuck proxy).
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Who is at the other end of a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Peer {
-    Rank(Rank),
-    Proxy(u32),
-}
-
-enum Event {
-    Connected(Peer, TcpStream),
-    Frame(Peer, Frame),
-    Closed(Peer),
-}
 
 /// What the launcher knows of one host.
 struct Host {
@@ -51,7 +36,8 @@ struct Host {
     /// The remote-exec process that runs the proxy.
     exec: Option<Child>,
     exec_status: Option<ExitStatus>,
-    proxy: Option<TcpStream>,
+    /// Its proxy proved the job key and got its order.
+    joined: bool,
     /// Its proxy reported that all its ranks are gone.
     done: bool,
     /// Its proxy is gone without saying so (or never came).
@@ -62,6 +48,7 @@ struct Host {
 pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
     let size = spec.ranks;
     let job = crate::job::new_job_id();
+    let key = JobKey::generate();
     let ip = match spec.bootstrap_address {
         Some(ip) => ip,
         None => own_address()?,
@@ -71,16 +58,7 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
     let address = listener
         .local_addr()
         .map_err(|e| Error::io("the launcher's socket address", e))?;
-    let (events, inbox) = mpsc::channel();
-    let stop = Arc::new(AtomicBool::new(false));
-    accept_in_background(
-        listener,
-        job.clone(),
-        size,
-        spec.hosts.len() as u32,
-        events,
-        stop.clone(),
-    )?;
+    let mut server = Server::new(listener, key.clone(), size, spec.hosts.len() as u32)?;
 
     let captured = spec
         .capture_output
@@ -94,7 +72,7 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
             ranks: (h as u32..size).step_by(spec.hosts.len()).collect(),
             exec: None,
             exec_status: None,
-            proxy: None,
+            joined: false,
             done: false,
             lost: false,
         })
@@ -104,6 +82,12 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
         let mut cmd = remote_command(spec, &hosts[h].name, h as u32, &job, address)?;
         die_with_launcher(&mut cmd);
         let started = cmd.spawn().and_then(|mut child| {
+            // The key goes down the remote-exec command's standard input,
+            // never on a command line; a command that died early makes its
+            // host lost below.
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = writeln!(stdin, "{}", key.to_hex());
+            }
             let (out, err) = match &captured {
                 Some(buf) => (Sink::Buffer(buf.clone()), Sink::Buffer(buf.clone())),
                 None => (Sink::Stdout, Sink::Stderr),
@@ -119,7 +103,6 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
         match started {
             Ok(()) => {}
             Err(e) => {
-                stop.store(true, Ordering::Release);
                 for child in hosts.iter_mut().filter_map(|h| h.exec.as_mut()) {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -137,13 +120,13 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
     }
 
     let mut job_state = JobState::new(size, spec.grace);
-    let outcome = job_state.run(spec, &mut hosts, &inbox);
+    let outcome = job_state.run(spec, &mut hosts, &mut server);
     let lost_hosts = hosts
         .iter()
         .filter(|h| h.lost)
         .map(|h| h.name.clone())
         .collect();
-    stop.store(true, Ordering::Release);
+    drop(server);
     // The remote-exec commands end with their proxies; one that lingers
     // (a stuck connection) is killed after the flush period.
     let linger_until = Instant::now() + FORWARD_FLUSH;
@@ -219,19 +202,35 @@ fn remote_command(
     cmd.args(exec_args)
         .arg(host)
         .args(words.iter().map(|w| shell_quote(w.as_bytes())))
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     Ok(cmd)
 }
 
-/// The environment every rank gets: the launcher's own (ssh passes none,
-/// so this is what `mpiexec` does by default), then the spec's additions.
-/// The launcher's settings that describe its own process stay behind.
+/// Variables of the launcher's environment every rank gets on its host
+/// (ssh passes none): catena's and its providers' settings, and what a
+/// program needs to run and find its libraries. Others only when named
+/// (`LaunchSpec::env_names`, as Hydra's `-genvlist`): a secret the
+/// launcher holds does not travel.
+const FORWARDED_PREFIXES: [&str; 5] = ["CATENA_", "FI_", "UCX_", "OMP_", "RUST_"];
+const FORWARDED: [&str; 5] = ["PATH", "LD_LIBRARY_PATH", "LANG", "TZ", "TMPDIR"];
+
+/// The environment every rank gets: the launcher's variables on the
+/// allow-list or named in the spec, then the spec's own settings. The
+/// launcher's settings that describe its own process stay behind.
 fn forwarded_env(spec: &LaunchSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let own = [ENV_PROXY, ENV_PROXY_HOST, ENV_JOB_FD];
+    let own = [ENV_PROXY, ENV_PROXY_HOST, ENV_JOB_FD, ENV_JOB_KEY];
+    let allowed = |k: &std::ffi::OsStr| {
+        let k = k.as_bytes();
+        FORWARDED.iter().any(|f| k == f.as_bytes())
+            || FORWARDED_PREFIXES
+                .iter()
+                .any(|p| k.starts_with(p.as_bytes()))
+            || spec.env_names.iter().any(|n| k == n.as_bytes())
+    };
     std::env::vars_os()
-        .filter(|(k, _)| !own.iter().any(|o| k == o))
+        .filter(|(k, _)| allowed(k) && !own.iter().any(|o| k == o))
         .chain(spec.env.iter().cloned())
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
         .collect()
@@ -256,74 +255,10 @@ fn shell_quote(word: &[u8]) -> OsString {
     OsString::from_vec(quoted)
 }
 
-/// Accepts connections until `stop`: each gets a thread that reads its
-/// hello (dropping strangers: wrong job id, unknown rank or host) and then
-/// turns its frames into events.
-fn accept_in_background(
-    listener: TcpListener,
-    job: String,
-    size: u32,
-    hosts: u32,
-    events: Sender<Event>,
-    stop: Arc<AtomicBool>,
-) -> Result<()> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::io("the launcher's socket", e))?;
-    std::thread::Builder::new()
-        .name("catena-accept".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Acquire) {
-                let Ok((stream, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(5));
-                    continue;
-                };
-                let (job, events) = (job.clone(), events.clone());
-                std::thread::spawn(move || serve_connection(stream, &job, size, hosts, &events));
-            }
-        })
-        .map_err(|e| Error::io("starting the launcher's accept thread", e))?;
-    Ok(())
-}
-
-fn serve_connection(
-    mut stream: TcpStream,
-    job: &str,
-    size: u32,
-    hosts: u32,
-    events: &Sender<Event>,
-) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(START_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let peer = match Frame::read_at_most(&mut stream, MAX_HELLO) {
-        Ok(Some(Frame::HelloRank { job: j, rank })) if j == job && rank < size => Peer::Rank(rank),
-        Ok(Some(Frame::HelloProxy { job: j, host })) if j == job && host < hosts => {
-            Peer::Proxy(host)
-        }
-        _ => return,
-    };
-    let _ = stream.set_read_timeout(None);
-    let Ok(writer) = stream.try_clone() else {
-        return;
-    };
-    if events.send(Event::Connected(peer, writer)).is_err() {
-        return;
-    }
-    while let Ok(Some(frame)) = Frame::read(&mut stream) {
-        if events.send(Event::Frame(peer, frame)).is_err() {
-            return;
-        }
-    }
-    let _ = events.send(Event::Closed(peer));
-}
-
 /// The launcher's view of the ranks: their connections, the allgather,
 /// barriers and exits.
 struct JobState {
     size: u32,
-    ranks: Vec<Option<TcpStream>>,
     gathered: Vec<Option<Vec<u8>>>,
     gathered_count: u32,
     /// Barriers each rank arrived at, and how many ranks arrived at each.
@@ -342,7 +277,6 @@ impl JobState {
     fn new(size: u32, grace: Duration) -> JobState {
         JobState {
             size,
-            ranks: (0..size).map(|_| None).collect(),
             gathered: vec![None; size as usize],
             gathered_count: 0,
             arrivals: vec![0; size as usize],
@@ -357,17 +291,14 @@ impl JobState {
     }
 
     /// Serves the job until every host is done or lost.
-    fn run(
-        &mut self,
-        spec: &LaunchSpec,
-        hosts: &mut [Host],
-        inbox: &Receiver<Event>,
-    ) -> Result<()> {
+    fn run(&mut self, spec: &LaunchSpec, hosts: &mut [Host], server: &mut Server) -> Result<()> {
         let started = Instant::now();
         let mut killed_at: Option<Instant> = None;
+        let mut events = Vec::new();
         while hosts.iter().any(|h| !h.done && !h.lost) {
-            if let Ok(event) = inbox.recv_timeout(Duration::from_millis(2)) {
-                self.handle(event, spec, hosts);
+            server.poll(Duration::from_millis(2), &mut events);
+            for event in events.drain(..) {
+                self.handle(event, spec, hosts, server);
             }
             for host in hosts.iter_mut() {
                 if host.exec_status.is_none() {
@@ -376,7 +307,7 @@ impl JobState {
                     }
                 }
                 // Its proxy never came: the host cannot be reached.
-                let never_came = host.proxy.is_none()
+                let never_came = !host.joined
                     && !host.done
                     && (host.exec_status.is_some() || started.elapsed() > START_TIMEOUT);
                 if never_came && !host.lost {
@@ -385,13 +316,13 @@ impl JobState {
                         let _ = child.kill();
                     }
                     let ranks = host.ranks.clone();
-                    self.lose_ranks(&ranks);
+                    self.lose_ranks(&ranks, server);
                 }
             }
             if killed_at.is_none() && self.kill_at.is_some_and(|at| Instant::now() >= at) {
                 killed_at = Some(Instant::now());
-                for proxy in hosts.iter_mut().filter_map(|h| h.proxy.as_mut()) {
-                    let _ = Frame::Kill.write(proxy);
+                for (h, _) in hosts.iter().enumerate().filter(|(_, h)| h.joined) {
+                    server.send(Peer::Proxy(h as u32), &Frame::Kill);
                 }
             }
             // A proxy that does not obey (stopped, stuck) must not hold the
@@ -403,17 +334,22 @@ impl JobState {
                         let _ = child.kill();
                     }
                     let ranks = host.ranks.clone();
-                    self.lose_ranks(&ranks);
+                    self.lose_ranks(&ranks, server);
                 }
             }
         }
         Ok(())
     }
 
-    fn handle(&mut self, event: Event, spec: &LaunchSpec, hosts: &mut [Host]) {
+    fn handle(&mut self, event: Event, spec: &LaunchSpec, hosts: &mut [Host], server: &mut Server) {
         match event {
-            Event::Connected(Peer::Proxy(h), mut stream) => {
+            Event::Joined(Peer::Proxy(h)) => {
                 let host = &mut hosts[h as usize];
+                if host.lost {
+                    // Too late: its ranks already count as failed.
+                    server.send(Peer::Proxy(h), &Frame::Kill);
+                    return;
+                }
                 let order = ProxyOrder {
                     program: spec.program.as_os_str().as_bytes().to_vec(),
                     args: spec.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
@@ -422,21 +358,15 @@ impl JobState {
                     ranks: host.ranks.clone(),
                     pin: spec.pin,
                 };
-                if host.proxy.is_none()
-                    && !host.lost
-                    && Frame::Start(order).write(&mut stream).is_ok()
-                {
-                    if self.kill_at.is_some() {
-                        let _ = Frame::Kill.write(&mut stream);
-                    }
-                    host.proxy = Some(stream);
+                host.joined = server.send(Peer::Proxy(h), &Frame::Start(order));
+                if self.kill_at.is_some() {
+                    server.send(Peer::Proxy(h), &Frame::Kill);
                 }
             }
-            Event::Connected(Peer::Rank(r), mut stream) => {
+            Event::Joined(Peer::Rank(r)) => {
                 if let Some((failed, _)) = self.first_failure {
-                    let _ = Frame::Failed(failed).write(&mut stream);
+                    server.send(Peer::Rank(r), &Frame::Failed(failed));
                 }
-                self.ranks[r as usize] = Some(stream);
             }
             Event::Frame(Peer::Rank(r), Frame::Gather(mine)) => {
                 if self.gathered[r as usize].replace(mine).is_none() {
@@ -448,7 +378,7 @@ impl JobState {
                         .iter_mut()
                         .map(|g| g.take().unwrap_or_default())
                         .collect();
-                    self.tell_ranks(&Frame::Gathered(all));
+                    server.send_to_ranks(&Frame::Gathered(all));
                 }
             }
             Event::Frame(Peer::Rank(r), Frame::Arrive) => {
@@ -461,12 +391,12 @@ impl JobState {
                     self.released += 1;
                 }
                 if self.released > before {
-                    self.tell_ranks(&Frame::Released(self.released));
+                    server.send_to_ranks(&Frame::Released(self.released));
                 }
             }
             Event::Frame(Peer::Proxy(h), Frame::Exited { rank, status }) => {
                 if hosts[h as usize].ranks.contains(&rank) {
-                    self.exited(rank, ExitStatus::from_raw(status));
+                    self.exited(rank, ExitStatus::from_raw(status), server);
                 }
             }
             Event::Frame(Peer::Proxy(h), Frame::ProxyDone { leftovers }) => {
@@ -474,53 +404,39 @@ impl JobState {
                 host.done = true;
                 self.leftovers += leftovers as usize;
                 let ranks = host.ranks.clone();
-                self.lose_ranks(&ranks);
+                self.lose_ranks(&ranks, server);
             }
-            Event::Closed(Peer::Proxy(h)) => {
+            Event::Left(Peer::Proxy(h)) => {
                 let host = &mut hosts[h as usize];
                 if !host.done && !host.lost {
                     host.lost = true;
                     let ranks = host.ranks.clone();
-                    self.lose_ranks(&ranks);
+                    self.lose_ranks(&ranks, server);
                 }
             }
-            Event::Closed(Peer::Rank(r)) => self.ranks[r as usize] = None,
+            Event::Left(Peer::Rank(_)) => {}
             // Anything else from a peer is out of protocol: ignored.
             Event::Frame(..) => {}
         }
     }
 
     /// Records `rank`'s exit; the first failure stops the job.
-    fn exited(&mut self, rank: Rank, status: ExitStatus) {
+    fn exited(&mut self, rank: Rank, status: ExitStatus, server: &mut Server) {
         if self.statuses[rank as usize].is_some() {
             return;
         }
         self.statuses[rank as usize] = Some(status);
         if !status.success() && self.first_failure.is_none() {
             self.first_failure = Some((rank, status));
-            self.tell_ranks(&Frame::Failed(rank));
+            server.send_to_ranks(&Frame::Failed(rank));
             self.kill_at = Some(Instant::now() + self.grace);
         }
     }
 
     /// The ranks of a host that is done or lost without reporting them.
-    fn lose_ranks(&mut self, ranks: &[Rank]) {
+    fn lose_ranks(&mut self, ranks: &[Rank], server: &mut Server) {
         for &rank in ranks {
-            self.exited(rank, ExitStatus::from_raw(LOST_CHILD_STATUS));
-        }
-    }
-
-    fn tell_ranks(&mut self, frame: &Frame) {
-        let mut bytes = Vec::new();
-        if frame.write(&mut bytes).is_err() {
-            return;
-        }
-        for slot in self.ranks.iter_mut() {
-            if let Some(stream) = slot {
-                if stream.write_all(&bytes).is_err() {
-                    *slot = None;
-                }
-            }
+            self.exited(rank, ExitStatus::from_raw(LOST_CHILD_STATUS), server);
         }
     }
 
@@ -543,59 +459,6 @@ impl JobState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Strangers on the launcher's port (wrong job id, unknown rank or
-    /// host, garbage, a huge claimed length) are dropped; only a peer with
-    /// the job id and a rank of the job gets in.
-    #[test]
-    fn only_the_jobs_own_peers_get_in() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let at = listener.local_addr().unwrap();
-        let (events, inbox) = mpsc::channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        accept_in_background(listener, "jright".into(), 2, 1, events, stop.clone()).unwrap();
-        let send = |bytes: &[u8]| {
-            let mut s = TcpStream::connect(at).unwrap();
-            s.write_all(bytes).unwrap();
-            s
-        };
-        let hello = |frame: Frame| {
-            let mut bytes = Vec::new();
-            frame.write(&mut bytes).unwrap();
-            bytes
-        };
-        let strangers = [
-            hello(Frame::HelloRank {
-                job: "jwrong".into(),
-                rank: 0,
-            }),
-            hello(Frame::HelloRank {
-                job: "jright".into(),
-                rank: 2,
-            }),
-            hello(Frame::HelloProxy {
-                job: "jright".into(),
-                host: 1,
-            }),
-            hello(Frame::Gather(b"jright".to_vec())),
-            vec![0xff, 0xff, 0xff, 0x0f],
-            b"GET / HTTP/1.0\r\n\r\n".to_vec(),
-        ];
-        let held: Vec<TcpStream> = strangers.iter().map(|b| send(b)).collect();
-        std::thread::sleep(Duration::from_millis(200));
-        let _member = send(&hello(Frame::HelloRank {
-            job: "jright".into(),
-            rank: 1,
-        }));
-        match inbox.recv_timeout(Duration::from_secs(10)) {
-            Ok(Event::Connected(peer, _)) => assert_eq!(peer, Peer::Rank(1)),
-            Ok(_) => panic!("another event first"),
-            Err(e) => panic!("the member was not let in: {e}"),
-        }
-        assert!(inbox.recv_timeout(Duration::from_millis(300)).is_err());
-        stop.store(true, Ordering::Release);
-        drop(held);
-    }
 
     #[test]
     fn words_are_quoted_for_the_remote_shell() {

@@ -9,6 +9,7 @@
 mod child;
 mod hosts;
 mod proxy;
+mod server;
 
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -42,6 +43,11 @@ pub struct LaunchSpec {
     pub pin: bool,
     /// Extra environment for every rank.
     pub env: Vec<(OsString, OsString)>,
+    /// Across hosts, the launcher's variables every rank gets besides
+    /// those on the allow-list (catena's, libfabric's and UCX's settings,
+    /// `PATH`, `LD_LIBRARY_PATH` and a few more; see docs/hosts.md). On
+    /// one host ranks get the launcher's whole environment.
+    pub env_names: Vec<OsString>,
     /// After a rank fails, how long the others get to notice and exit
     /// before they are killed.
     pub grace: Duration,
@@ -72,6 +78,7 @@ impl LaunchSpec {
             args: Vec::new(),
             pin: false,
             env: Vec::new(),
+            env_names: Vec::new(),
             grace: Duration::from_secs(3),
             capture_output: false,
             hosts: Vec::new(),

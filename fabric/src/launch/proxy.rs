@@ -5,7 +5,7 @@
 //! at the end removes what dead ranks left in its host's /dev/shm.
 
 use std::ffi::OsString;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use super::child::{crash_by_signal, die_with_launcher, flush, forward, Sink};
 use super::LOST_CHILD_STATUS;
-use crate::bootstrap::wire::{Frame, ProxyOrder};
+use crate::bootstrap::handshake::JobKey;
+use crate::bootstrap::join_launcher;
+use crate::bootstrap::wire::{Frame, Peer, ProxyOrder};
 use crate::config::{
-    optional, required, ENV_JOB, ENV_LAUNCHER, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_PROXY,
-    ENV_PROXY_HOST, ENV_RANK, ENV_SIZE,
+    optional, required, ENV_JOB, ENV_JOB_KEY, ENV_LAUNCHER, ENV_LOCAL_SIZE, ENV_PIN_CORE,
+    ENV_PROXY, ENV_PROXY_HOST, ENV_RANK, ENV_SIZE,
 };
 use crate::{owned_name, Error, Result};
 
@@ -60,14 +62,8 @@ enum News {
 fn serve(launcher: SocketAddr) -> Result<()> {
     let job: String = required(ENV_JOB)?;
     let host: u32 = required(ENV_PROXY_HOST)?;
-    let mut stream = TcpStream::connect_timeout(&launcher, ORDER_TIMEOUT)
-        .map_err(|e| Error::io(format!("connecting to the launcher at {launcher}"), e))?;
-    let _ = stream.set_nodelay(true);
-    Frame::HelloProxy {
-        job: job.clone(),
-        host,
-    }
-    .write(&mut stream)?;
+    let key = key_from_stdin()?;
+    let mut stream = join_launcher(launcher, &key, Peer::Proxy(host))?;
     let _ = stream.set_read_timeout(Some(ORDER_TIMEOUT));
     let order = match Frame::read(&mut stream)? {
         Some(Frame::Start(order)) => order,
@@ -95,7 +91,7 @@ fn serve(launcher: SocketAddr) -> Result<()> {
         }
     });
 
-    let mut ranks = start_ranks(&order, &job, launcher)?;
+    let mut ranks = start_ranks(&order, &job, &key, launcher)?;
     let mut forwarders = Vec::new();
     for (rank, child) in ranks.iter_mut() {
         let stdout = child.stdout.take().expect("piped");
@@ -151,6 +147,29 @@ fn serve(launcher: SocketAddr) -> Result<()> {
     .write(&mut stream)
 }
 
+/// The job key, the first line of this proxy's standard input (where the
+/// launcher writes it, so that no command line shows it), within
+/// `ORDER_TIMEOUT`.
+fn key_from_stdin() -> Result<JobKey> {
+    let mut stdin = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let ready = unsafe { libc::poll(&mut stdin, 1, ORDER_TIMEOUT.as_millis() as i32) };
+    if ready != 1 {
+        return Err(Error::Bootstrap(format!(
+            "no job key on standard input within {ORDER_TIMEOUT:?}"
+        )));
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::io("reading the job key from standard input", e))?;
+    JobKey::from_hex(&line)
+}
+
 fn kill_all(running: &mut [Option<(u32, Child)>]) {
     for (_, child) in running.iter_mut().flatten() {
         let _ = child.kill();
@@ -159,7 +178,12 @@ fn kill_all(running: &mut [Option<(u32, Child)>]) {
 
 /// Starts the ranks `order` gives this host; on a failure kills those
 /// that started.
-fn start_ranks(order: &ProxyOrder, job: &str, launcher: SocketAddr) -> Result<Vec<(u32, Child)>> {
+fn start_ranks(
+    order: &ProxyOrder,
+    job: &str,
+    key: &JobKey,
+    launcher: SocketAddr,
+) -> Result<Vec<(u32, Child)>> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let program = OsString::from_vec(order.program.clone());
     let mut started: Vec<(u32, Child)> = Vec::new();
@@ -179,6 +203,7 @@ fn start_ranks(order: &ProxyOrder, job: &str, launcher: SocketAddr) -> Result<Ve
             .env(ENV_SIZE, order.size.to_string())
             .env(ENV_LOCAL_SIZE, order.ranks.len().to_string())
             .env(ENV_LAUNCHER, launcher.to_string())
+            .env(ENV_JOB_KEY, key.to_hex())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
