@@ -38,6 +38,7 @@ mod packed;
 mod progression;
 mod repr;
 mod set;
+mod spans;
 mod stats;
 mod strategy;
 
@@ -47,6 +48,10 @@ pub use error::GroupMapError;
 pub use ops::{Comparison, RankRange};
 pub use repr::{OrderKind, SetKind};
 pub use strategy::{Measured, Report, Strategy};
+
+/// Results of group operations up to this many members are listed, so that
+/// the strategy chooses among every representation; larger ones stay spans.
+const LISTED_AT: u64 = 1 << 20;
 
 use order::{Blocks, OrderStats};
 use repr::{OrderRepr, SetRepr};
@@ -181,6 +186,49 @@ impl GroupMap {
         }
         let ranks = ops::expand_ranges(ranges, &counted);
         GroupMap::from_ranks(world, &ranks, strategy)
+    }
+
+    /// The sorted group of the ranks in `spans` (increasing, disjoint,
+    /// maximal, below the world). Up to `LISTED_AT` members it is listed
+    /// and the strategy chooses as for any list; beyond, it stays a stride
+    /// or runs (unless a `Fixed` strategy asks otherwise), so that an
+    /// operation on a huge group takes memory of its result's spans.
+    fn from_spans(
+        world: u32,
+        strategy: Strategy,
+        spans: &[spans::Span],
+    ) -> Result<GroupMap, GroupMapError> {
+        let runs_asked = match strategy {
+            Strategy::Fixed { set, order } => set == SetKind::Runs && order == OrderKind::Sorted,
+            _ => true,
+        };
+        if !runs_asked || spans::count(spans) <= LISTED_AT {
+            let ranks: Vec<u32> = spans
+                .iter()
+                .flat_map(|&(first, last)| first..=last)
+                .collect();
+            return GroupMap::from_ranks(world, &ranks, strategy);
+        }
+        let set = match spans {
+            [(first, last)] if !matches!(strategy, Strategy::Fixed { .. }) => {
+                SetRepr::stride(*first, 1, last - first + 1)
+            }
+            _ => SetRepr::Runs(Box::new(set::Runs::from_spans(spans))),
+        };
+        Ok(GroupMap {
+            world,
+            strategy,
+            set,
+            order: OrderRepr::Sorted,
+        })
+    }
+
+    /// The members as maximal spans, increasing.
+    fn member_spans(&self) -> Box<dyn Iterator<Item = spans::Span> + '_> {
+        match self.set {
+            SetRepr::Plain(_) => Box::new(spans::coalesce(self.members())),
+            _ => self.set.spans(),
+        }
     }
 
     /// Every rank of a world of `world` ranks, in O(1) bytes.

@@ -3,6 +3,7 @@
 //! and their range forms. Results take the left operand's strategy.
 
 use super::repr::SetRepr;
+use super::spans::{self, Span};
 use super::{GroupMap, GroupMapError};
 
 /// How two groups relate, as MPI_Group_compare defines it.
@@ -192,6 +193,18 @@ impl GroupMap {
     /// members not in it, in `other`'s order.
     pub fn union(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
         self.same_world(other)?;
+        if self.is_sorted() && other.is_sorted() {
+            // Sorted both, with every newcomer above this group's members:
+            // the union in MPI's order is the sorted one.
+            let newcomers = spans::merge(other.set.spans(), self.set.spans(), |o, s| o && !s);
+            let above = match (self.len().checked_sub(1), newcomers.first()) {
+                (Some(last), Some(&(first, _))) => first > self.set.select(last),
+                _ => true,
+            };
+            if above {
+                return self.set_union(other);
+            }
+        }
         let mut ranks: Vec<u32> = self.iter().collect();
         let this = Lookup::of(self);
         ranks.extend(other.iter().filter(|&w| this.rank(w).is_none()));
@@ -201,6 +214,9 @@ impl GroupMap {
     /// MPI_Group_intersection: this group's members also in `other`, in this
     /// group's order.
     pub fn intersection(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        if self.is_sorted() {
+            return self.set_intersection(other);
+        }
         self.same_world(other)?;
         let other = Lookup::of(other);
         let ranks: Vec<u32> = self.iter().filter(|&w| other.rank(w).is_some()).collect();
@@ -210,6 +226,9 @@ impl GroupMap {
     /// MPI_Group_difference: this group's members not in `other`, in this
     /// group's order.
     pub fn difference(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
+        if self.is_sorted() {
+            return self.set_difference(other);
+        }
         self.same_world(other)?;
         let other = Lookup::of(other);
         let ranks: Vec<u32> = self.iter().filter(|&w| other.rank(w).is_none()).collect();
@@ -231,35 +250,32 @@ impl GroupMap {
         self.merged(other, |a, b| a && !b)
     }
 
-    /// One merge of both sorted member lists, keeping the ranks `keep`
-    /// accepts given (in this group, in `other`).
+    /// One merge of both groups' members as spans, keeping the ranks
+    /// `keep` accepts given (in this group, in `other`).
     fn merged(
         &self,
         other: &GroupMap,
         keep: impl Fn(bool, bool) -> bool,
     ) -> Result<GroupMap, GroupMapError> {
         self.same_world(other)?;
-        let (mut a, mut b) = (self.members().peekable(), other.members().peekable());
-        let mut ranks = Vec::new();
-        loop {
-            let (w, in_a, in_b) = match (a.peek().copied(), b.peek().copied()) {
-                (None, None) => break,
-                (Some(x), Some(y)) if x == y => (x, true, true),
-                (Some(x), Some(y)) if x < y => (x, true, false),
-                (Some(x), None) => (x, true, false),
-                (_, Some(y)) => (y, false, true),
-            };
-            if in_a {
-                a.next();
-            }
-            if in_b {
-                b.next();
-            }
-            if keep(in_a, in_b) {
-                ranks.push(w);
-            }
-        }
-        self.derived(&ranks)
+        let spans = spans::merge(self.member_spans(), other.member_spans(), keep);
+        GroupMap::from_spans(self.world, self.strategy, &spans)
+    }
+
+    /// The sorted group of this sorted group's members at the positions
+    /// `positions` (increasing, disjoint spans of group ranks).
+    fn at_positions(&self, positions: &[Span]) -> Result<GroupMap, GroupMapError> {
+        let spans = spans::at_positions(self.set.spans(), positions);
+        GroupMap::from_spans(self.world, self.strategy, &spans)
+    }
+
+    /// This sorted group without the group ranks in `dropped` (spans,
+    /// checked to lie within it and not to overlap).
+    fn without_positions(&self, dropped: &[Span]) -> Result<GroupMap, GroupMapError> {
+        let all = self.len().checked_sub(1).map(|last| (0, last));
+        let dropped = spans::merge(dropped.iter().copied(), std::iter::empty(), |d, _| d);
+        let kept = spans::merge(all.into_iter(), dropped.into_iter(), |a, d| a && !d);
+        self.at_positions(&kept)
     }
 
     /// MPI_Group_incl: the group whose rank `i` is this group's rank `ranks[i]`.
@@ -286,6 +302,10 @@ impl GroupMap {
         if let Some(p) = dropped.windows(2).find(|p| p[0] == p[1]) {
             return Err(GroupMapError::DuplicateGroupRank { rank: p[0] });
         }
+        if self.is_sorted() {
+            let dropped: Vec<Span> = spans::coalesce(dropped.into_iter()).collect();
+            return self.without_positions(&dropped);
+        }
         let mut next = dropped.iter().peekable();
         let kept: Vec<u32> = (0u32..)
             .zip(self.iter())
@@ -301,11 +321,27 @@ impl GroupMap {
         self.derived(&kept)
     }
 
-    /// MPI_Group_range_incl. One range of a stride group stays a stride in O(1).
+    /// MPI_Group_range_incl. One range of a stride group stays a stride in
+    /// O(1); increasing ranges of step 1 of a sorted group take memory of
+    /// the result's spans.
     pub fn range_include(&self, ranges: &[RankRange]) -> Result<GroupMap, GroupMapError> {
         let counts = count_ranges(ranges, self.len(), group_rank_outside)?;
         if let Some(rank) = repeat_beyond(ranges, &counts, self.len()) {
             return Err(GroupMapError::DuplicateGroupRank { rank });
+        }
+        if self.is_sorted() && ranges.len() > 1 {
+            let rising: Option<Vec<Span>> = ranges
+                .iter()
+                .zip(&counts)
+                .map(|(r, &count)| match (count, r.stride) {
+                    (1, _) => Some((r.first, r.first)),
+                    (_, 1) => Some((r.first, r.last)),
+                    _ => None,
+                })
+                .collect();
+            if let Some(positions) = rising.filter(|p| p.windows(2).all(|w| w[0].1 < w[1].0)) {
+                return self.at_positions(&positions);
+            }
         }
         if let (super::SetRepr::Stride(_), true, [range], [count]) =
             (&self.set, self.is_sorted(), ranges, counts.as_slice())
@@ -332,11 +368,30 @@ impl GroupMap {
         self.include(&expand_ranges(ranges, &counts))
     }
 
-    /// MPI_Group_range_excl.
+    /// MPI_Group_range_excl. From a sorted group, ranges of step 1 are
+    /// dropped as spans, never listed.
     pub fn range_exclude(&self, ranges: &[RankRange]) -> Result<GroupMap, GroupMapError> {
         let counts = count_ranges(ranges, self.len(), group_rank_outside)?;
         if let Some(rank) = repeat_beyond(ranges, &counts, self.len()) {
             return Err(GroupMapError::DuplicateGroupRank { rank });
+        }
+        if self.is_sorted() {
+            let mut dropped: Vec<Span> = Vec::new();
+            for (r, &count) in ranges.iter().zip(&counts) {
+                if count == 1 {
+                    dropped.push((r.first, r.first));
+                } else if r.stride.abs() == 1 {
+                    dropped.push((r.first.min(r.last), r.first.max(r.last)));
+                } else {
+                    let each =
+                        (0..i64::from(count)).map(|k| (i64::from(r.first) + k * r.stride) as u32);
+                    dropped.extend(each.map(|g| (g, g)));
+                }
+            }
+            if let Some(rank) = spans::first_overlap(&mut dropped) {
+                return Err(GroupMapError::DuplicateGroupRank { rank });
+            }
+            return self.without_positions(&dropped);
         }
         self.exclude(&expand_ranges(ranges, &counts))
     }

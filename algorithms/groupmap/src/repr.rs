@@ -256,6 +256,12 @@ impl SetRepr {
         each_set!(self, s => SortedSet::len(s))
     }
 
+    /// The members as maximal spans, increasing; not for the plain array,
+    /// which holds group order.
+    pub(crate) fn spans(&self) -> Box<dyn Iterator<Item = crate::spans::Span> + '_> {
+        each_set!(self, s => SortedSet::spans(s))
+    }
+
     #[inline]
     pub(crate) fn select(&self, i: u32) -> u32 {
         each_set!(self, s => SortedSet::select(s, i))

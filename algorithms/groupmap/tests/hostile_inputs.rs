@@ -127,3 +127,80 @@ fn fixed_representations_of_sparse_huge_spans_are_refused() {
         catena_fuzz::alloc::largest()
     );
 }
+
+/// Operations on the whole world of 2^32 - 1 ranks whose results are a
+/// few spans (one rank excluded, halves joined and cut) never list the
+/// members: each takes memory of its result, checked by lookups.
+#[test]
+fn operations_on_the_whole_world_take_memory_of_their_result() {
+    let world = GroupMap::world_group(WORLD);
+    let check = |map: &GroupMap, len: u32, members: &[(u32, Option<u32>)]| {
+        assert_eq!(map.len(), len, "{map}");
+        for &(w, g) in members {
+            assert_eq!(map.rank(w).unwrap(), g, "rank of {w} in {map}");
+            if let Some(g) = g {
+                assert_eq!(map.select(g).unwrap(), w, "select of {g} in {map}");
+            }
+        }
+        assert!(map.bytes() < 256, "{map}: {} B", map.bytes());
+    };
+    let last = WORLD - 1;
+    check(
+        &world.exclude(&[5]).unwrap(),
+        WORLD - 1,
+        &[
+            (4, Some(4)),
+            (5, None),
+            (6, Some(5)),
+            (last, Some(last - 1)),
+        ],
+    );
+    let cut = [RankRange::new(20, 10, -1), RankRange::new(last, last, 1)];
+    check(
+        &world.range_exclude(&cut).unwrap(),
+        WORLD - 12,
+        &[(9, Some(9)), (15, None), (21, Some(10)), (last, None)],
+    );
+    let low = GroupMap::from_ranges(WORLD, &[RankRange::new(0, WORLD / 2, 1)], Strategy::Auto)
+        .unwrap()
+        .exclude(&[7])
+        .unwrap();
+    let high = GroupMap::from_ranges(
+        WORLD,
+        &[RankRange::new(WORLD / 2 + 1, last, 1)],
+        Strategy::Space,
+    )
+    .unwrap();
+    check(
+        &low.union(&high).unwrap(),
+        WORLD - 1,
+        &[(7, None), (last, Some(last - 1))],
+    );
+    check(
+        &world.difference(&low).unwrap(),
+        WORLD - low.len(),
+        &[(7, Some(0)), (8, None)],
+    );
+    check(
+        &world.intersection(&low).unwrap(),
+        low.len(),
+        &[(7, None), (last, None)],
+    );
+    check(
+        &low.set_union(&high).unwrap(),
+        WORLD - 1,
+        &[(6, Some(6)), (8, Some(7))],
+    );
+    check(
+        &world
+            .range_include(&[RankRange::new(0, 9, 1), RankRange::new(100, last, 1)])
+            .unwrap(),
+        WORLD - 90,
+        &[(9, Some(9)), (50, None), (100, Some(10))],
+    );
+    assert!(
+        catena_fuzz::alloc::largest() < 1 << 20,
+        "{} B",
+        catena_fuzz::alloc::largest()
+    );
+}

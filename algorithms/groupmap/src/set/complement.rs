@@ -4,6 +4,7 @@
 
 use super::elias_fano::EliasFano;
 use super::SortedSet;
+use crate::spans::Span;
 use crate::stats::Stats;
 
 /// Fixed-point steps `select` tries before it binary searches.
@@ -81,6 +82,28 @@ impl SortedSet for Complement {
 
     fn heap_bytes(&self) -> usize {
         self.holes.heap_bytes()
+    }
+
+    fn spans(&self) -> Box<dyn Iterator<Item = Span> + '_> {
+        // The gaps between holes, from `min` to `max`.
+        let (min, max) = (u64::from(self.min), u64::from(self.max));
+        let mut holes = self.holes.iter().map(move |h| min + h);
+        let mut next = (self.len > 0).then_some(min);
+        Box::new(std::iter::from_fn(move || loop {
+            let first = next?;
+            match holes.next() {
+                Some(hole) => {
+                    next = Some(hole + 1);
+                    if hole > first {
+                        return Some((first as u32, (hole - 1) as u32));
+                    }
+                }
+                None => {
+                    next = None;
+                    return (first <= max).then_some((first as u32, max as u32));
+                }
+            }
+        }))
     }
 
     fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {

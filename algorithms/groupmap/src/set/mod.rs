@@ -25,6 +25,8 @@ pub(crate) use plain::Plain;
 pub(crate) use runs::Runs;
 pub(crate) use stride::Stride;
 
+use crate::spans::{coalesce, Span};
+
 use super::stats::Stats;
 
 /// What every set representation answers. Callers check bounds: `select`
@@ -54,6 +56,11 @@ pub(crate) trait SortedSet {
     /// The members in increasing order.
     fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
         Box::new((0..self.len()).map(|i| self.select(i)))
+    }
+    /// The members as maximal spans of consecutive ranks, in increasing
+    /// order (what group operations on huge groups work on).
+    fn spans(&self) -> Box<dyn Iterator<Item = Span> + '_> {
+        Box::new(coalesce(self.iter()))
     }
 }
 
@@ -85,5 +92,8 @@ impl<T: SortedSet> SortedSet for Box<T> {
     }
     fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
         T::iter(self)
+    }
+    fn spans(&self) -> Box<dyn Iterator<Item = Span> + '_> {
+        T::spans(self)
     }
 }

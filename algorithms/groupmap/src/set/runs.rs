@@ -3,6 +3,7 @@
 //! blocks, rows and sub-meshes that group operations produce.
 
 use super::SortedSet;
+use crate::spans::Span;
 use crate::stats::Stats;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +17,22 @@ pub(crate) struct Runs {
 impl Runs {
     fn run_len(&self, k: usize) -> u32 {
         self.before[k + 1] - self.before[k]
+    }
+
+    /// The members of `spans` (increasing, disjoint, maximal), without
+    /// listing them.
+    pub(crate) fn from_spans(spans: &[Span]) -> Runs {
+        let mut before = Vec::with_capacity(spans.len() + 1);
+        let mut total = 0u32;
+        for &(first, last) in spans {
+            before.push(total);
+            total += last - first + 1;
+        }
+        before.push(total);
+        Runs {
+            starts: spans.iter().map(|&(first, _)| first).collect(),
+            before,
+        }
     }
 }
 
@@ -60,6 +77,13 @@ impl SortedSet for Runs {
         Box::new(
             (0..self.starts.len())
                 .flat_map(move |k| self.starts[k]..self.starts[k] + self.run_len(k)),
+        )
+    }
+
+    fn spans(&self) -> Box<dyn Iterator<Item = Span> + '_> {
+        Box::new(
+            (0..self.starts.len())
+                .map(move |k| (self.starts[k], self.starts[k] + self.run_len(k) - 1)),
         )
     }
 }

@@ -2,6 +2,7 @@
 //! space and time, detected automatically as MPICH and UCC do.
 
 use super::SortedSet;
+use crate::spans::Span;
 use crate::stats::Stats;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,5 +62,14 @@ impl SortedSet for Stride {
 
     fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
         Box::new((0..self.len).map(|i| self.select(i)))
+    }
+
+    fn spans(&self) -> Box<dyn Iterator<Item = Span> + '_> {
+        if self.stride == 1 || self.len <= 1 {
+            let whole = (self.first, self.first + self.len.saturating_sub(1));
+            Box::new((self.len > 0).then_some(whole).into_iter())
+        } else {
+            Box::new(self.iter().map(|w| (w, w)))
+        }
     }
 }
