@@ -32,6 +32,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod error;
+mod listed;
 mod ops;
 mod order;
 mod packed;
@@ -53,6 +54,7 @@ pub use strategy::{Measured, Report, Strategy};
 /// the strategy chooses among every representation; larger ones stay spans.
 const LISTED_AT: u64 = 1 << 20;
 
+use listed::Listed;
 use order::{Blocks, OrderStats};
 use repr::{OrderRepr, SetRepr};
 use stats::Stats;
@@ -89,8 +91,24 @@ pub const fn fast_lookups() -> bool {
 pub struct GroupMap {
     world: u32,
     strategy: Strategy,
-    set: SetRepr,
-    order: OrderRepr,
+    body: Body,
+}
+
+/// What holds the members: a set and the group order over it, or the plain
+/// array, which holds group order itself (and small enough, inside the map).
+#[derive(Clone, Debug)]
+enum Body {
+    Split { set: SetRepr, order: OrderRepr },
+    Listed(Listed),
+}
+
+impl Body {
+    fn sorted(set: SetRepr) -> Body {
+        Body::Split {
+            set,
+            order: OrderRepr::Sorted,
+        }
+    }
 }
 
 impl GroupMap {
@@ -138,11 +156,21 @@ impl GroupMap {
         let stats = Stats::of(&members, world);
         let order_stats = OrderStats::of(&pi);
         let choice = strategy::choose(strategy, &members, &stats, &pi, &order_stats)?;
+        let body = match choice.set {
+            // The plain array, in group order, as the map keeps it.
+            plain @ SetRepr::Plain(_) => {
+                let ranks = (0..plain.len()).map(|g| plain.select(g));
+                Body::Listed(Listed::new(ranks, world))
+            }
+            set => Body::Split {
+                set,
+                order: choice.order,
+            },
+        };
         let map = GroupMap {
             world,
             strategy,
-            set: choice.set,
-            order: choice.order,
+            body,
         };
         Ok((map, choice.report))
     }
@@ -218,16 +246,15 @@ impl GroupMap {
         Ok(GroupMap {
             world,
             strategy,
-            set,
-            order: OrderRepr::Sorted,
+            body: Body::sorted(set),
         })
     }
 
     /// The members as maximal spans, increasing.
     fn member_spans(&self) -> Box<dyn Iterator<Item = spans::Span> + '_> {
-        match self.set {
-            SetRepr::Plain(_) => Box::new(spans::coalesce(self.members())),
-            _ => self.set.spans(),
+        match &self.body {
+            Body::Split { set, .. } => set.spans(),
+            Body::Listed(_) => Box::new(spans::coalesce(self.members())),
         }
     }
 
@@ -241,12 +268,10 @@ impl GroupMap {
     fn progression(world: u32, strategy: Strategy, first: u32, step: i64, count: u32) -> GroupMap {
         let magnitude = step.unsigned_abs().min(u64::from(u32::MAX)) as u32;
         if step > 0 || count <= 1 {
-            let set = SetRepr::stride(first, magnitude, count);
             return GroupMap {
                 world,
                 strategy,
-                set,
-                order: OrderRepr::Sorted,
+                body: Body::sorted(SetRepr::stride(first, magnitude, count)),
             };
         }
         let lowest = (i64::from(first) + step * i64::from(count - 1)) as u32;
@@ -254,8 +279,10 @@ impl GroupMap {
         GroupMap {
             world,
             strategy,
-            set,
-            order: OrderRepr::Blocks(Box::new(Blocks::falling(count))),
+            body: Body::Split {
+                set,
+                order: OrderRepr::Blocks(Box::new(Blocks::falling(count))),
+            },
         }
     }
 
@@ -266,7 +293,10 @@ impl GroupMap {
 
     /// Members of the group.
     pub fn len(&self) -> u32 {
-        self.set.len()
+        match &self.body {
+            Body::Split { set, .. } => set.len(),
+            Body::Listed(listed) => listed.len(),
+        }
     }
 
     /// Whether the group has no members (`MPI_GROUP_EMPTY`).
@@ -283,7 +313,10 @@ impl GroupMap {
                 size: self.len(),
             });
         }
-        Ok(self.set.select(self.order.to_sorted(g)))
+        Ok(match &self.body {
+            Body::Split { set, order } => set.select(order.to_sorted(g)),
+            Body::Listed(listed) => listed.get(g, self.world),
+        })
     }
 
     /// The group rank of world rank `w`, or `None` if it is not a member.
@@ -295,33 +328,45 @@ impl GroupMap {
                 world: self.world,
             });
         }
-        Ok(self.set.rank(w).map(|s| self.order.to_group(s)))
+        Ok(self.rank_within(w))
+    }
+
+    /// [`rank`](Self::rank) of a `w` already checked to be in the world.
+    fn rank_within(&self, w: u32) -> Option<u32> {
+        match &self.body {
+            Body::Split { set, order } => set.rank(w).map(|s| order.to_group(s)),
+            Body::Listed(listed) => listed.position(w, self.world),
+        }
     }
 
     /// World ranks in group order.
     pub fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
-        match (&self.order, &self.set) {
-            (OrderRepr::Sorted, _) => self.set.iter(),
+        let (set, order) = match &self.body {
+            Body::Split { set, order } => (set, order),
+            Body::Listed(listed) => return Box::new(listed.iter(self.world)),
+        };
+        match (order, set) {
+            (OrderRepr::Sorted, _) => set.iter(),
             // A compressed select decodes a whole block: decode each block
             // once, in order, and permute the list instead.
             (_, SetRepr::Compressed(_)) => {
-                let sorted: Vec<u32> = self.set.iter().collect();
-                Box::new((0..self.len()).map(move |g| sorted[self.order.to_sorted(g) as usize]))
+                let sorted: Vec<u32> = set.iter().collect();
+                Box::new((0..self.len()).map(move |g| sorted[order.to_sorted(g) as usize]))
             }
-            _ => Box::new((0..self.len()).map(|g| self.set.select(self.order.to_sorted(g)))),
+            _ => Box::new((0..self.len()).map(|g| set.select(order.to_sorted(g)))),
         }
     }
 
     /// World ranks in increasing order.
     pub fn members(&self) -> Box<dyn Iterator<Item = u32> + '_> {
-        match self.set {
+        match &self.body {
+            Body::Split { set, .. } => set.iter(),
             // The plain array holds group order: sort a copy.
-            SetRepr::Plain(_) => {
-                let mut sorted: Vec<u32> = self.set.iter().collect();
+            Body::Listed(listed) => {
+                let mut sorted: Vec<u32> = listed.iter(self.world).collect();
                 sorted.sort_unstable();
                 Box::new(sorted.into_iter())
             }
-            _ => self.set.iter(),
         }
     }
 
@@ -330,17 +375,34 @@ impl GroupMap {
     /// other than `Sorted` stores one that may be the identity (then false),
     /// and the plain array, which holds a permuted group's own order.
     pub fn is_sorted(&self) -> bool {
-        matches!(self.order, OrderRepr::Sorted) && !matches!(self.set, SetRepr::Plain(_))
+        self.sorted_set().is_some()
+    }
+
+    /// The set of a map that stores no permutation.
+    fn sorted_set(&self) -> Option<&SetRepr> {
+        match &self.body {
+            Body::Split {
+                set,
+                order: OrderRepr::Sorted,
+            } => Some(set),
+            _ => None,
+        }
     }
 
     /// The representation holding the members.
     pub fn set_kind(&self) -> SetKind {
-        self.set.kind()
+        match &self.body {
+            Body::Split { set, .. } => set.kind(),
+            Body::Listed(_) => SetKind::Plain,
+        }
     }
 
     /// The representation holding the group order.
     pub fn order_kind(&self) -> OrderKind {
-        self.order.kind()
+        match &self.body {
+            Body::Split { order, .. } => order.kind(),
+            Body::Listed(_) => OrderKind::Sorted,
+        }
     }
 
     /// The strategy this map was built with; derived maps use it too.
@@ -355,9 +417,9 @@ impl GroupMap {
     /// compare it to check that they passed the same group.
     pub fn fingerprint(&self) -> u64 {
         let mut runs = Runs::new(self.world);
-        match (&self.set, &self.order) {
-            (SetRepr::Stride(_), OrderRepr::Sorted) if self.len() >= 2 => {
-                let (first, second) = (self.set.select(0), self.set.select(1));
+        match self.sorted_set() {
+            Some(set @ SetRepr::Stride(_)) if self.len() >= 2 => {
+                let (first, second) = (set.select(0), set.select(1));
                 runs.emit(first, i64::from(second) - i64::from(first), self.len());
             }
             _ => self.iter().for_each(|w| runs.push(w)),
@@ -367,7 +429,11 @@ impl GroupMap {
 
     /// Bytes the map holds: its own and those on the heap.
     pub fn bytes(&self) -> usize {
-        std::mem::size_of::<GroupMap>() + self.set.heap_bytes() + self.order.heap_bytes()
+        std::mem::size_of::<GroupMap>()
+            + match &self.body {
+                Body::Split { set, order } => set.heap_bytes() + order.heap_bytes(),
+                Body::Listed(listed) => listed.heap_bytes(),
+            }
     }
 }
 

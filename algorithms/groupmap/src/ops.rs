@@ -4,7 +4,7 @@
 
 use super::repr::SetRepr;
 use super::spans::{self, Span};
-use super::{GroupMap, GroupMapError};
+use super::{Body, GroupMap, GroupMapError};
 
 /// How two groups relate, as MPI_Group_compare defines it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,20 +122,20 @@ enum Lookup<'a> {
 
 impl<'a> Lookup<'a> {
     fn of(map: &'a GroupMap) -> Lookup<'a> {
-        match map.set {
-            SetRepr::Plain(_) => {
+        match map.body {
+            Body::Listed(_) => {
                 let mut pairs: Vec<(u32, u32)> = map.iter().zip(0..).collect();
                 pairs.sort_unstable();
                 Lookup::Sorted(pairs)
             }
-            _ => Lookup::Map(map),
+            Body::Split { .. } => Lookup::Map(map),
         }
     }
 
     /// The group rank of `w`; `w` is below the map's world.
     fn rank(&self, w: u32) -> Option<u32> {
         match self {
-            Lookup::Map(map) => map.set.rank(w).map(|s| map.order.to_group(s)),
+            Lookup::Map(map) => map.rank_within(w),
             Lookup::Sorted(pairs) => pairs
                 .binary_search_by_key(&w, |&(world, _)| world)
                 .ok()
@@ -193,12 +193,12 @@ impl GroupMap {
     /// members not in it, in `other`'s order.
     pub fn union(&self, other: &GroupMap) -> Result<GroupMap, GroupMapError> {
         self.same_world(other)?;
-        if self.is_sorted() && other.is_sorted() {
+        if let (Some(mine), Some(theirs)) = (self.sorted_set(), other.sorted_set()) {
             // Sorted both, with every newcomer above this group's members:
             // the union in MPI's order is the sorted one.
-            let newcomers = spans::merge(other.set.spans(), self.set.spans(), |o, s| o && !s);
+            let newcomers = spans::merge(theirs.spans(), mine.spans(), |o, s| o && !s);
             let above = match (self.len().checked_sub(1), newcomers.first()) {
-                (Some(last), Some(&(first, _))) => first > self.set.select(last),
+                (Some(last), Some(&(first, _))) => first > mine.select(last),
                 _ => true,
             };
             if above {
@@ -262,20 +262,24 @@ impl GroupMap {
         GroupMap::from_spans(self.world, self.strategy, &spans)
     }
 
-    /// The sorted group of this sorted group's members at the positions
-    /// `positions` (increasing, disjoint spans of group ranks).
-    fn at_positions(&self, positions: &[Span]) -> Result<GroupMap, GroupMapError> {
-        let spans = spans::at_positions(self.set.spans(), positions);
+    /// The sorted group of the members of `set` (this group's, sorted) at
+    /// the positions `positions` (increasing, disjoint spans of group ranks).
+    fn at_positions(&self, set: &SetRepr, positions: &[Span]) -> Result<GroupMap, GroupMapError> {
+        let spans = spans::at_positions(set.spans(), positions);
         GroupMap::from_spans(self.world, self.strategy, &spans)
     }
 
     /// This sorted group without the group ranks in `dropped` (spans,
     /// checked to lie within it and not to overlap).
-    fn without_positions(&self, dropped: &[Span]) -> Result<GroupMap, GroupMapError> {
+    fn without_positions(
+        &self,
+        set: &SetRepr,
+        dropped: &[Span],
+    ) -> Result<GroupMap, GroupMapError> {
         let all = self.len().checked_sub(1).map(|last| (0, last));
         let dropped = spans::merge(dropped.iter().copied(), std::iter::empty(), |d, _| d);
         let kept = spans::merge(all.into_iter(), dropped.into_iter(), |a, d| a && !d);
-        self.at_positions(&kept)
+        self.at_positions(set, &kept)
     }
 
     /// MPI_Group_incl: the group whose rank `i` is this group's rank `ranks[i]`.
@@ -302,9 +306,9 @@ impl GroupMap {
         if let Some(p) = dropped.windows(2).find(|p| p[0] == p[1]) {
             return Err(GroupMapError::DuplicateGroupRank { rank: p[0] });
         }
-        if self.is_sorted() {
+        if let Some(set) = self.sorted_set() {
             let dropped: Vec<Span> = spans::coalesce(dropped.into_iter()).collect();
-            return self.without_positions(&dropped);
+            return self.without_positions(set, &dropped);
         }
         let mut next = dropped.iter().peekable();
         let kept: Vec<u32> = (0u32..)
@@ -329,7 +333,7 @@ impl GroupMap {
         if let Some(rank) = repeat_beyond(ranges, &counts, self.len()) {
             return Err(GroupMapError::DuplicateGroupRank { rank });
         }
-        if self.is_sorted() && ranges.len() > 1 {
+        if let (Some(set), true) = (self.sorted_set(), ranges.len() > 1) {
             let rising: Option<Vec<Span>> = ranges
                 .iter()
                 .zip(&counts)
@@ -340,17 +344,17 @@ impl GroupMap {
                 })
                 .collect();
             if let Some(positions) = rising.filter(|p| p.windows(2).all(|w| w[0].1 < w[1].0)) {
-                return self.at_positions(&positions);
+                return self.at_positions(set, &positions);
             }
         }
-        if let (super::SetRepr::Stride(_), true, [range], [count]) =
-            (&self.set, self.is_sorted(), ranges, counts.as_slice())
+        if let (Some(set @ SetRepr::Stride(_)), [range], [count]) =
+            (self.sorted_set(), ranges, counts.as_slice())
         {
             if !matches!(self.strategy, super::Strategy::Fixed { .. }) {
                 // Group rank g of a stride is first + g * d: a range of it is a stride.
-                let first = self.set.select(range.first);
+                let first = set.select(range.first);
                 let d = if self.len() > 1 {
-                    i64::from(self.set.select(1) - self.set.select(0))
+                    i64::from(set.select(1) - set.select(0))
                 } else {
                     1
                 };
@@ -375,7 +379,7 @@ impl GroupMap {
         if let Some(rank) = repeat_beyond(ranges, &counts, self.len()) {
             return Err(GroupMapError::DuplicateGroupRank { rank });
         }
-        if self.is_sorted() {
+        if let Some(set) = self.sorted_set() {
             let mut dropped: Vec<Span> = Vec::new();
             for (r, &count) in ranges.iter().zip(&counts) {
                 if count == 1 {
@@ -391,7 +395,7 @@ impl GroupMap {
             if let Some(rank) = spans::first_overlap(&mut dropped) {
                 return Err(GroupMapError::DuplicateGroupRank { rank });
             }
-            return self.without_positions(&dropped);
+            return self.without_positions(set, &dropped);
         }
         self.exclude(&expand_ranges(ranges, &counts))
     }

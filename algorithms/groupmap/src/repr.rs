@@ -10,6 +10,7 @@ use super::set::{
     Bdd, Bitmap, Complement, Compressed, EliasFano, Indexed, Packed, Plain, Runs, SortedSet, Stride,
 };
 use super::stats::Stats;
+use crate::listed::Listed;
 
 /// How the members (as a sorted set) are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -232,7 +233,12 @@ impl SetRepr {
         each_set_kind!(kind, T => <T as SortedSet>::fits(stats))
     }
 
+    /// Heap bytes of `kind` over a set with these statistics, as a map
+    /// keeps it (the plain array inline or in bytes of its own, unboxed).
     pub(crate) fn estimate_heap_bytes(kind: SetKind, stats: &Stats) -> Option<usize> {
+        if kind == SetKind::Plain {
+            return Some(Listed::estimate_heap_bytes(stats.len, stats.world));
+        }
         each_set_kind!(kind, T => <T as SortedSet>::estimate_heap_bytes(stats))
     }
 
@@ -272,8 +278,12 @@ impl SetRepr {
         each_set!(self, s => SortedSet::rank(s, w))
     }
 
+    /// Heap bytes as a map keeps this set (see `estimate_heap_bytes`).
     pub(crate) fn heap_bytes(&self) -> usize {
-        each_set!(self, s => SortedSet::heap_bytes(s))
+        match self {
+            SetRepr::Plain(plain) => Listed::estimate_heap_bytes(plain.len(), plain.world()),
+            _ => each_set!(self, s => SortedSet::heap_bytes(s)),
+        }
     }
 
     pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = u32> + '_> {
@@ -310,7 +320,7 @@ pub(crate) enum OrderRepr {
     Blocks(Box<Blocks>),
     Packed(Box<PackedPermutation>),
     Shortcuts(Box<Shortcuts>),
-    Wavelet(Wavelet),
+    Wavelet(Box<Wavelet>),
 }
 
 impl OrderRepr {
@@ -326,7 +336,7 @@ impl OrderRepr {
             OrderKind::Blocks => OrderRepr::Blocks(Box::new(Blocks::build(pi, stats))),
             OrderKind::Packed => OrderRepr::Packed(Box::new(PackedPermutation::build(pi, stats))),
             OrderKind::Shortcuts => OrderRepr::Shortcuts(Box::new(Shortcuts::build(pi, stats))),
-            OrderKind::Wavelet => OrderRepr::Wavelet(Wavelet::build(pi, stats)),
+            OrderKind::Wavelet => OrderRepr::Wavelet(Box::new(Wavelet::build(pi, stats))),
         })
     }
 
@@ -338,7 +348,7 @@ impl OrderRepr {
                 size_of::<PackedPermutation>() + PackedPermutation::estimate_heap_bytes(stats)
             }
             OrderKind::Shortcuts => size_of::<Shortcuts>() + Shortcuts::estimate_heap_bytes(stats),
-            OrderKind::Wavelet => Wavelet::estimate_heap_bytes(stats),
+            OrderKind::Wavelet => size_of::<Wavelet>() + Wavelet::estimate_heap_bytes(stats),
         }
     }
 
@@ -380,7 +390,7 @@ impl OrderRepr {
             OrderRepr::Blocks(p) => size_of::<Blocks>() + p.heap_bytes(),
             OrderRepr::Packed(p) => size_of::<PackedPermutation>() + p.heap_bytes(),
             OrderRepr::Shortcuts(p) => size_of::<Shortcuts>() + p.heap_bytes(),
-            OrderRepr::Wavelet(p) => p.heap_bytes(),
+            OrderRepr::Wavelet(p) => size_of::<Wavelet>() + p.heap_bytes(),
         }
     }
 }

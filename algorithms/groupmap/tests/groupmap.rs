@@ -782,3 +782,51 @@ fn small_groups_stay_near_the_bound_plus_the_fixed_part() {
         }
     }
 }
+
+/// `n` ranks of `world` (`n <= world`) in up to four runs, sorted.
+fn runs_of(world: u32, n: u32, rng: &mut Rng) -> Vec<u32> {
+    let mut set = std::collections::BTreeSet::new();
+    let runs = 1 + rng.below(4) as u32;
+    while (set.len() as u32) < n {
+        let first = rng.below(u64::from(world)) as u32;
+        let len = n.div_ceil(runs).min(n - set.len() as u32);
+        set.extend((first..world).take(len as usize));
+    }
+    set.into_iter().take(n as usize).collect()
+}
+
+/// The map is 64 bytes and holds small plain arrays inside them: from 10
+/// members up (where a `Vec<u32>`'s 24 + 4n reaches 64), Space and Auto
+/// take no more than the vector in worlds of up to 65,536 ranks, and in any
+/// world at most 40 B more (the map's 64 against the vector's 24), sorted
+/// or permuted, random or in runs.
+#[test]
+fn small_maps_are_no_larger_than_a_vec_from_ten_members() {
+    assert_eq!(std::mem::size_of::<GroupMap>(), 64);
+    let mut rng = Rng(15);
+    for world in [16u32, 100, 2048, 65_536, 65_537, 1 << 20, u32::MAX] {
+        for n in (1..=80).filter(|&n| n <= world) {
+            for clustered in [false, true] {
+                for permuted in [false, true] {
+                    let mut ranks = if clustered {
+                        runs_of(world, n, &mut rng)
+                    } else {
+                        members(Shape::Random, world, n, &mut rng)
+                    };
+                    if permuted {
+                        rng.shuffle(&mut ranks);
+                    }
+                    let vec = 24 + 4 * ranks.len();
+                    for strategy in [Strategy::Space, Strategy::Auto] {
+                        let map = GroupMap::from_ranks(world, &ranks, strategy).unwrap();
+                        let bytes = map.bytes();
+                        assert!(bytes <= vec + 40, "{map}: over {vec} + 40 B");
+                        if ranks.len() >= 10 && world <= 65_536 {
+                            assert!(bytes <= vec, "{strategy:?}, {map}: over a Vec's {vec} B");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

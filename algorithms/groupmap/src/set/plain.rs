@@ -2,6 +2,8 @@
 //! member, in group order rather than sorted, so `select(g)` is the world
 //! rank of group rank `g` and `rank` scans. It is the yardstick the other
 //! representations must beat: Space and Auto never pick anything larger.
+//! This is the candidate the strategies build and time; a map keeps the
+//! array it chose as `Listed` (inline when small), and its bytes count so.
 
 use super::SortedSet;
 use crate::packed::PackedArray;
@@ -10,6 +12,14 @@ use crate::stats::Stats;
 #[derive(Clone, Debug)]
 pub(crate) struct Plain {
     ranks: PackedArray,
+    world: u32,
+}
+
+impl Plain {
+    /// The world its ranks are drawn from.
+    pub(crate) fn world(&self) -> u32 {
+        self.world
+    }
 }
 
 impl SortedSet for Plain {
@@ -17,7 +27,10 @@ impl SortedSet for Plain {
     /// given: the group's.
     fn build(members: &[u32], stats: &Stats) -> Option<Plain> {
         let ranks = PackedArray::new(members.iter().copied(), u64::from(stats.world));
-        Some(Plain { ranks })
+        Some(Plain {
+            ranks,
+            world: stats.world,
+        })
     }
 
     fn estimate_heap_bytes(stats: &Stats) -> Option<usize> {
