@@ -167,6 +167,11 @@ fn key_from_stdin() -> Result<JobKey> {
     std::io::stdin()
         .read_line(&mut line)
         .map_err(|e| Error::io("reading the job key from standard input", e))?;
+    if line.is_empty() {
+        return Err(Error::Bootstrap(
+            "no job key on standard input (the launcher writes it there)".into(),
+        ));
+    }
     JobKey::from_hex(&line)
 }
 

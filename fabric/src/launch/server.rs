@@ -123,13 +123,12 @@ impl Server {
             }
         }
         let ready: Vec<Token> = self.events.iter().map(|e| e.token()).collect();
-        for token in ready {
-            if token == LISTENER {
-                self.accept();
-            } else {
-                self.serve(token, out);
-            }
+        for token in ready.into_iter().filter(|&t| t != LISTENER) {
+            self.serve(token, out);
         }
+        // Every turn, not only on the listener's event: connections left
+        // waiting when accept failed (out of descriptors) get no new edge.
+        self.accept();
         self.expire(out);
     }
 
