@@ -15,6 +15,7 @@ use super::domain::{CqEvent, Domain, Mr};
 use super::errors::{fabric_error, is_again};
 use super::signal;
 use super::window::Registered;
+use crate::tombstone::Graveyard;
 use crate::{Error, Result};
 
 /// Completions taken per `fi_cq_read`.
@@ -72,9 +73,9 @@ pub(crate) struct Engine {
     /// it do not read the CQ again.
     quiet: Cell<bool>,
     pub(crate) mr_local: bool,
-    /// Freed windows' memory and registrations, kept until the transport
-    /// goes (see [`Registered`]).
-    tombstones: RefCell<Vec<Registered>>,
+    /// Freed windows' memory and registrations (see [`Registered`]): in
+    /// quarantine, then reused by new windows.
+    graves: RefCell<Graveyard<Registered>>,
     // Last: dropped after the operations' registrations (see Drop).
     pub(crate) domain: Domain,
 }
@@ -88,7 +89,7 @@ impl Engine {
             stray: RefCell::new(None),
             quiet: Cell::new(false),
             mr_local: domain.info().has_mr_mode(sys::FI_MR_LOCAL),
-            tombstones: RefCell::new(Vec::new()),
+            graves: RefCell::new(Graveyard::new()),
             domain,
         }
     }
@@ -184,9 +185,20 @@ impl Engine {
         self.windows.borrow_mut().remove(&id);
     }
 
-    /// Keeps a freed window's memory and registration while the domain lives.
-    pub(crate) fn bury(&self, memory: Registered) {
-        self.tombstones.borrow_mut().push(memory);
+    /// Keeps a freed window's memory and registration: a stale key lands
+    /// there, and a later window of its size class reuses it.
+    ///
+    /// # Safety
+    /// Nothing uses `memory` as a window any more.
+    pub(crate) unsafe fn bury(&self, memory: Registered) {
+        // SAFETY: per this function's contract.
+        unsafe { self.graves.borrow_mut().bury(memory) };
+    }
+
+    /// A freed window's memory and registration of size class `class`, out
+    /// of quarantine and zeroed, if one waits.
+    pub(crate) fn reuse(&self, class: usize) -> Option<Registered> {
+        self.graves.borrow_mut().reuse(class)
     }
 
     /// Starts tracking an operation with buffer `init` (registered where

@@ -15,6 +15,7 @@ use super::domain::Mr;
 use super::engine::Engine;
 use crate::bounds::{check_bounds, check_word};
 use crate::key::{KeySecret, SEAL_BYTES};
+use crate::tombstone::{size_class, Grave};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'O';
@@ -98,21 +99,47 @@ pub struct OfiWindow {
     engine: Rc<Engine>,
 }
 
-/// A window's memory and its registration, which outlive the window (see
-/// [`crate::tombstone`]): libfabric's `tcp` drops the whole connection when a
-/// write names a key it does not know, and `shm` silently drops the write
-/// or atomic, leaving the origin to wait for an answer that never comes.
-/// Kept, the stale key stays valid and its writes land in pages no window
-/// will ever use again.
+/// A window's memory (its whole size class) and its registration, which
+/// outlive the window (see [`crate::tombstone`]): libfabric's `tcp` drops
+/// the whole connection when a write names a key it does not know, and
+/// `shm` silently drops the write or atomic, leaving the origin to wait for
+/// an answer that never comes. Kept, the stale key stays valid and its
+/// writes land in the tombstone (or, once it is reused, in a later window).
 pub(crate) struct Registered {
     // Drop order: the registration goes before the memory it covers.
-    _mr: Mr,
+    mr: Mr,
     map: MmapMut,
+}
+
+impl Registered {
+    /// `class` zeroed bytes, registered for remote reads, writes and
+    /// atomics.
+    fn new(engine: &Engine, class: usize) -> Result<Registered> {
+        let mut map = MmapMut::map_anon(class)
+            .map_err(|e| Error::io(format!("mapping a window of {class} bytes"), e))?;
+        let access =
+            u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
+        // SAFETY: the mapping lives next to the MR, which is dropped first;
+        // the engine (and its domain) outlives both.
+        let mr = unsafe { engine.domain.register(map.as_mut_ptr(), class, access)? };
+        Ok(Registered { mr, map })
+    }
+}
+
+impl Grave for Registered {
+    fn base(&self) -> *mut u8 {
+        self.map.as_ptr().cast_mut()
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
 }
 
 impl OfiWindow {
     /// `len` zeroed bytes (anonymous pages: FI_MR_ALLOCATED is satisfied),
-    /// registered for remote reads, writes and atomics.
+    /// registered for remote reads, writes and atomics: a freed window's
+    /// out of quarantine where one of its size class waits, else new.
     pub(crate) fn create(
         engine: &Rc<Engine>,
         owner: Rank,
@@ -120,28 +147,31 @@ impl OfiWindow {
         id: u32,
         len: usize,
     ) -> Result<OfiWindow> {
-        let mut map = MmapMut::map_anon(len.max(1))
-            .map_err(|e| Error::io(format!("mapping a window of {len} bytes"), e))?;
-        let base = map.as_mut_ptr();
-        let access =
-            u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
-        // SAFETY: the mapping lives in the window next to the MR, which is
-        // dropped first; the engine (and its domain) outlives both.
-        let mr = unsafe { engine.domain.register(base, len, access)? };
+        let class = size_class(len).ok_or_else(|| {
+            Error::io(
+                format!("mapping a window of {len} bytes"),
+                std::io::ErrorKind::OutOfMemory.into(),
+            )
+        })?;
+        let mut memory = match engine.reuse(class) {
+            Some(memory) => memory,
+            None => Registered::new(engine, class)?,
+        };
+        let base = memory.map.as_mut_ptr();
         let virt = engine.domain.info().has_mr_mode(sys::FI_MR_VIRT_ADDR);
         let key = OfiKey {
             owner,
             id,
             len,
             addr: if virt { base as u64 } else { 0 },
-            mr_key: mr.key(),
+            mr_key: memory.mr.key(),
         };
         let sealed = key.encode(secret)?;
         engine.expose(id, base, len);
         Ok(OfiWindow {
             key,
             sealed,
-            memory: Some(Registered { _mr: mr, map }),
+            memory: Some(memory),
             base,
             engine: engine.clone(),
         })
@@ -217,10 +247,9 @@ impl Drop for OfiWindow {
     fn drop(&mut self) {
         // Signals for this window arriving from now on are dropped.
         self.engine.withdraw(self.key.id);
-        if let Some(mut memory) = self.memory.take() {
-            // SAFETY: the window's own mapping, which nobody reads any more.
-            unsafe { crate::tombstone::give_back_pages(memory.map.as_mut_ptr(), memory.map.len()) };
-            self.engine.bury(memory);
+        if let Some(memory) = self.memory.take() {
+            // SAFETY: the window's own memory, which nobody uses any more.
+            unsafe { self.engine.bury(memory) };
         }
     }
 }

@@ -3,7 +3,6 @@
 //! optional progress thread that drives it) as long as the transport.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
 use std::ptr;
 use std::rc::Rc;
@@ -15,7 +14,8 @@ use sys::ucs_status_t;
 use super::signal::{self, SignalTargets};
 use crate::config::ENV_UCX_TLS;
 pub(crate) use crate::progress_thread::{ProgressMode, ProgressThread};
-use crate::{tombstone, Error, Result};
+use crate::tombstone::{Grave, Graveyard};
+use crate::{Error, Result};
 
 /// The user's transport selection; named in errors about reachability.
 const UCX_TLS: &str = "UCX_TLS";
@@ -88,15 +88,21 @@ impl Drop for Config {
     }
 }
 
-/// Freed windows whose mapping (and, for posix segments, descriptor) is
-/// kept; beyond them only the address range is (see [`Context::bury`]).
-const MAX_BURIED: usize = 128;
+/// A freed window's mapping: its size class at `base`.
+pub(crate) struct Tombstone {
+    pub(crate) memh: sys::ucp_mem_h,
+    pub(crate) base: *mut u8,
+    class: usize,
+}
 
-/// A freed window's mapping.
-struct Tombstone {
-    memh: sys::ucp_mem_h,
-    base: *mut u8,
-    len: usize,
+impl Grave for Tombstone {
+    fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    fn len(&self) -> usize {
+        self.class
+    }
 }
 
 /// A UCP context with RMA, 64-bit atomics and active messages (signals to
@@ -107,9 +113,9 @@ pub(crate) struct Context {
     signal_targets: Arc<SignalTargets>,
     /// `tcp/lo, posix/memory, ...`: what UCX found usable.
     transports: Vec<String>,
-    /// The latest freed windows' mappings, unmapped with the context (see
-    /// [`Context::bury`]).
-    tombstones: RefCell<VecDeque<Tombstone>>,
+    /// Freed windows' mappings (see [`Context::bury`]), unmapped with the
+    /// context.
+    graves: RefCell<Graveyard<Tombstone>>,
 }
 
 impl Context {
@@ -154,7 +160,7 @@ impl Context {
             handle,
             signal_targets: Arc::default(),
             transports: Vec::new(),
-            tombstones: RefCell::new(VecDeque::new()),
+            graves: RefCell::new(Graveyard::new()),
         };
         context.transports = context.read_transports();
         Ok(context)
@@ -168,31 +174,26 @@ impl Context {
         &self.signal_targets
     }
 
-    /// Makes a freed window (its mapping `memh` of `len` bytes at `base`)
-    /// a tombstone: UCX over tcp and cma writes a peer's put at its raw
-    /// address without looking for a registration, and UCX's posix segments
-    /// are attached by the owner's pid and descriptor number, which a new
-    /// window would reuse. The latest [`MAX_BURIED`] keep their mapping (so
-    /// their descriptor stays taken), pages given back; older ones are
-    /// unmapped and their address range reserved, never to be reused.
+    /// Makes a freed window (its mapping `memh` of size class `class` at
+    /// `base`) a tombstone, kept mapped, pages given back: UCX over tcp and
+    /// cma writes a peer's put at its raw address without looking for a
+    /// registration, and UCX's posix segments are attached by the owner's
+    /// pid and descriptor number, which a new mapping would reuse. Out of
+    /// quarantine, a later window of its size class reuses the mapping.
     ///
     /// # Safety
-    /// `memh` must be a mapping of this context of `len` bytes at `base`
-    /// that nothing uses any more.
-    pub(crate) unsafe fn bury(&self, memh: sys::ucp_mem_h, base: *mut u8, len: usize) {
+    /// `memh` must be a mapping of this context of at least `class` bytes
+    /// at `base` that nothing uses any more.
+    pub(crate) unsafe fn bury(&self, memh: sys::ucp_mem_h, base: *mut u8, class: usize) {
+        let grave = Tombstone { memh, base, class };
         // SAFETY: per this function's contract.
-        unsafe { tombstone::give_back_pages(base, len) };
-        let mut tombstones = self.tombstones.borrow_mut();
-        tombstones.push_back(Tombstone { memh, base, len });
-        if tombstones.len() > MAX_BURIED {
-            let oldest = tombstones.pop_front().expect("over the bound");
-            // SAFETY: buried once, unmapped once; the range is then
-            // reserved before anything of this thread maps memory.
-            unsafe {
-                sys::ucp_mem_unmap(self.handle, oldest.memh);
-                tombstone::reserve_range(oldest.base, oldest.len);
-            }
-        }
+        unsafe { self.graves.borrow_mut().bury(grave) };
+    }
+
+    /// A freed window's mapping of size class `class`, out of quarantine,
+    /// if one waits.
+    pub(crate) fn reuse(&self, class: usize) -> Option<Tombstone> {
+        self.graves.borrow_mut().reuse(class)
     }
 
     pub(crate) fn transports(&self) -> &[String] {
@@ -229,7 +230,7 @@ impl Drop for Context {
         // none is left; each buried mapping is unmapped once, then the
         // context is cleaned up once.
         unsafe {
-            for buried in self.tombstones.take() {
+            for buried in self.graves.borrow_mut().drain() {
                 sys::ucp_mem_unmap(self.handle, buried.memh);
             }
             sys::ucp_cleanup(self.handle);

@@ -13,6 +13,7 @@ use catena_ucx_sys as sys;
 use super::context::{check, Context};
 use crate::bounds::{check_bounds, check_word};
 use crate::key::{KeySecret, MAX_KEY_BYTES, SEAL_BYTES};
+use crate::tombstone::size_class;
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'U';
@@ -100,6 +101,8 @@ pub struct UcxWindow {
     memh: sys::ucp_mem_h,
     base: *mut u8,
     len: usize,
+    /// The size class mapped (see [`crate::tombstone::size_class`]).
+    class: usize,
     key: RemoteKey,
     // Declared last: the context outlives the mapping.
     context: Rc<Context>,
@@ -113,54 +116,30 @@ impl UcxWindow {
         id: u32,
         len: usize,
     ) -> Result<UcxWindow> {
-        // UCP refuses empty mappings; a window of 0 bytes still gets a key.
-        let params = sys::ucp_mem_map_params_t {
-            field_mask: u64::from(
-                sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS
-                    | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH
-                    | sys::UCP_MEM_MAP_PARAM_FIELD_FLAGS,
-            ),
-            address: ptr::null_mut(),
-            length: len.max(8),
-            flags: sys::UCP_MEM_MAP_ALLOCATE,
-            ..Default::default()
-        };
-        let mut memh = ptr::null_mut();
-        // SAFETY: the context is live; `memh` is written on success.
-        check("ucp_mem_map", unsafe {
-            sys::ucp_mem_map(context.handle(), &params, &mut memh)
+        let class = size_class(len).ok_or_else(|| Error::Fabric {
+            library: "UCX",
+            call: "ucp_mem_map",
+            message: format!("no mapping holds {len} bytes"),
         })?;
-        // From here on, `window`'s Drop unmaps on every error path.
+        let (memh, base) = match context.reuse(class) {
+            Some(grave) => (grave.memh, grave.base),
+            None => map(context, class)?,
+        };
+        // From here on, `window`'s Drop buries the mapping on every error
+        // path.
         let mut window = UcxWindow {
             id,
             memh,
-            base: ptr::null_mut(),
+            base,
             len,
+            class,
             key: RemoteKey::from_bytes(&[KEY_TAG])?,
             context: context.clone(),
         };
-        let mut attr = sys::ucp_mem_attr_t {
-            field_mask: u64::from(sys::UCP_MEM_ATTR_FIELD_ADDRESS | sys::UCP_MEM_ATTR_FIELD_LENGTH),
-            ..Default::default()
-        };
-        // SAFETY: `memh` was just mapped.
-        check("ucp_mem_query", unsafe {
-            sys::ucp_mem_query(memh, &mut attr)
-        })?;
-        if attr.address.is_null() || attr.length < len {
-            return Err(Error::Fabric {
-                library: "UCX",
-                call: "ucp_mem_map",
-                message: format!(
-                    "asked for {len} bytes, got {} at {:?}",
-                    attr.length, attr.address
-                ),
-            });
-        }
-        window.base = attr.address.cast();
         // The allocator UCX picks (shared memory, mmap, heap) is not known
-        // here, and only some of them hand out zeroed pages.
-        // SAFETY: UCX allocated `attr.length` bytes at `base` for us.
+        // here, and only some of them hand out zeroed pages; a reused
+        // mapping's partial pages may hold what stale writes left.
+        // SAFETY: UCX allocated at least `class` bytes at `base` for us.
         unsafe { ptr::write_bytes(window.base, 0, len) };
         let rkey = pack_rkey(context, memh)?;
         window.key = UcxKey {
@@ -189,6 +168,52 @@ impl UcxWindow {
         // bounds; peers change it only with atomics.
         Ok(unsafe { AtomicU64::from_ptr(self.base.add(offset).cast()) })
     }
+}
+
+/// A new mapping of `class` bytes that UCX allocates: its handle and base.
+fn map(context: &Context, class: usize) -> Result<(sys::ucp_mem_h, *mut u8)> {
+    let params = sys::ucp_mem_map_params_t {
+        field_mask: u64::from(
+            sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS
+                | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                | sys::UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        ),
+        address: ptr::null_mut(),
+        length: class,
+        flags: sys::UCP_MEM_MAP_ALLOCATE,
+        ..Default::default()
+    };
+    let mut memh = ptr::null_mut();
+    // SAFETY: the context is live; `memh` is written on success.
+    check("ucp_mem_map", unsafe {
+        sys::ucp_mem_map(context.handle(), &params, &mut memh)
+    })?;
+    let mut attr = sys::ucp_mem_attr_t {
+        field_mask: u64::from(sys::UCP_MEM_ATTR_FIELD_ADDRESS | sys::UCP_MEM_ATTR_FIELD_LENGTH),
+        ..Default::default()
+    };
+    // SAFETY: `memh` was just mapped.
+    let queried = check("ucp_mem_query", unsafe {
+        sys::ucp_mem_query(memh, &mut attr)
+    });
+    let refused = match queried {
+        Err(e) => Some(e),
+        Ok(()) if attr.address.is_null() || attr.length < class => Some(Error::Fabric {
+            library: "UCX",
+            call: "ucp_mem_map",
+            message: format!(
+                "asked for {class} bytes, got {} at {:?}",
+                attr.length, attr.address
+            ),
+        }),
+        Ok(()) => None,
+    };
+    if let Some(e) = refused {
+        // SAFETY: mapped above, unmapped once; nothing else has it.
+        unsafe { sys::ucp_mem_unmap(context.handle(), memh) };
+        return Err(e);
+    }
+    Ok((memh, attr.address.cast()))
 }
 
 /// The packed rkey of `memh`, as bytes.
@@ -254,16 +279,9 @@ impl LocalWindow for UcxWindow {
 
 impl Drop for UcxWindow {
     fn drop(&mut self) {
-        if self.base.is_null() {
-            // `create` failed before the mapping was a window: no key exists.
-            // SAFETY: mapped in `create`, unmapped once; the context is alive
-            // (held by this window).
-            unsafe { sys::ucp_mem_unmap(self.context.handle(), self.memh) };
-            return;
-        }
         self.context.signal_targets().remove(self.id);
-        // SAFETY: UCX allocated `len` bytes at `base` for this window in
-        // `memh`, which nobody uses any more.
-        unsafe { self.context.bury(self.memh, self.base, self.len) };
+        // SAFETY: UCX allocated at least `class` bytes at `base` for this
+        // window in `memh`, which nobody uses any more.
+        unsafe { self.context.bury(self.memh, self.base, self.class) };
     }
 }
