@@ -39,6 +39,10 @@ for example in algorithms/examples/*.rs; do
   name=$(basename "$example" .rs)
   echo "example $name:"
   timeout 120 target/release/catena-run -n 8 -- "target/release/examples/$name"
+  # Built without MPI, the same binary under Hydra's mpiexec starts through
+  # its PMI-1 descriptor.
+  echo "example $name under mpiexec (PMI):"
+  timeout 120 mpiexec -n 8 "target/release/examples/$name"
 done
 ci/faults.sh
 after=$(ls /dev/shm | grep -c '^catena-' || true)

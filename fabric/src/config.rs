@@ -26,6 +26,8 @@ pub const ENV_JOB_KEY: &str = "CATENA_JOB_KEY";
 pub const ENV_PROXY: &str = "CATENA_PROXY";
 /// The index of a proxy's host in the launcher's host list.
 pub const ENV_PROXY_HOST: &str = "CATENA_PROXY_HOST";
+/// Which bootstrap to use: `auto` (the default), `launcher`, `pmi`, `mpi`.
+pub const ENV_BOOTSTRAP: &str = "CATENA_BOOTSTRAP";
 /// Job id of a job started by `mpiexec` (rank 0 makes one up if unset).
 pub const ENV_MPI_JOB: &str = "CATENA_MPI_JOB";
 /// Core this rank pins itself to (`--pin`).

@@ -29,6 +29,9 @@ pub enum Starter {
     Launcher,
     /// MPICH's `mpiexec -n` (the `mpi` feature bootstraps from MPI).
     Mpiexec,
+    /// MPICH's `mpiexec -n`, the ranks bootstrapping through Hydra's PMI-1
+    /// descriptor (`CATENA_BOOTSTRAP=pmi`), with or without MPI linked.
+    MpiexecByPmi,
     /// catena's launcher across this many fake hosts (see [`FAKEHOST`]),
     /// rank r on host r mod hosts.
     LauncherOnHosts(u32),
@@ -204,7 +207,7 @@ pub fn run_case_on<P: Provider>(
 ) {
     let hosts = match starter {
         Starter::LauncherOnHosts(h) | Starter::MpiexecOnHosts(h) => h,
-        Starter::Launcher | Starter::Mpiexec => 0,
+        Starter::Launcher | Starter::Mpiexec | Starter::MpiexecByPmi => 0,
     };
     if hosts > 0 && skip_without_fake_hosts(case) {
         return;
@@ -230,6 +233,12 @@ pub fn run_case_on<P: Provider>(
         Starter::Mpiexec | Starter::MpiexecOnHosts(_) => {
             if !run_as_rank(case, body) {
                 run_under_mpiexec(case, ranks, hosts, env);
+            }
+        }
+        Starter::MpiexecByPmi => {
+            if !run_as_rank(case, body) {
+                let by_pmi = [(crate::config::ENV_BOOTSTRAP, "pmi")];
+                run_under_mpiexec(case, ranks, hosts, &[env, &by_pmi].concat());
             }
         }
     }
@@ -537,6 +546,19 @@ macro_rules! conformance_tests {
                         &$crate::testing::test_name(module_path!(), "suite_under_mpiexec"),
                         &[$($m),+],
                         $crate::testing::Starter::Mpiexec,
+                        case_env(),
+                        $crate::conformance::Check::Suite,
+                    );
+                }
+
+                /// Under Hydra's `mpiexec` through its PMI-1 descriptor,
+                /// no MPI in the way.
+                #[test]
+                fn suite_under_mpiexec_by_pmi() {
+                    $crate::testing::conformance_on::<$provider>(
+                        &$crate::testing::test_name(module_path!(), "suite_under_mpiexec_by_pmi"),
+                        &[$($m),+],
+                        $crate::testing::Starter::MpiexecByPmi,
                         case_env(),
                         $crate::conformance::Check::Suite,
                     );

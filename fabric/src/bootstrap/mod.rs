@@ -7,6 +7,7 @@ pub mod handshake;
 mod local;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod pmi;
 mod tcp;
 pub mod wire;
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 pub use local::{JobSegment, LocalBootstrap};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiBootstrap;
+pub use pmi::{pmi_available, PmiBootstrap};
 /// MPI's communicator handle, as the MPI this build links declares it.
 #[cfg(feature = "mpi")]
 pub type MpiComm = ::mpi::ffi::MPI_Comm;
@@ -23,8 +25,8 @@ pub(crate) use tcp::join_launcher;
 pub use tcp::TcpBootstrap;
 
 use crate::config::{
-    optional, required, ENV_JOB, ENV_JOB_FD, ENV_JOB_KEY, ENV_LAUNCHER, ENV_LOCAL_SIZE,
-    ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
+    optional, required, ENV_BOOTSTRAP, ENV_JOB, ENV_JOB_FD, ENV_JOB_KEY, ENV_LAUNCHER,
+    ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
 };
 use crate::{Error, Rank, Result};
 
@@ -65,17 +67,35 @@ pub fn started_by_mpiexec() -> bool {
         && MPIEXEC_VARS.iter().any(|v| std::env::var_os(v).is_some())
 }
 
-/// The bootstrap this process was started with: catena's launcher, `mpiexec`
-/// (needs the `mpi` feature), or none (a job of one). Pins this process to
-/// the core the launcher chose, if any.
+/// The bootstrap this process was started with: catena's launcher, then
+/// `mpiexec` (through MPI with the `mpi` feature, else through its PMI-1
+/// descriptor), else none (a job of one); `CATENA_BOOTSTRAP` (`launcher`,
+/// `pmi`, `mpi`) chooses one. Pins this process to the core the launcher
+/// chose, if any.
 pub fn from_env() -> Result<Box<dyn Bootstrap>> {
+    match optional::<String>(ENV_BOOTSTRAP)?.as_deref() {
+        None | Some("auto") => {}
+        Some("launcher") if LaunchEnv::from_env()?.is_none() => {
+            return Err(Error::Bootstrap(format!(
+                "{ENV_BOOTSTRAP}=launcher, but catena's launcher did not start this ({ENV_JOB} is not set)"
+            )))
+        }
+        Some("launcher") => {}
+        Some("pmi") => return Ok(Box::new(PmiBootstrap::init()?)),
+        Some("mpi") => return mpi_bootstrap(),
+        Some(other) => {
+            return Err(Error::Bootstrap(format!(
+                "{ENV_BOOTSTRAP}={other:?}: one of auto, launcher, pmi, mpi"
+            )))
+        }
+    }
     if started_by_mpiexec() {
-        #[cfg(feature = "mpi")]
-        return Ok(Box::new(MpiBootstrap::init()?));
-        #[cfg(not(feature = "mpi"))]
-        return Err(Error::Bootstrap(
-            "started by mpiexec, but catena was built without the `mpi` feature".into(),
-        ));
+        // An MPI library speaks PMI itself: with one linked, catena goes
+        // through it rather than share its descriptor.
+        if cfg!(feature = "mpi") || !pmi_available() {
+            return mpi_bootstrap();
+        }
+        return Ok(Box::new(PmiBootstrap::init()?));
     }
     match LaunchEnv::from_env()? {
         Some(env) => {
@@ -96,6 +116,18 @@ pub fn from_env() -> Result<Box<dyn Bootstrap>> {
         }
         None => Ok(Box::new(LocalBootstrap::singleton()?)),
     }
+}
+
+/// The MPI bootstrap, where this build has one.
+fn mpi_bootstrap() -> Result<Box<dyn Bootstrap>> {
+    #[cfg(feature = "mpi")]
+    return Ok(Box::new(MpiBootstrap::init()?));
+    #[cfg(not(feature = "mpi"))]
+    return Err(Error::Bootstrap(
+        "started by mpiexec, but catena was built without the `mpi` feature and the \
+         process manager gave no PMI descriptor (PMI_FD)"
+            .into(),
+    ));
 }
 
 /// Where the ranks of a launched job meet for the bootstrap.
