@@ -487,8 +487,10 @@ macro_rules! across_hosts_tests {
 
 /// Every conformance case of one provider, as `#[test]`s: for each
 /// configuration (a module of tests), every check of
-/// [`Check`] but `Suite` on each of the rank counts, the killed-peer case on each, and (feature `mpi` of the calling
-/// crate) the whole [`SUITE`](crate::conformance::SUITE) under `mpiexec`:
+/// [`Check`] but `Suite` on each of the rank counts, the killed-peer case on
+/// each, [`freed_windows_are_bounded`](crate::conformance::freed_windows_are_bounded)
+/// on one rank, and the whole [`SUITE`](crate::conformance::SUITE) under
+/// `mpiexec` by PMI and (feature `mpi` of the calling crate) by MPI:
 ///
 /// ```ignore
 /// catena_fabric::conformance_tests! {
@@ -535,6 +537,18 @@ macro_rules! conformance_tests {
                     &$crate::testing::test_name(module_path!(), "peer_killed"),
                     &[$($n),+],
                     case_env(),
+                );
+            }
+
+            /// Alone in its process: it reads the process's own figures.
+            #[test]
+            fn freed_windows_are_bounded() {
+                $crate::testing::run_case_on::<$provider>(
+                    &$crate::testing::test_name(module_path!(), "freed_windows_are_bounded"),
+                    1,
+                    $crate::testing::Starter::Launcher,
+                    case_env().env(None),
+                    $crate::conformance::freed_windows_are_bounded,
                 );
             }
 

@@ -234,29 +234,3 @@ fn shm_a_peer_gone_before_first_contact_is_peer_gone() {
         report.output
     );
 }
-
-/// Freed windows are tombstones (docs/providers.md, "Keys"), reused once
-/// out of quarantine: 20,000 allocated and freed windows hold bounded
-/// address space and memory (each kept registration costs libfabric's MR
-/// map a few hundred bytes), over shm and tcp.
-#[test]
-fn shm_freed_windows_are_bounded() {
-    catena_fabric::testing::run_case_on::<OfiTransport>(
-        "shm_freed_windows_are_bounded",
-        1,
-        Starter::Launcher,
-        SHM,
-        catena_fabric::conformance::freed_windows_are_bounded,
-    );
-}
-
-#[test]
-fn tcp_freed_windows_are_bounded() {
-    catena_fabric::testing::run_case_on::<OfiTransport>(
-        "tcp_freed_windows_are_bounded",
-        1,
-        Starter::Launcher,
-        TCP,
-        catena_fabric::conformance::freed_windows_are_bounded,
-    );
-}

@@ -50,17 +50,6 @@ fn finalize_keeps_serving_peers() {
 
 /// Putting into 50 short-lived windows of a peer leaves no pile of mappings:
 /// the origin keeps only mappings of live windows.
-/// The bound ofi and UCX meet with their tombstones, which shm meets by
-/// giving freed windows back at once.
-#[test]
-fn freed_windows_are_bounded() {
-    run_case(
-        "freed_windows_are_bounded",
-        1,
-        conformance::freed_windows_are_bounded,
-    );
-}
-
 #[test]
 fn mappings_of_freed_windows_are_dropped() {
     use catena_fabric::{LocalWindow, RemoteKey, Signal};

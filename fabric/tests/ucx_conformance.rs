@@ -248,28 +248,3 @@ fn tcp_flush_waits_for_signal_messages() {
         );
     }
 }
-
-/// Freed windows are tombstones (docs/providers.md, "Keys"), reused once
-/// out of quarantine: 20,000 allocated and freed windows hold bounded
-/// address space, memory and descriptors, over shared memory and tcp.
-#[test]
-fn shm_freed_windows_are_bounded() {
-    catena_fabric::testing::run_case_on::<UcxTransport>(
-        "shm_freed_windows_are_bounded",
-        1,
-        Starter::Launcher,
-        SHM,
-        catena_fabric::conformance::freed_windows_are_bounded,
-    );
-}
-
-#[test]
-fn tcp_freed_windows_are_bounded() {
-    catena_fabric::testing::run_case_on::<UcxTransport>(
-        "tcp_freed_windows_are_bounded",
-        1,
-        Starter::Launcher,
-        TCP,
-        catena_fabric::conformance::freed_windows_are_bounded,
-    );
-}
