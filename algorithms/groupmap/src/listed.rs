@@ -83,10 +83,24 @@ impl Listed {
         self.iter(world).position(|r| r == w).map(|g| g as u32)
     }
 
+    /// The ranks in group order, decoded in one pass: what the scan of
+    /// `position` runs on.
     pub(crate) fn iter(&self, world: u32) -> impl Iterator<Item = u32> + '_ {
         let width = width(world);
-        let bytes = self.bytes();
-        (0..self.len() as usize).map(move |g| get(bytes, g * width, width))
+        let mask = (1u64 << width) - 1;
+        let mut bytes = self.bytes().iter();
+        // Bits read ahead, lowest first: fewer than `width` + 8 of them.
+        let (mut ahead, mut count) = (0u64, 0usize);
+        (0..self.len()).map(move |_| {
+            while count < width {
+                ahead |= u64::from(*bytes.next().expect("len * width bits")) << count;
+                count += 8;
+            }
+            let rank = (ahead & mask) as u32;
+            ahead >>= width;
+            count -= width;
+            rank
+        })
     }
 }
 
