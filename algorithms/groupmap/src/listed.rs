@@ -78,9 +78,24 @@ impl Listed {
     }
 
     /// The group rank of `w`: a scan, as MPICH's and Open MPI's arrays
-    /// answer it.
+    /// answer it, one 8-byte load a member where 8 bytes are left.
     pub(crate) fn position(&self, w: u32, world: u32) -> Option<u32> {
-        self.iter(world).position(|r| r == w).map(|g| g as u32)
+        let width = width(world);
+        let bytes = self.bytes();
+        let (len, wanted) = (self.len() as usize, u64::from(w));
+        let mask = (1u64 << width) - 1;
+        let loadable = match bytes.len().checked_sub(8) {
+            Some(last_load) => (last_load * 8 / width + 1).min(len),
+            None => 0,
+        };
+        let found = (0..loadable).find(|&g| {
+            let at = g * width;
+            let word = u64::from_le_bytes(bytes[at / 8..at / 8 + 8].try_into().expect("8 bytes"));
+            (word >> (at % 8)) & mask == wanted
+        });
+        found
+            .or_else(|| (loadable..len).find(|&g| get(bytes, g * width, width) == w))
+            .map(|g| g as u32)
     }
 
     /// The ranks in group order, decoded in one pass: what the scan of
@@ -150,9 +165,13 @@ mod tests {
                     ranks,
                     "world {world}"
                 );
+                let first = |r: u32| ranks.iter().position(|&x| x == r).map(|g| g as u32);
                 for (g, &r) in ranks.iter().enumerate() {
                     assert_eq!(listed.get(g as u32, world), r);
-                    assert!(listed.position(r, world).is_some());
+                    assert_eq!(listed.position(r, world), first(r));
+                }
+                for absent in [world - 1, world / 2, 0] {
+                    assert_eq!(listed.position(absent, world), first(absent));
                 }
                 assert_eq!(listed.heap_bytes(), Listed::estimate_heap_bytes(len, world));
                 let fits = len <= 255 && (len as usize * width(world)).div_ceil(8) <= 38;
