@@ -37,32 +37,22 @@ impl JobKey {
 
     /// The key as hex digits, as proxies and ranks are given it.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(self.0)
     }
 
     /// The key `to_hex` wrote; an error that does not repeat the text.
-    pub fn from_hex(hex: &str) -> Result<JobKey> {
-        let hex = hex.trim_end_matches(['\n', '\r']);
-        let digit = |c: u8| (c as char).to_digit(16);
-        let mut key = [0u8; KEY_BYTES];
-        let bytes = hex.as_bytes();
-        if bytes.len() != 2 * KEY_BYTES {
+    pub fn from_hex(text: &str) -> Result<JobKey> {
+        let text = text.trim_end_matches(['\n', '\r']);
+        if text.len() != 2 * KEY_BYTES {
             return Err(Error::Bootstrap(format!(
                 "a job key must be {} hex digits, not {}",
                 2 * KEY_BYTES,
-                bytes.len()
+                text.len()
             )));
         }
-        for (byte, pair) in key.iter_mut().zip(bytes.chunks_exact(2)) {
-            match (digit(pair[0]), digit(pair[1])) {
-                (Some(high), Some(low)) => *byte = (high * 16 + low) as u8,
-                _ => {
-                    return Err(Error::Bootstrap(
-                        "a job key of other than hex digits".into(),
-                    ))
-                }
-            }
-        }
+        let mut key = [0u8; KEY_BYTES];
+        hex::decode_to_slice(text, &mut key)
+            .map_err(|_| Error::Bootstrap("a job key of other than hex digits".into()))?;
         Ok(JobKey(key))
     }
 
