@@ -43,6 +43,8 @@ for example in algorithms/examples/*.rs; do
   # its PMI-1 descriptor.
   echo "example $name under mpiexec (PMI):"
   timeout 120 mpiexec -n 8 "target/release/examples/$name"
+  echo "example $name under mpiexec -pmi-port (PMI at a port):"
+  timeout 120 mpiexec -pmi-port -n 8 "target/release/examples/$name"
 done
 ci/faults.sh
 after=$(ls /dev/shm | grep -c '^catena-' || true)

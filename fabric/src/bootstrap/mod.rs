@@ -59,7 +59,14 @@ pub struct BarrierTicket(pub u64);
 
 /// Variables by which MPI process managers (MPICH's Hydra, PMIx, Open MPI)
 /// tell a process that `mpiexec` started it.
-const MPIEXEC_VARS: [&str; 4] = ["PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "PMI_SIZE"];
+const MPIEXEC_VARS: [&str; 6] = [
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMI_FD",
+    "PMI_PORT",
+    "PMIX_RANK",
+    "OMPI_COMM_WORLD_RANK",
+];
 
 /// Whether `mpiexec` (rather than catena's launcher) started this process.
 pub fn started_by_mpiexec() -> bool {

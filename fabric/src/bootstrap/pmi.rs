@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, RawFd};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::{FromRawFd, IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,10 +20,11 @@ use crate::{Error, Rank, Result};
 
 /// The descriptor Hydra (and Slurm's PMI) hands each rank.
 const ENV_PMI_FD: &str = "PMI_FD";
-/// Where a PMI server listens instead (`host:port`), which this bootstrap
-/// does not speak yet.
+/// Where a PMI server listens instead (`host:port`).
 const ENV_PMI_PORT: &str = "PMI_PORT";
 const ENV_PMI_RANK: &str = "PMI_RANK";
+/// Which process of the job this is, with `PMI_PORT`.
+const ENV_PMI_ID: &str = "PMI_ID";
 const ENV_PMI_SIZE: &str = "PMI_SIZE";
 /// Hydra's count of the ranks on this host.
 const ENV_LOCAL_RANKS: &str = "MPI_LOCALNRANKS";
@@ -63,33 +65,22 @@ struct Wire {
 type Reply = HashMap<String, String>;
 
 impl PmiBootstrap {
-    /// Joins the job on the descriptor in `PMI_FD`.
+    /// Joins the job on the descriptor in `PMI_FD`, or at the server's
+    /// port in `PMI_PORT` (Hydra's `-pmi-port`).
     pub fn init() -> Result<PmiBootstrap> {
-        let Some(fd) = optional::<RawFd>(ENV_PMI_FD)? else {
-            return Err(Error::Bootstrap(match std::env::var(ENV_PMI_PORT) {
-                Ok(port) => format!(
-                    "{ENV_PMI_PORT}={port}: the PMI server's port is not spoken yet, \
-                     only its descriptor ({ENV_PMI_FD})"
-                ),
-                Err(_) => format!("{ENV_PMI_FD} is not set: no PMI process manager started this"),
-            }));
-        };
-        if fd < 0 {
-            return Err(Error::Bootstrap(format!(
-                "{ENV_PMI_FD}={fd} is no descriptor"
-            )));
-        }
-        // SAFETY: the process manager opened `fd` for this process to speak
-        // PMI on, and nothing else in it does (an MPI library would; with
-        // one linked, the MPI bootstrap is used instead).
-        let stream = unsafe { File::from_raw_fd(fd) };
-        let mut wire = Wire {
-            stream,
-            fd,
-            inbox: Vec::new(),
-            barriers_out: 0,
-        };
         let deadline = Instant::now() + INIT_TIMEOUT;
+        let (mut wire, told) = match optional::<RawFd>(ENV_PMI_FD)? {
+            Some(fd) => (Wire::on_descriptor(fd)?, None),
+            None => match optional::<String>(ENV_PMI_PORT)? {
+                Some(port) => Wire::at_port(&port, required(ENV_PMI_ID)?, deadline)?,
+                None => {
+                    return Err(Error::Bootstrap(format!(
+                        "neither {ENV_PMI_FD} nor {ENV_PMI_PORT} is set: no PMI process \
+                         manager started this"
+                    )))
+                }
+            },
+        };
         wire.call(
             "cmd=init pmi_version=1 pmi_subversion=1",
             "response_to_init",
@@ -101,8 +92,10 @@ impl PmiBootstrap {
             .call("cmd=get_my_kvsname", "my_kvsname", deadline)?
             .remove("kvsname")
             .ok_or_else(|| malformed("my_kvsname without a kvsname"))?;
-        let rank: Rank = required(ENV_PMI_RANK)?;
-        let size: u32 = required(ENV_PMI_SIZE)?;
+        let (rank, size): (Rank, u32) = match told {
+            Some(told) => told,
+            None => (required(ENV_PMI_RANK)?, required(ENV_PMI_SIZE)?),
+        };
         if size == 0 || rank >= size {
             return Err(Error::Bootstrap(format!(
                 "{ENV_PMI_RANK}={rank} is not below {ENV_PMI_SIZE}={size}"
@@ -168,6 +161,59 @@ fn chunk_key(rank: Rank, chunk: Option<usize>) -> String {
 }
 
 impl Wire {
+    fn on_descriptor(fd: RawFd) -> Result<Wire> {
+        if fd < 0 {
+            return Err(Error::Bootstrap(format!(
+                "{ENV_PMI_FD}={fd} is no descriptor"
+            )));
+        }
+        // SAFETY: the process manager opened `fd` for this process to speak
+        // PMI on, and nothing else in it does (an MPI library would; with
+        // one linked, the MPI bootstrap is used instead).
+        let stream = unsafe { File::from_raw_fd(fd) };
+        Ok(Wire {
+            stream,
+            fd,
+            inbox: Vec::new(),
+            barriers_out: 0,
+        })
+    }
+
+    /// Connects to the server at `port` (`host:port`) as process `id` of
+    /// the job (`PMI_ID`); the server's answer tells its rank and size.
+    fn at_port(port: &str, id: u32, deadline: Instant) -> Result<(Wire, Option<(Rank, u32)>)> {
+        let at = port
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut found| found.next())
+            .ok_or_else(|| Error::Bootstrap(format!("{ENV_PMI_PORT}={port:?} names no address")))?;
+        let stream = TcpStream::connect_timeout(&at, INIT_TIMEOUT)
+            .map_err(|e| Error::io(format!("connecting to the PMI server at {port}"), e))?;
+        let _ = stream.set_nodelay(true);
+        let fd = stream.into_raw_fd();
+        // SAFETY: the descriptor was just taken from its socket.
+        let stream = unsafe { File::from_raw_fd(fd) };
+        let mut wire = Wire {
+            stream,
+            fd,
+            inbox: Vec::new(),
+            barriers_out: 0,
+        };
+        wire.call(&format!("cmd=initack pmiid={id}"), "initack", deadline)?;
+        let (mut rank, mut size) = (None, None);
+        while rank.is_none() || size.is_none() {
+            let told = wire.recv(deadline)?;
+            if told.get("cmd").map(String::as_str) != Some("set") {
+                return Err(malformed(&format!(
+                    "{told:?} where the server sets rank and size"
+                )));
+            }
+            rank = rank.or(told.get("rank").and_then(|r| r.parse().ok()));
+            size = size.or(told.get("size").and_then(|s| s.parse().ok()));
+        }
+        Ok((wire, rank.zip(size)))
+    }
+
     fn send(&mut self, line: &str) -> Result<()> {
         self.stream
             .write_all(format!("{line}\n").as_bytes())
@@ -182,6 +228,8 @@ impl Wire {
             let reply = self.recv(deadline)?;
             match reply.get("cmd").map(String::as_str) {
                 Some("barrier_out") => self.barriers_out += 1,
+                // What a port's server sets beyond rank and size (debug).
+                Some("set") => {}
                 Some(cmd) if cmd == expected => {
                     return match reply.get("rc").map(String::as_str) {
                         None | Some("0") => Ok(reply),
@@ -400,6 +448,38 @@ mod tests {
             fd,
             inbox: Vec::new(),
             barriers_out: 0,
+        }
+    }
+
+    /// At a port, the server's `set` lines give rank and size, and the
+    /// one it sends beyond them (debug) does not disturb the next call.
+    #[test]
+    fn at_a_port_the_server_tells_rank_and_size() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (theirs, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(theirs.try_clone().unwrap());
+            let mut theirs = theirs;
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            assert_eq!(line, "cmd=initack pmiid=3\n");
+            let told = "cmd=initack\ncmd=set size=4\ncmd=set rank=2\ncmd=set debug=0\n";
+            theirs.write_all(told.as_bytes()).unwrap();
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            assert_eq!(line, "cmd=get_maxes\n");
+            theirs
+                .write_all(b"cmd=maxes vallen_max=512 rc=0\n")
+                .unwrap();
+        });
+        let (mut wire, told) = Wire::at_port(&port, 3, soon()).unwrap();
+        assert_eq!(told, Some((2, 4)));
+        let maxes = wire.call("cmd=get_maxes", "maxes", soon()).unwrap();
+        assert_eq!(maxes["vallen_max"], "512");
+        match Wire::at_port("nowhere.invalid:1", 0, soon()) {
+            Err(e) => assert!(e.to_string().contains("names no address"), "{e}"),
+            Ok(_) => panic!("a port naming no host was taken"),
         }
     }
 
