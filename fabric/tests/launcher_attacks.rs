@@ -330,12 +330,13 @@ fn attacker_user() -> (u32, u32) {
     }
 }
 
-/// A directory both users may write in.
+/// A directory both users may write in: an unguessable name, made here
+/// (never one found), sticky so that neither removes the other's files.
 fn tempdir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("catena-attacks-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let name = format!("catena-attacks-{:016x}", catena_fabric::os::random_u64());
+    let dir = std::env::temp_dir().join(name);
     std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
     dir
 }
 
@@ -381,9 +382,17 @@ fn test_args() -> Vec<std::ffi::OsString> {
         .collect()
 }
 
+/// Makes `path` exist, never through a link another user planted there
+/// (root writes in a directory the attacker may write in) and never
+/// truncating what is there.
 fn touch(path: &Path) {
-    std::fs::write(path, b"").unwrap();
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666));
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 fn wait_for(path: &Path, within: Duration) {
