@@ -45,6 +45,9 @@ pub const ENV_RENDEZVOUS_BYTES: &str = "CATENA_EAGER_RENDEZVOUS_BYTES";
 /// Size of the bulk ring a receiver makes for each peer that sends it
 /// rendezvous messages, in bytes.
 pub const ENV_BULK_BYTES: &str = "CATENA_EAGER_BULK_BYTES";
+/// Peers' entries a rank keeps before it forgets the one it learned first
+/// (each is asked of the bootstrap again when needed).
+pub const ENV_DIRECTORY_ENTRIES: &str = "CATENA_DIRECTORY_ENTRIES";
 /// Bytes of each process's host arena, the memory its host peers share
 /// (virtual: pages are made where regions are used).
 pub const ENV_HOST_ARENA_BYTES: &str = "CATENA_HOST_ARENA_BYTES";

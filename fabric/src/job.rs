@@ -8,26 +8,24 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::{self, Bootstrap};
-use crate::config::{env_number, host_tuning, ENV_HOST_ARENA_BYTES, ENV_SPIN_US};
-use crate::host::{ArenaAddress, ArenaMap, Host, DEFAULT_ARENA_BYTES};
+use crate::config::{
+    env_number, host_tuning, ENV_DIRECTORY_ENTRIES, ENV_HOST_ARENA_BYTES, ENV_SPIN_US,
+};
+use crate::directory::{Directory, DirectoryUse, Entry, DEFAULT_CACHED_ENTRIES};
+use crate::host::{ArenaMap, Host, DEFAULT_ARENA_BYTES};
 use crate::key::KeySecret;
 use crate::os::process_alive;
-use crate::{Directory, Error, FlatDirectory, Rank, Result, Time};
+use crate::{Error, Rank, Result, Time};
 
 /// How often a wait looks whether a peer's process still exists.
 const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(120);
-/// Directory entry header: pid, a hash of the host name, the key secret,
-/// the host arena's address, then the host name's length (a byte) and the
-/// name itself.
-const SECRET_AT: usize = 12;
-const ARENA_AT: usize = SECRET_AT + KeySecret::BYTES;
-const HEADER: usize = ARENA_AT + ArenaAddress::BYTES;
-/// The longest host name an entry carries (Linux allows 64 bytes).
-const MAX_HOST_NAME: usize = 255;
+/// How long the bootstrap may take to answer a lookup.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// This rank's membership in a job, shared by every provider: who it is, its
-/// peers' addresses, the transport clock, failure checks and finalize.
+/// peers' entries (looked up at first contact), the transport clock,
+/// failure checks and finalize.
 pub struct Job {
     rank: Rank,
     size: u32,
@@ -36,16 +34,19 @@ pub struct Job {
     cores: usize,
     host: u64,
     host_name: String,
-    /// How many hosts the job's ranks run on (known after the exchange).
+    /// How many hosts the job's ranks run on (known once published).
     hosts: u32,
+    /// Ranks on this host: the bootstrap's count, then its placement's.
+    local_size: u32,
     /// Seals the keys of this rank's windows (see [`KeySecret`]).
     secret: KeySecret,
     epoch: Instant,
     /// `epoch` on the kernel's monotonic clock, in nanoseconds.
     epoch_ns: u64,
     bootstrap: Box<dyn Bootstrap>,
-    directory: FlatDirectory,
-    /// This rank's host arena, made when the addresses are exchanged.
+    /// Peers' entries, made when this rank publishes its own.
+    directory: Option<Directory>,
+    /// This rank's host arena, made when it publishes its entry.
     host_memory: Option<Host>,
     last_peer_check: Cell<Instant>,
     wake_at: Cell<Time>,
@@ -72,11 +73,12 @@ impl Job {
             host: host_hash(&name),
             host_name: name,
             hosts: 1,
+            local_size: bootstrap.local_size(),
             secret: KeySecret::draw(),
             epoch: Instant::now(),
             epoch_ns: crate::os::monotonic_ns(),
             bootstrap,
-            directory: FlatDirectory::new(Vec::new()),
+            directory: None,
             host_memory: None,
             last_peer_check: Cell::new(Instant::now()),
             wake_at: Cell::new(Time::MAX),
@@ -84,59 +86,81 @@ impl Job {
         }
     }
 
-    /// Makes this rank's host arena, publishes it with the provider address
-    /// and key secret, and learns everyone's (once).
-    pub fn exchange_addresses(&mut self, address: &[u8]) -> Result<()> {
+    /// Makes this rank's host arena and publishes it with the provider
+    /// `address` and key secret (once); peers' entries are looked up when
+    /// first needed.
+    pub fn publish(&mut self, address: &[u8]) -> Result<()> {
         let arena_bytes = env_number(ENV_HOST_ARENA_BYTES)?.unwrap_or(DEFAULT_ARENA_BYTES);
         let mut host_memory = Host::create(self.rank, &self.id, arena_bytes, host_tuning()?)?;
-        let mut entry = std::process::id().to_le_bytes().to_vec();
-        entry.extend_from_slice(&self.host.to_le_bytes());
-        entry.extend_from_slice(&self.secret.to_bytes());
-        entry.extend_from_slice(&host_memory.address().to_bytes());
-        let name = &self.host_name.as_bytes()[..self.host_name.len().min(MAX_HOST_NAME)];
-        entry.push(name.len() as u8);
-        entry.extend_from_slice(name);
-        entry.extend_from_slice(address);
-        let all = self.bootstrap.allgather(&entry, BOOTSTRAP_TIMEOUT)?;
-        if let Some(rank) = all
-            .iter()
-            .position(|a| a.len() <= HEADER || a.len() < address_at(a))
+        let own = Entry {
+            pid: std::process::id(),
+            host: self.host,
+            secret: self.secret,
+            arena: host_memory.address(),
+            host_name: self.host_name.as_str().into(),
+            address: address.into(),
+        };
+        let placement = self.bootstrap.publish(&own.encode(), BOOTSTRAP_TIMEOUT)?;
+        if !placement.local_ranks.contains(&self.rank)
+            || placement.local_ranks.iter().any(|&r| r >= self.size)
         {
             return Err(Error::Bootstrap(format!(
-                "rank {rank} published a truncated address"
+                "the starter placed ranks {:?} on this host, which is rank {}'s of {}",
+                placement.local_ranks, self.rank, self.size
             )));
         }
-        let mut hosts: Vec<u64> = all.iter().map(|a| entry_host(a)).collect();
-        hosts.sort_unstable();
-        hosts.dedup();
-        self.hosts = hosts.len() as u32;
-        host_memory.set_ranks(
-            (0..all.len() as Rank)
-                .filter(|&r| entry_host(&all[r as usize]) == self.host)
-                .collect(),
-        );
+        self.hosts = placement.hosts.max(1);
+        self.local_size = placement.local_ranks.len() as u32;
+        host_memory.set_ranks(placement.local_ranks);
         self.host_memory = Some(host_memory);
-        self.directory = FlatDirectory::new(all);
+        let capacity = env_number(ENV_DIRECTORY_ENTRIES)?.unwrap_or(DEFAULT_CACHED_ENTRIES);
+        self.directory = Some(Directory::new(self.size, self.rank, own, capacity));
         Ok(())
     }
 
+    /// `rank`'s entry: from the directory, else asked of the bootstrap.
+    fn entry(&self, rank: Rank) -> Result<Rc<Entry>> {
+        let directory = self
+            .directory
+            .as_ref()
+            .ok_or_else(|| Error::Bootstrap("this rank has not published its entry yet".into()))?;
+        directory.entry(rank, || self.bootstrap.lookup(rank, LOOKUP_TIMEOUT))
+    }
+
+    /// What this rank's directory of peers holds now.
+    pub fn directory_use(&self) -> DirectoryUse {
+        self.directory
+            .as_ref()
+            .map_or_else(DirectoryUse::default, Directory::usage)
+    }
+
+    /// The peers whose entries this rank holds, ascending.
+    pub fn directory_ranks(&self) -> Vec<Rank> {
+        self.directory
+            .as_ref()
+            .map_or_else(Vec::new, Directory::held_ranks)
+    }
+
     /// This rank's host memory: its arena and its peers' (see
-    /// [`crate::HostMemory`]); `Bootstrap` before the addresses are exchanged.
+    /// [`crate::HostMemory`]); `Bootstrap` before the entry is published.
     pub fn host_memory(&self) -> Result<&Host> {
         self.host_memory
             .as_ref()
-            .ok_or_else(|| Error::Bootstrap("the job's addresses are not exchanged yet".into()))
+            .ok_or_else(|| Error::Bootstrap("this rank has not published its entry yet".into()))
     }
 
     /// `rank`'s host arena, mapped on first use.
     pub fn host_peer(&self, rank: Rank) -> Result<Rc<ArenaMap>> {
         self.check_rank(rank)?;
         self.host_memory()?.peer(rank, &self.id, || {
-            let entry = self.directory.address(rank)?;
-            let arena = entry[ARENA_AT..HEADER]
-                .try_into()
-                .expect("checked at the exchange");
-            Ok((self.pid(rank)?, ArenaAddress::from_bytes(arena)))
+            let entry = self.entry(rank)?;
+            if entry.host != self.host {
+                return Err(Error::Bootstrap(format!(
+                    "rank {rank} was placed on this host but runs on {}",
+                    entry.host_name
+                )));
+            }
+            Ok((entry.pid, entry.arena))
         })
     }
 
@@ -151,40 +175,19 @@ impl Job {
         self.host
     }
 
-    /// The job's hosts by name, each with its number of ranks, in the order
-    /// of their first rank. O(ranks): for messages, not for hot paths.
-    pub fn host_names(&self) -> Vec<(String, u32)> {
-        let mut hosts: Vec<(String, u32)> = Vec::new();
-        for rank in 0..self.directory.size() {
-            let Ok(entry) = self.directory.address(rank) else {
-                continue;
-            };
-            let name = String::from_utf8_lossy(&entry[HEADER + 1..address_at(entry)]);
-            match hosts.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, count)) => *count += 1,
-                None => hosts.push((name.into_owned(), 1)),
-            }
-        }
-        hosts
-    }
-
     /// `Unavailable` naming the hosts when the job spans more than one:
     /// for a provider (`provider`) whose ranks reach only their own host.
     pub fn require_one_host(&self, provider: &str) -> Result<()> {
         if self.hosts <= 1 {
             return Ok(());
         }
-        let names: Vec<String> = self
-            .host_names()
-            .iter()
-            .map(|(name, ranks)| format!("{name} ({ranks} ranks)"))
-            .collect();
+        let local = self.host_memory().map_or(0, |host| host.ranks().len());
         Err(Error::Unavailable {
             requested: provider.into(),
             why: format!(
-                "the job spans {} hosts: {}; it reaches only ranks on its own host",
-                self.hosts,
-                names.join(", ")
+                "the job spans {} hosts ({} with {local} of its {} ranks); it reaches only \
+                 ranks on its own host",
+                self.hosts, self.host_name, self.size
             ),
             available: crate::provider::NETWORK_PROVIDERS.join(", "),
         })
@@ -223,12 +226,12 @@ impl Job {
     /// Whether more ranks share this machine than it has cores, so that a
     /// spinning rank only delays the one it waits for.
     pub fn oversubscribed(&self) -> bool {
-        self.bootstrap.local_size() as usize > self.cores
+        self.local_size as usize > self.cores
     }
 
     /// Whether every rank of the job runs on this machine.
     pub fn single_node(&self) -> bool {
-        self.bootstrap.local_size() == self.size
+        self.local_size == self.size
     }
 
     /// How long a waiting rank re-polls before it parks: `CATENA_SPIN_US`,
@@ -242,10 +245,9 @@ impl Job {
         })
     }
 
-    /// The provider address `rank` published.
-    pub fn address(&self, rank: Rank) -> Result<&[u8]> {
-        let entry = self.directory.address(rank)?;
-        Ok(&entry[address_at(entry)..])
+    /// The entry `rank` published, its provider address among it.
+    pub fn peer(&self, rank: Rank) -> Result<Rc<Entry>> {
+        self.entry(rank)
     }
 
     /// The secret that seals this rank's keys.
@@ -257,11 +259,7 @@ impl Job {
     /// The secret `rank` seals its keys with, as it published it.
     #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn peer_key_secret(&self, rank: Rank) -> Result<KeySecret> {
-        let entry = self.directory.address(rank)?;
-        let bytes = entry[SECRET_AT..ARENA_AT]
-            .try_into()
-            .expect("checked at the exchange");
-        Ok(KeySecret::from_bytes(bytes))
+        Ok(self.entry(rank)?.secret)
     }
 
     /// `InvalidRank` unless `rank` is in this job.
@@ -286,8 +284,7 @@ impl Job {
 
     /// The process id of `rank` (on its own host).
     pub fn pid(&self, rank: Rank) -> Result<u32> {
-        let entry = self.directory.address(rank)?;
-        Ok(u32::from_le_bytes(entry[..4].try_into().expect("4 bytes")))
+        Ok(self.entry(rank)?.pid)
     }
 
     /// `PeerGone` if `rank` runs on this host and its process is gone
@@ -298,9 +295,8 @@ impl Job {
             return Ok(());
         }
         self.last_peer_check.set(now);
-        let pid = self.pid(rank)?;
-        let entry = self.directory.address(rank)?;
-        if entry_host(entry) != self.host || process_alive(pid as i32) {
+        let entry = self.entry(rank)?;
+        if entry.host != self.host || process_alive(entry.pid as i32) {
             Ok(())
         } else {
             Err(Error::PeerGone { rank })
@@ -360,16 +356,6 @@ impl Job {
 /// names only what libfabric's shm provider puts in /dev/shm).
 pub fn new_job_id() -> String {
     format!("j{:016x}", crate::os::random_u64())
-}
-
-/// Where the provider address starts in a directory entry (checked to be
-/// within the entry at the exchange).
-fn address_at(entry: &[u8]) -> usize {
-    HEADER + 1 + entry.get(HEADER).copied().unwrap_or(0) as usize
-}
-
-fn entry_host(entry: &[u8]) -> u64 {
-    u64::from_le_bytes(entry[4..12].try_into().expect("8 bytes"))
 }
 
 fn host_name() -> String {

@@ -37,7 +37,7 @@ mod transport;
 #[cfg(feature = "ucx")]
 pub mod ucx;
 
-pub use directory::{Directory, FlatDirectory};
+pub use directory::{entry_bytes, Directory, DirectoryUse, Entry};
 pub use error::{Error, Result};
 pub use executor::block_on;
 pub use key::RemoteKey;

@@ -16,6 +16,9 @@ pub trait Provider: Transport + Blocking + Sized + 'static {
     /// Joins the job `job` describes (its bootstrap already made),
     /// configured by the provider's `CATENA_*` variables.
     fn from_job(job: Job) -> Result<Self>;
+    /// The job it joined: identity, placement and the directory of the
+    /// peers it contacted.
+    fn job(&self) -> &Job;
     /// Joins the job this process was started into (see [`Job::from_env`]).
     fn from_env() -> Result<Self> {
         Self::from_job(Job::from_env()?)

@@ -35,7 +35,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use compute::{thread_cpu_ns, ComputeFactor, CpuClock};
 pub use eager::EagerRank;
@@ -113,7 +113,15 @@ impl Ord for Event {
     }
 }
 
-/// What one virtual rank holds in the simulator (96 bytes).
+/// Bytes a rank's directory spends on one peer in the simulator: a real
+/// directory's cost for an entry with a 300-byte provider address (a UCX
+/// worker address with shared-memory and network transports) and a
+/// 16-byte host name.
+pub fn directory_entry_bytes() -> u64 {
+    catena_fabric::entry_bytes(300, 16) as u64
+}
+
+/// What one virtual rank holds in the simulator (104 bytes).
 #[derive(Default)]
 struct RankState {
     clock: Cell<u64>,
@@ -125,6 +133,8 @@ struct RankState {
     puts_landed: Cell<u64>,
     /// Bytes the transport holds for this rank: unconsumed messages, windows.
     held: Cell<u64>,
+    /// Peers whose start-up entries this rank's directory holds.
+    directory_entries: Cell<u32>,
     /// Inside a transport call (perhaps waiting in it): not computing.
     in_call: Cell<bool>,
     /// The next [`catena_fabric::Rma::next_serial`].
@@ -154,8 +164,12 @@ pub struct Report {
     /// Events the simulator carried out (deliveries, puts, wake-ups, ...).
     pub events: u64,
     /// The most bytes the transport held for one rank at any time
-    /// (unconsumed messages and windows).
+    /// (unconsumed messages, windows and its directory of peers).
     pub peak_transport_bytes: u64,
+    /// The most peers' entries one rank's directory held (the peers it
+    /// sent to or received from), and their bytes as
+    /// [`directory_entry_bytes`] each.
+    pub peak_directory_entries: u32,
     /// Real (host) time the run took.
     pub wall: Duration,
     /// Puts and atomics that [`Sim::with_delays`] delayed (0 without).
@@ -241,6 +255,10 @@ pub struct Sim {
     messages: Cell<u64>,
     bytes: Cell<u64>,
     peak_held: Cell<u64>,
+    /// Pairs of ranks that learned each other's entries, as
+    /// `low << 32 | high`.
+    contacts: RefCell<FxHashSet<u64>>,
+    peak_directory_entries: Cell<u32>,
     observer: Option<Observer>,
     /// The rank whose code runs now.
     running: Cell<Option<Rank>>,
@@ -287,6 +305,8 @@ impl Sim {
             messages: Cell::new(0),
             bytes: Cell::new(0),
             peak_held: Cell::new(0),
+            contacts: RefCell::default(),
+            peak_directory_entries: Cell::new(0),
             observer: None,
             running: Cell::new(None),
             control_base: Cell::new(0),
@@ -478,8 +498,29 @@ impl Sim {
         held.set(held.get().saturating_sub(bytes));
     }
 
+    /// Records that `a` and `b` met (a send from one to the other): each
+    /// then holds the other's entry, as a real rank's directory does after
+    /// its first lookup, charged once per pair.
+    fn contact(&self, a: Rank, b: Rank) {
+        if a == b {
+            return;
+        }
+        let pair = u64::from(a.min(b)) << 32 | u64::from(a.max(b));
+        if !self.as_transport(|| self.contacts.borrow_mut().insert(pair)) {
+            return;
+        }
+        for rank in [a, b] {
+            let entries = &self.state(rank).directory_entries;
+            entries.set(entries.get() + 1);
+            self.peak_directory_entries
+                .set(self.peak_directory_entries.get().max(entries.get()));
+            self.hold(rank, directory_entry_bytes());
+        }
+    }
+
     /// Charges `from` for sending `bytes` to `to` now: returns the arrival.
     fn transmit(&self, from: Rank, to: Rank, bytes: usize) -> Time {
+        self.contact(from, to);
         let mut model = self.model.borrow_mut();
         let s = self.state(from);
         let start = s.clock.get().max(s.next_send.get());
@@ -585,6 +626,7 @@ impl Sim {
             bytes: self.bytes.get(),
             events,
             peak_transport_bytes: self.peak_held.get(),
+            peak_directory_entries: self.peak_directory_entries.get(),
             wall: started.elapsed(),
             delayed_operations: self.jitter.borrow().as_ref().map_or(0, |j| j.operations),
             trace: self.trace.as_ref().map(|t| t.take()).unwrap_or_default(),

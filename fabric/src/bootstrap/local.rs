@@ -1,6 +1,6 @@
 //! The local launcher's bootstrap: one job segment (shared memory with no
 //! name) that the launcher creates and its ranks inherit, holding a slot per
-//! rank for the address allgather, an arrival counter (a futex) for
+//! rank for its published entry, an arrival counter (a futex) for
 //! barriers, and the launcher's failure flag.
 
 use std::cell::Cell;
@@ -8,7 +8,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{BarrierTicket, Bootstrap, LaunchEnv};
+use super::{BarrierTicket, Bootstrap, LaunchEnv, Placement};
 use crate::shm::futex;
 use crate::shm::segment::Segment;
 use crate::{Error, Rank, Result};
@@ -202,15 +202,15 @@ impl Bootstrap for LocalBootstrap {
         self.local_size
     }
 
-    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
+    fn publish(&self, mine: &[u8], timeout: Duration) -> Result<Placement> {
         if self.rounds.get() != 0 {
             return Err(Error::Bootstrap(
-                "the address allgather runs once, before any barrier".into(),
+                "the entry is published once, before any barrier".into(),
             ));
         }
         if mine.len() > SLOT_DATA {
             return Err(Error::Bootstrap(format!(
-                "address of {} bytes exceeds {SLOT_DATA}",
+                "an entry of {} bytes exceeds {SLOT_DATA}",
                 mine.len()
             )));
         }
@@ -221,30 +221,46 @@ impl Bootstrap for LocalBootstrap {
             std::ptr::copy_nonoverlapping(mine.as_ptr(), slot.add(8), mine.len());
         }
         self.segment.arrive_and_wait(self.next_round(), timeout)?;
-        (0..self.size)
-            .map(|rank| {
-                let slot = self.segment.slot(rank);
-                let mut len = [0u8; 8];
-                // SAFETY: every slot was written before its owner arrived.
-                unsafe { std::ptr::copy_nonoverlapping(slot, len.as_mut_ptr(), 8) };
-                let len = u64::from_le_bytes(len) as usize;
-                if len > SLOT_DATA {
-                    return Err(Error::Bootstrap(format!(
-                        "rank {rank} published a corrupt address"
-                    )));
-                }
-                let mut data = vec![0u8; len];
-                // SAFETY: as above, and len is within the slot.
-                unsafe { std::ptr::copy_nonoverlapping(slot.add(8), data.as_mut_ptr(), len) };
-                Ok(data)
-            })
-            .collect()
+        // The local launcher starts every rank on its own host.
+        Ok(Placement {
+            hosts: 1,
+            local_ranks: (0..self.size).collect(),
+        })
+    }
+
+    fn lookup(&self, rank: Rank, _timeout: Duration) -> Result<Vec<u8>> {
+        if self.rounds.get() == 0 {
+            return Err(Error::Bootstrap(
+                "a lookup before the entries are published".into(),
+            ));
+        }
+        if rank >= self.size {
+            return Err(Error::InvalidRank {
+                rank,
+                size: self.size,
+            });
+        }
+        let slot = self.segment.slot(rank);
+        let mut len = [0u8; 8];
+        // SAFETY: every slot was written before its owner arrived at the
+        // publishing barrier, which this rank passed.
+        unsafe { std::ptr::copy_nonoverlapping(slot, len.as_mut_ptr(), 8) };
+        let len = u64::from_le_bytes(len) as usize;
+        if len > SLOT_DATA {
+            return Err(Error::Bootstrap(format!(
+                "rank {rank} published a corrupt entry"
+            )));
+        }
+        let mut data = vec![0u8; len];
+        // SAFETY: as above, and len is within the slot.
+        unsafe { std::ptr::copy_nonoverlapping(slot.add(8), data.as_mut_ptr(), len) };
+        Ok(data)
     }
 
     fn start_barrier(&self) -> Result<BarrierTicket> {
         if self.rounds.get() == 0 {
             return Err(Error::Bootstrap(
-                "a barrier before the address allgather".into(),
+                "a barrier before the entries are published".into(),
             ));
         }
         let target = self.next_round();

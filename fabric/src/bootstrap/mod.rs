@@ -1,7 +1,7 @@
 //! How a process learns who it is and meets its peers: rank, size, job id,
-//! one allgather of provider addresses, barriers, and job-failure news.
-//! The local launcher's bootstrap is [`LocalBootstrap`]; an MPI one plugs in
-//! behind the same trait.
+//! where the ranks run, each rank's published entry (asked for at first
+//! contact, never gathered whole), barriers, and job-failure news. One
+//! implementation per starter: catena's launcher, PMI-1/2, PMIx, MPI.
 
 pub mod handshake;
 mod local;
@@ -31,7 +31,8 @@ use crate::config::{
 use crate::{Error, Rank, Result};
 
 /// What a provider's [`Job`](crate::job::Job) needs from whoever started the
-/// process: identity, one address exchange, barriers and failure news.
+/// process: identity, publishing and looking up entries, barriers and
+/// failure news.
 pub trait Bootstrap {
     /// This process's rank, in `0..size()`.
     fn rank(&self) -> Rank;
@@ -41,8 +42,12 @@ pub trait Bootstrap {
     fn job_id(&self) -> &str;
     /// Ranks sharing this machine.
     fn local_size(&self) -> u32;
-    /// Every rank's `mine`, in rank order. Called once, at start-up.
-    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>>;
+    /// Publishes this rank's entry `mine` and waits until every rank has
+    /// published its own (a fence that gathers nothing). Called once, at
+    /// start-up, before any lookup or barrier.
+    fn publish(&self, mine: &[u8], timeout: Duration) -> Result<Placement>;
+    /// The entry `rank` published: asked when this rank first contacts it.
+    fn lookup(&self, rank: Rank, timeout: Duration) -> Result<Vec<u8>>;
     /// Arrives at the next barrier without waiting (like `MPI_Ibarrier`);
     /// returns the ticket `barrier_done` tests.
     fn start_barrier(&self) -> Result<BarrierTicket>;
@@ -51,6 +56,16 @@ pub trait Bootstrap {
     fn barrier_done(&self, ticket: BarrierTicket) -> Result<bool>;
     /// The first rank the job lost, if it lost one.
     fn failed_rank(&self) -> Option<Rank>;
+}
+
+/// Where the job's ranks run, as the starter tells it: O(ranks of this
+/// host), never a table of the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// How many hosts the job spans.
+    pub hosts: u32,
+    /// The ranks on this host, ascending (this rank among them).
+    pub local_ranks: Vec<Rank>,
 }
 
 /// Names one barrier started with `Bootstrap::start_barrier`.

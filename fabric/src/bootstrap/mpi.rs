@@ -1,8 +1,10 @@
 //! Bootstrap from MPI, for binaries started by `mpiexec` (feature `mpi`):
 //! rank and size come from `MPI_COMM_WORLD` (or from a communicator the
-//! program names, which catena duplicates), provider addresses are
-//! exchanged with two allgathers (lengths, then blocks padded to the longest)
-//! and barriers are `MPI_Ibarrier` + `MPI_Test`. MPI stays initialized for
+//! program names, which catena duplicates), entries are exchanged with two
+//! allgathers (lengths, then blocks padded to the longest) and barriers are
+//! `MPI_Ibarrier` + `MPI_Test`. MPI has no directory to ask, so this is the
+//! one bootstrap that holds every rank's entry: O(N) bytes per process,
+//! where PMI, PMIx and catena's launcher hold only the peers contacted. MPI stays initialized for
 //! the life of the bootstrap, so catena coexists with MPI use by the program.
 //! Every wait is bounded, and a rank that leaves before the finalize barrier
 //! (a start-up failure, an error, a panic) ends the whole job with
@@ -18,7 +20,7 @@ use mpi::raw::FromRaw;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 
-use super::{BarrierTicket, Bootstrap};
+use super::{BarrierTicket, Bootstrap, Placement};
 use crate::config::ENV_MPI_JOB;
 use crate::job::new_job_id;
 use crate::{owned_name, Error, Rank, Result};
@@ -43,8 +45,9 @@ pub struct MpiBootstrap {
     rank: Rank,
     size: u32,
     job: String,
-    local_size: u32,
-    gathered: Cell<bool>,
+    placement: Placement,
+    /// Every rank's entry, once published.
+    entries: RefCell<Vec<Vec<u8>>>,
     /// The one barrier in flight, with its ticket.
     barrier: RefCell<Option<(u64, Request<'static, ()>)>>,
     barriers_done: Cell<u64>,
@@ -69,14 +72,14 @@ impl MpiBootstrap {
         };
         let world = SimpleCommunicator::world();
         match Self::join(&world) {
-            Ok((job, local_size)) => Ok(MpiBootstrap {
+            Ok((job, placement)) => Ok(MpiBootstrap {
                 universe,
                 rank: world.rank() as Rank,
                 size: world.size() as u32,
                 world,
                 job,
-                local_size,
-                gathered: Cell::new(false),
+                placement,
+                entries: RefCell::new(Vec::new()),
                 barrier: RefCell::new(None),
                 barriers_done: Cell::new(0),
             }),
@@ -130,25 +133,32 @@ impl MpiBootstrap {
         }
         // SAFETY: the duplicate is a fresh, live handle owned from here.
         let own = unsafe { SimpleCommunicator::from_raw(dup) };
-        let (job, local_size) = Self::join(&own)?;
+        let (job, placement) = Self::join(&own)?;
         Ok(MpiBootstrap {
             universe: None,
             rank: own.rank() as Rank,
             size: own.size() as u32,
             world: own,
             job,
-            local_size,
-            gathered: Cell::new(false),
+            placement,
+            entries: RefCell::new(Vec::new()),
             barrier: RefCell::new(None),
             barriers_done: Cell::new(0),
         })
     }
 
-    /// The job id (from rank 0) and the number of ranks on this machine.
-    fn join(world: &SimpleCommunicator) -> Result<(String, u32)> {
+    /// The job id (from rank 0) and where the ranks run (this machine's
+    /// ranks by a shared-memory split, the hosts by counting its leaders).
+    fn join(world: &SimpleCommunicator) -> Result<(String, Placement)> {
         // mpiexec has no cleanup of its own for what killed ranks left.
         owned_name::remove_dead();
-        let local_size = world.split_shared(world.rank()).size() as u32;
+        let local = world.split_shared(world.rank());
+        let mut local_ranks = vec![0 as Rank; local.size() as usize];
+        local.all_gather_into(&(world.rank() as Rank), &mut local_ranks[..]);
+        let leader = u32::from(local.rank() == 0);
+        let mut hosts = 0u32;
+        world.all_reduce_into(&leader, &mut hosts, mpi::collective::SystemOperation::sum());
+        let placement = Placement { hosts, local_ranks };
         let mut job = vec![0u8; MAX_JOB_ID];
         if world.rank() == 0 {
             let id = std::env::var(ENV_MPI_JOB).unwrap_or_else(|_| new_job_id());
@@ -167,10 +177,7 @@ impl MpiBootstrap {
             root.immediate_broadcast_into(StaticScope, &mut job[..])
         })?;
         let len = job.iter().position(|&b| b == 0).unwrap_or(MAX_JOB_ID);
-        Ok((
-            String::from_utf8_lossy(&job[..len]).into_owned(),
-            local_size,
-        ))
+        Ok((String::from_utf8_lossy(&job[..len]).into_owned(), placement))
     }
 }
 
@@ -250,15 +257,15 @@ impl Bootstrap for MpiBootstrap {
     }
 
     fn local_size(&self) -> u32 {
-        self.local_size
+        self.placement.local_ranks.len() as u32
     }
 
-    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
-        if self.gathered.replace(true) {
-            return Err(Error::Bootstrap("the address allgather runs once".into()));
+    fn publish(&self, mine: &[u8], timeout: Duration) -> Result<Placement> {
+        if !self.entries.borrow().is_empty() {
+            return Err(Error::Bootstrap("the entry is published once".into()));
         }
         let deadline = Instant::now() + timeout;
-        let what = "the MPI address allgather";
+        let what = "the MPI entry allgather";
         let world = &self.world;
         let lengths = (vec![mine.len() as u64], vec![0u64; self.size as usize]);
         let (_, lengths) = bounded(lengths, timeout, what, |(mine, all)| {
@@ -272,11 +279,28 @@ impl Bootstrap for MpiBootstrap {
         let (_, blocks) = bounded(blocks, left, what, |(mine, all)| {
             world.immediate_all_gather_into(StaticScope, &mine[..], &mut all[..])
         })?;
-        Ok(lengths
+        *self.entries.borrow_mut() = lengths
             .iter()
             .enumerate()
             .map(|(rank, &len)| blocks[rank * block..][..len as usize].to_vec())
-            .collect())
+            .collect();
+        Ok(self.placement.clone())
+    }
+
+    fn lookup(&self, rank: Rank, _timeout: Duration) -> Result<Vec<u8>> {
+        let entries = self.entries.borrow();
+        if entries.is_empty() {
+            return Err(Error::Bootstrap(
+                "a lookup before the entries are published".into(),
+            ));
+        }
+        entries
+            .get(rank as usize)
+            .cloned()
+            .ok_or(Error::InvalidRank {
+                rank,
+                size: self.size,
+            })
     }
 
     fn start_barrier(&self) -> Result<BarrierTicket> {

@@ -1,8 +1,10 @@
 //! The bootstrap of a rank whose job spans hosts: one TCP connection to the
-//! launcher carries the address allgather, barriers and failure news. A
-//! thread reads the launcher's frames, so that news arrives while the rank
+//! launcher carries this rank's entry, its lookups of peers' entries (the
+//! launcher holds the job's directory), barriers and failure news. A thread
+//! reads the launcher's frames, so that news arrives while the rank
 //! computes; every wait is bounded.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::handshake::{self, JobKey};
 use super::wire::{Frame, Peer};
-use super::{BarrierTicket, Bootstrap};
+use super::{BarrierTicket, Bootstrap, Placement};
 use crate::{Error, Rank, Result};
 
 /// How long a rank keeps trying to reach the launcher at start-up (it may
@@ -27,18 +29,32 @@ pub struct TcpBootstrap {
     local_size: u32,
     to_launcher: Mutex<TcpStream>,
     news: Arc<News>,
-    gathered: AtomicBool,
+    published: AtomicBool,
     barriers_started: AtomicU64,
 }
 
 /// What the launcher told this rank, filled in by the reader thread.
 #[derive(Default)]
 struct News {
-    gathered: Mutex<Option<Vec<Vec<u8>>>>,
+    answers: Mutex<Answers>,
     arrived: Condvar,
     released: AtomicU64,
     /// Failed rank + 1; `u32::MAX` once the launcher is gone.
     failed: AtomicU32,
+}
+
+/// The launcher's answers not yet taken.
+#[derive(Default)]
+struct Answers {
+    fenced: Option<Placement>,
+    /// At most the entries of lookups in flight (one per calling thread).
+    entries: HashMap<Rank, Vec<u8>>,
+}
+
+impl News {
+    fn answers(&self) -> std::sync::MutexGuard<'_, Answers> {
+        self.answers.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// `News::failed` once the connection to the launcher broke.
@@ -72,7 +88,7 @@ impl TcpBootstrap {
             local_size,
             to_launcher: Mutex::new(writer),
             news,
-            gathered: AtomicBool::new(false),
+            published: AtomicBool::new(false),
             barriers_started: AtomicU64::new(0),
         })
     }
@@ -80,6 +96,33 @@ impl TcpBootstrap {
     fn send(&self, frame: &Frame) -> Result<()> {
         let mut stream = self.to_launcher.lock().unwrap_or_else(|e| e.into_inner());
         frame.write(&mut *stream)
+    }
+
+    /// Waits until `take` finds its answer, the job fails, or `timeout`.
+    fn wait<T>(
+        &self,
+        timeout: Duration,
+        what: &'static str,
+        mut take: impl FnMut(&mut Answers) -> Option<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        let mut answers = self.news.answers();
+        loop {
+            if let Some(answer) = take(&mut answers) {
+                return Ok(answer);
+            }
+            self.check_failed()?;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout { what });
+            }
+            answers = self
+                .news
+                .arrived
+                .wait_timeout(answers, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     fn check_failed(&self) -> Result<()> {
@@ -120,8 +163,15 @@ pub(crate) fn join_launcher(launcher: SocketAddr, key: &JobKey, peer: Peer) -> R
 fn read_news(mut stream: TcpStream, news: &News) {
     loop {
         match Frame::read(&mut stream) {
-            Ok(Some(Frame::Gathered(all))) => {
-                *news.gathered.lock().unwrap_or_else(|e| e.into_inner()) = Some(all);
+            Ok(Some(Frame::Fenced { hosts, local })) => {
+                news.answers().fenced = Some(Placement {
+                    hosts,
+                    local_ranks: local,
+                });
+                news.arrived.notify_all();
+            }
+            Ok(Some(Frame::Entry(rank, entry))) => {
+                news.answers().entries.insert(rank, entry);
                 news.arrived.notify_all();
             }
             Ok(Some(Frame::Released(n))) => {
@@ -169,44 +219,44 @@ impl Bootstrap for TcpBootstrap {
         self.local_size
     }
 
-    fn allgather(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>> {
-        if self.gathered.swap(true, Ordering::AcqRel) {
-            return Err(Error::Bootstrap("the address allgather runs once".into()));
+    fn publish(&self, mine: &[u8], timeout: Duration) -> Result<Placement> {
+        if self.published.swap(true, Ordering::AcqRel) {
+            return Err(Error::Bootstrap("the entry is published once".into()));
         }
-        self.send(&Frame::Gather(mine.to_vec()))?;
-        let deadline = Instant::now() + timeout;
-        let mut gathered = self.news.gathered.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(all) = gathered.take() {
-                if all.len() != self.size as usize {
-                    return Err(Error::Bootstrap(format!(
-                        "the launcher gathered {} addresses for a job of {}",
-                        all.len(),
-                        self.size
-                    )));
-                }
-                return Ok(all);
-            }
-            self.check_failed()?;
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::Timeout {
-                    what: "the bootstrap allgather",
-                });
-            }
-            gathered = self
-                .news
-                .arrived
-                .wait_timeout(gathered, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        self.send(&Frame::Publish(mine.to_vec()))?;
+        self.wait(timeout, "the launcher's fence", |answers| {
+            answers.fenced.take()
+        })
+    }
+
+    fn lookup(&self, rank: Rank, timeout: Duration) -> Result<Vec<u8>> {
+        if !self.published.load(Ordering::Acquire) {
+            return Err(Error::Bootstrap(
+                "a lookup before the entries are published".into(),
+            ));
         }
+        if rank >= self.size {
+            return Err(Error::InvalidRank {
+                rank,
+                size: self.size,
+            });
+        }
+        self.send(&Frame::Lookup(rank))?;
+        let entry = self.wait(timeout, "the launcher's answer to a lookup", |answers| {
+            answers.entries.remove(&rank)
+        })?;
+        if entry.is_empty() {
+            return Err(Error::Bootstrap(format!(
+                "the launcher has no entry of rank {rank}"
+            )));
+        }
+        Ok(entry)
     }
 
     fn start_barrier(&self) -> Result<BarrierTicket> {
-        if !self.gathered.load(Ordering::Acquire) {
+        if !self.published.load(Ordering::Acquire) {
             return Err(Error::Bootstrap(
-                "a barrier before the address allgather".into(),
+                "a barrier before the entries are published".into(),
             ));
         }
         self.send(&Frame::Arrive)?;

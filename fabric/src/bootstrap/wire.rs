@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 
 use crate::{Error, Rank, Result};
 
-/// Longest frame accepted: room for the gathered addresses of a large job.
+/// Longest frame accepted: room for a large start order.
 const MAX_FRAME: usize = 256 << 20;
 /// Longest frame of the handshake (a hello is 74 bytes): what an
 /// unauthenticated peer may make the other side read.
@@ -66,10 +66,19 @@ pub enum Frame {
     Welcome(Proof),
     /// Launcher to proxy: the ranks to start on its host, and how.
     Start(ProxyOrder),
-    /// Rank to launcher: its part of the one allgather.
-    Gather(Vec<u8>),
-    /// Launcher to rank: every rank's part, in rank order.
-    Gathered(Vec<Vec<u8>>),
+    /// Rank to launcher: its entry, published once.
+    Publish(Vec<u8>),
+    /// Launcher to rank: every rank has published; where the ranks run.
+    Fenced {
+        /// How many hosts the job spans.
+        hosts: u32,
+        /// The ranks on the receiver's host.
+        local: Vec<Rank>,
+    },
+    /// Rank to launcher: which rank's entry it wants.
+    Lookup(Rank),
+    /// Launcher to rank: that rank's entry (empty if it published none).
+    Entry(Rank, Vec<u8>),
     /// Rank to launcher: arrived at its next barrier.
     Arrive,
     /// Launcher to rank: barriers up to this one are complete.
@@ -114,8 +123,10 @@ const CHALLENGE: u8 = 1;
 const HELLO: u8 = 2;
 const WELCOME: u8 = 12;
 const START: u8 = 3;
-const GATHER: u8 = 4;
-const GATHERED: u8 = 5;
+const PUBLISH: u8 = 4;
+const FENCED: u8 = 5;
+const LOOKUP: u8 = 13;
+const ENTRY: u8 = 14;
 const ARRIVE: u8 = 6;
 const RELEASED: u8 = 7;
 const FAILED: u8 = 8;
@@ -154,13 +165,23 @@ impl Frame {
                 out.list(&order.ranks, |out, r| out.u32(*r));
                 out.u8(order.pin.into());
             }
-            Frame::Gather(mine) => {
-                out.u8(GATHER);
+            Frame::Publish(mine) => {
+                out.u8(PUBLISH);
                 out.bytes(mine);
             }
-            Frame::Gathered(all) => {
-                out.u8(GATHERED);
-                out.list(all, |out, a| out.bytes(a));
+            Frame::Fenced { hosts, local } => {
+                out.u8(FENCED);
+                out.u32(*hosts);
+                out.list(local, |out, r| out.u32(*r));
+            }
+            Frame::Lookup(rank) => {
+                out.u8(LOOKUP);
+                out.u32(*rank);
+            }
+            Frame::Entry(rank, entry) => {
+                out.u8(ENTRY);
+                out.u32(*rank);
+                out.bytes(entry);
             }
             Frame::Arrive => out.u8(ARRIVE),
             Frame::Released(n) => {
@@ -259,8 +280,13 @@ impl Frame {
                 ranks: d.list(Decoder::u32)?,
                 pin: d.u8()? != 0,
             }),
-            GATHER => Frame::Gather(d.bytes()?),
-            GATHERED => Frame::Gathered(d.list(Decoder::bytes)?),
+            PUBLISH => Frame::Publish(d.bytes()?),
+            FENCED => Frame::Fenced {
+                hosts: d.u32()?,
+                local: d.list(Decoder::u32)?,
+            },
+            LOOKUP => Frame::Lookup(d.u32()?),
+            ENTRY => Frame::Entry(d.u32()?, d.bytes()?),
             ARRIVE => Frame::Arrive,
             RELEASED => {
                 Frame::Released(u64::from_le_bytes(d.take(8)?.try_into().expect("8 bytes")))
@@ -398,8 +424,13 @@ mod tests {
                 ranks: vec![1, 4],
                 pin: true,
             }),
-            Frame::Gather(vec![1, 2, 3]),
-            Frame::Gathered(vec![vec![], vec![9; 100]]),
+            Frame::Publish(vec![1, 2, 3]),
+            Frame::Fenced {
+                hosts: 3,
+                local: vec![1, 4, 7],
+            },
+            Frame::Lookup(u32::MAX),
+            Frame::Entry(5, vec![9; 100]),
             Frame::Arrive,
             Frame::Released(u64::MAX),
             Frame::Failed(3),
@@ -442,10 +473,10 @@ mod tests {
                 }
             }
         }
-        let huge = [0xffu8, 0xff, 0xff, 0x7f, GATHER];
+        let huge = [0xffu8, 0xff, 0xff, 0x7f, PUBLISH];
         assert!(Frame::read(&mut &huge[..]).is_err());
         let mut counted = vec![0u8; 4];
-        counted.extend_from_slice(&[GATHERED, 0xff, 0xff, 0xff, 0xff]);
+        counted.extend_from_slice(&[FENCED, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
         let len = (counted.len() - 4) as u32;
         counted[..4].copy_from_slice(&len.to_le_bytes());
         let err = Frame::read(&mut &counted[..]).unwrap_err().to_string();
@@ -456,7 +487,7 @@ mod tests {
         assert!(Frame::read(&mut &claimed[..]).is_err());
         // A handshake frame may not claim more than MAX_HELLO bytes.
         let mut long = Vec::new();
-        Frame::Gather(vec![0; MAX_HELLO]).write(&mut long).unwrap();
+        Frame::Publish(vec![0; MAX_HELLO]).write(&mut long).unwrap();
         assert!(Frame::read(&mut &long[..]).is_ok());
         assert!(Frame::read_at_most(&mut &long[..], MAX_HELLO).is_err());
         assert!(Frame::parse(&long[..8], MAX_HELLO).is_err());

@@ -255,12 +255,13 @@ fn shell_quote(word: &[u8]) -> OsString {
     OsString::from_vec(quoted)
 }
 
-/// The launcher's view of the ranks: their connections, the allgather,
+/// The launcher's view of the ranks: their connections, their published
+/// entries (the job's directory, which ranks ask one entry at a time),
 /// barriers and exits.
 struct JobState {
     size: u32,
-    gathered: Vec<Option<Vec<u8>>>,
-    gathered_count: u32,
+    published: Vec<Option<Vec<u8>>>,
+    published_count: u32,
     /// Barriers each rank arrived at, and how many ranks arrived at each.
     arrivals: Vec<u64>,
     arrived: BTreeMap<u64, u32>,
@@ -277,8 +278,8 @@ impl JobState {
     fn new(size: u32, grace: Duration) -> JobState {
         JobState {
             size,
-            gathered: vec![None; size as usize],
-            gathered_count: 0,
+            published: vec![None; size as usize],
+            published_count: 0,
             arrivals: vec![0; size as usize],
             arrived: BTreeMap::new(),
             released: 0,
@@ -368,18 +369,36 @@ impl JobState {
                     server.send(Peer::Rank(r), &Frame::Failed(failed));
                 }
             }
-            Event::Frame(Peer::Rank(r), Frame::Gather(mine)) => {
-                if self.gathered[r as usize].replace(mine).is_none() {
-                    self.gathered_count += 1;
+            Event::Frame(Peer::Rank(r), Frame::Publish(mine)) => {
+                let slot = &mut self.published[r as usize];
+                if slot.is_some() {
+                    return;
                 }
-                if self.gathered_count == self.size {
-                    let all: Vec<Vec<u8>> = self
-                        .gathered
-                        .iter_mut()
-                        .map(|g| g.take().unwrap_or_default())
-                        .collect();
-                    server.send_to_ranks(&Frame::Gathered(all));
+                *slot = Some(mine);
+                self.published_count += 1;
+                if self.published_count == self.size {
+                    for host in hosts.iter() {
+                        let fenced = Frame::Fenced {
+                            hosts: hosts.len() as u32,
+                            local: host.ranks.clone(),
+                        };
+                        for &rank in &host.ranks {
+                            server.send(Peer::Rank(rank), &fenced);
+                        }
+                    }
                 }
+            }
+            Event::Frame(Peer::Rank(r), Frame::Lookup(rank)) => {
+                // Before the fence, or for a rank that is not in the job,
+                // the answer is empty: the asker reports it.
+                let entry = match self.published_count == self.size {
+                    true => self.published.get(rank as usize).cloned().flatten(),
+                    false => None,
+                };
+                server.send(
+                    Peer::Rank(r),
+                    &Frame::Entry(rank, entry.unwrap_or_default()),
+                );
             }
             Event::Frame(Peer::Rank(r), Frame::Arrive) => {
                 let barrier = &mut self.arrivals[r as usize];

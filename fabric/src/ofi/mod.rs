@@ -100,7 +100,7 @@ impl OfiTransport {
             CONTROL_WINDOW_BYTES,
         )?;
         let name = engine.domain.name()?;
-        job.exchange_addresses(&directory_entry(&name, &control.key()))?;
+        job.publish(&directory_entry(&name, &control.key()))?;
         if provider == "shm" {
             job.require_one_host("ofi with libfabric's shm")?;
         }
@@ -144,7 +144,8 @@ impl OfiTransport {
         if let Some(&addr) = self.peers.borrow().get(&rank) {
             return Ok(addr);
         }
-        let (name, _) = parse_entry(self.job.address(rank)?, rank)?;
+        let peer = self.job.peer(rank)?;
+        let (name, _) = parse_entry(&peer.address, rank)?;
         let addr = self.engine.domain.insert(name)?;
         if self.provider == "shm" && !shm_region_exists(name) {
             // libfabric 1.17's shm provider maps a peer's region when it is
@@ -298,7 +299,8 @@ impl OfiTransport {
     /// Posts an 8-byte read of `target`'s control window: with RAW ordering
     /// it completes only after every earlier write to `target` has landed.
     fn post_flush(&self, target: Rank, deadline: Instant) -> Result<u64> {
-        let (_, control) = parse_entry(self.job.address(target)?, target)?;
+        let peer = self.job.peer(target)?;
+        let (_, control) = parse_entry(&peer.address, target)?;
         let control = OfiKey::decode(
             &RemoteKey::from_bytes(control)?,
             target,
@@ -646,7 +648,8 @@ impl Blocking for OfiTransport {
 
 impl ControlWindows for OfiTransport {
     fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        let (_, key) = parse_entry(self.job.address(rank)?, rank)?;
+        let peer = self.job.peer(rank)?;
+        let (_, key) = parse_entry(&peer.address, rank)?;
         RemoteKey::from_bytes(key)
     }
 }
@@ -661,6 +664,10 @@ impl EagerMessaging for OfiTransport {
 
 impl Provider for OfiTransport {
     const NAME: &'static str = "ofi";
+
+    fn job(&self) -> &Job {
+        &self.job
+    }
 
     fn from_job(job: Job) -> Result<OfiTransport> {
         OfiTransport::new(job)

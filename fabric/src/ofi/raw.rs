@@ -67,8 +67,9 @@ pub fn writedata_pingpong(round_trips: usize) -> Result<Option<f64>> {
         .to_vec();
     entry.extend_from_slice(&target_mr.key().to_le_bytes());
     entry.extend_from_slice(&domain.name()?);
-    job.exchange_addresses(&entry)?;
-    let peer = job.address(1 - job.rank())?;
+    job.publish(&entry)?;
+    let peer = job.peer(1 - job.rank())?;
+    let peer = &peer.address;
     let bad = || Error::Bootstrap("the peer published a malformed address".into());
     let addr = u64::from_le_bytes(peer.get(..8).ok_or_else(bad)?.try_into().expect("8 bytes"));
     let key = u64::from_le_bytes(

@@ -64,7 +64,7 @@ impl ShmTransport {
         // Every live window holds a descriptor.
         crate::os::raise_open_file_limit();
         let control = ShmWindow::create(job.rank(), 0, CONTROL_WINDOW_BYTES, &job.key_secret())?;
-        job.exchange_addresses(control.key().as_bytes())?;
+        job.publish(control.key().as_bytes())?;
         // Every rank sees the same directory, so all of them refuse alike.
         job.require_one_host(Self::NAME)?;
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
@@ -354,7 +354,7 @@ impl Blocking for ShmTransport {
 
 impl ControlWindows for ShmTransport {
     fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        RemoteKey::from_bytes(self.job.address(rank)?)
+        RemoteKey::from_bytes(&self.job.peer(rank)?.address)
     }
 }
 
@@ -368,6 +368,10 @@ impl EagerMessaging for ShmTransport {
 
 impl Provider for ShmTransport {
     const NAME: &'static str = "shm";
+
+    fn job(&self) -> &Job {
+        &self.job
+    }
 
     fn from_job(job: Job) -> Result<ShmTransport> {
         ShmTransport::new(job)

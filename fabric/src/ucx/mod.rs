@@ -95,7 +95,7 @@ impl UcxTransport {
             0,
             CONTROL_WINDOW_BYTES,
         )?;
-        job.exchange_addresses(&encode_address(&control.key(), &worker.address()?))?;
+        job.publish(&encode_address(&control.key(), &worker.address()?))?;
         Ok(UcxTransport {
             job,
             messenger: Messenger::new(control, ring_bytes)
@@ -135,7 +135,7 @@ impl UcxTransport {
         self.job.check_rank(target)?;
         let key = UcxKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
         let route = self.endpoints.route(&self.worker, target, &key, || {
-            Ok(decode_address(self.job.address(target)?)?.1.to_vec())
+            Ok(decode_address(&self.job.peer(target)?.address)?.1.to_vec())
         })?;
         Ok((key, route))
     }
@@ -601,7 +601,7 @@ impl Blocking for UcxTransport {
 
 impl ControlWindows for UcxTransport {
     fn control_key(&self, rank: Rank) -> Result<RemoteKey> {
-        RemoteKey::from_bytes(decode_address(self.job.address(rank)?)?.0)
+        RemoteKey::from_bytes(decode_address(&self.job.peer(rank)?.address)?.0)
     }
 }
 
@@ -615,6 +615,10 @@ impl EagerMessaging for UcxTransport {
 
 impl Provider for UcxTransport {
     const NAME: &'static str = "ucx";
+
+    fn job(&self) -> &Job {
+        &self.job
+    }
 
     fn from_job(job: Job) -> Result<UcxTransport> {
         UcxTransport::new(job)
