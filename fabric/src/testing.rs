@@ -37,6 +37,11 @@ pub enum Starter {
     LauncherOnHosts(u32),
     /// `mpiexec -hosts` across this many fake hosts, placed alike.
     MpiexecOnHosts(u32),
+    /// Slurm's `srun --mpi=` this plugin (`pmix` or `pmi2`), on the
+    /// single-node Slurm `ci/slurm.sh start` runs; no MPI in the way.
+    Srun(&'static str),
+    /// Open MPI's `mpirun`, which serves PMIx to its processes.
+    OpenMpiRun,
 }
 
 /// The script that stands in for ssh in the multi-host tests: it runs a
@@ -207,7 +212,7 @@ pub fn run_case_on<P: Provider>(
 ) {
     let hosts = match starter {
         Starter::LauncherOnHosts(h) | Starter::MpiexecOnHosts(h) => h,
-        Starter::Launcher | Starter::Mpiexec | Starter::MpiexecByPmi => 0,
+        _ => 0,
     };
     if hosts > 0 && skip_without_fake_hosts(case) {
         return;
@@ -232,28 +237,40 @@ pub fn run_case_on<P: Provider>(
         }
         Starter::Mpiexec | Starter::MpiexecOnHosts(_) => {
             if !run_as_rank(case, body) {
-                run_under_mpiexec(case, ranks, hosts, env);
+                run_under(mpiexec(ranks, hosts), case, env);
             }
         }
         Starter::MpiexecByPmi => {
             if !run_as_rank(case, body) {
                 let by_pmi = [(crate::config::ENV_BOOTSTRAP, "pmi")];
-                run_under_mpiexec(case, ranks, hosts, &[env, &by_pmi].concat());
+                run_under(mpiexec(ranks, hosts), case, &[env, &by_pmi].concat());
+            }
+        }
+        Starter::Srun(plugin) => {
+            if !run_as_rank(case, body) {
+                let mut srun = Command::new("srun");
+                // -O: more tasks than the node has cores.
+                srun.arg(format!("--mpi={plugin}"))
+                    .args(["-O", "-n"])
+                    .arg(ranks.to_string());
+                run_under(srun, case, env);
+            }
+        }
+        Starter::OpenMpiRun => {
+            if !run_as_rank(case, body) {
+                // By its full name: MPICH's stays the default `mpirun`.
+                let mut mpirun = Command::new("mpirun.openmpi");
+                mpirun
+                    .args(["--allow-run-as-root", "--oversubscribe", "-n"])
+                    .arg(ranks.to_string());
+                run_under(mpirun, case, env);
             }
         }
     }
 }
 
-/// [`run_case_on`] for the default shm provider under the launcher.
-pub fn run_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Result<()>) {
-    run_case_on(case, ranks, Starter::Launcher, &[], body)
-}
-
-/// Runs this test binary's `case` under `mpiexec -n ranks` (across `hosts`
-/// fake hosts, if any) and asserts that it succeeded within
-/// `MPIEXEC_TIMEOUT` and that no fake host found leftovers in its /dev/shm.
-fn run_under_mpiexec(case: &str, ranks: u32, hosts: u32, env: &[(&str, &str)]) {
-    let exe = std::env::current_exe().expect("the test binary's path");
+/// MPICH's `mpiexec -n ranks`, across `hosts` fake hosts if any.
+fn mpiexec(ranks: u32, hosts: u32) -> Command {
     let mut mpiexec = Command::new("mpiexec");
     if hosts > 0 {
         mpiexec
@@ -261,9 +278,22 @@ fn run_under_mpiexec(case: &str, ranks: u32, hosts: u32, env: &[(&str, &str)]) {
             .arg(fake_host_names(hosts).join(","))
             .envs(LOOPBACK_ONLY.iter().copied());
     }
-    let mut child = mpiexec
-        .arg("-n")
-        .arg(ranks.to_string())
+    mpiexec.arg("-n").arg(ranks.to_string());
+    mpiexec
+}
+
+/// [`run_case_on`] for the default shm provider under the launcher.
+pub fn run_case(case: &str, ranks: u32, body: impl FnOnce(&ShmTransport) -> Result<()>) {
+    run_case_on(case, ranks, Starter::Launcher, &[], body)
+}
+
+/// Runs this test binary's `case` under `starter` (a cluster launcher's
+/// command up to the program) and asserts that it succeeded within
+/// `MPIEXEC_TIMEOUT` and that no fake host found leftovers in its /dev/shm.
+fn run_under(mut starter: Command, case: &str, env: &[(&str, &str)]) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let launcher = starter.get_program().to_string_lossy().into_owned();
+    let mut child = starter
         .arg(&exe)
         .args(rank_args(case))
         .env(ENV_CASE, case)
@@ -272,7 +302,9 @@ fn run_under_mpiexec(case: &str, ranks: u32, hosts: u32, env: &[(&str, &str)]) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("starting mpiexec (is MPICH installed?): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("starting {launcher} (is it installed? srun needs ci/slurm.sh start): {e}")
+        });
     let readers = [
         drain(child.stdout.take().expect("piped")),
         drain(child.stderr.take().expect("piped")),
@@ -292,11 +324,14 @@ fn run_under_mpiexec(case: &str, ranks: u32, hosts: u32, env: &[(&str, &str)]) {
     let output: String = readers.map(|r| r.join().unwrap_or_default()).concat();
     match status {
         Some(s) if s.success() => {}
-        Some(s) => panic!("{case} under mpiexec failed: {s}\n{output}"),
-        None => panic!("{case} under mpiexec ran past {MPIEXEC_TIMEOUT:?}\n{output}"),
+        Some(s) => panic!("{case} under {launcher} failed: {s}\n{output}"),
+        None => panic!("{case} under {launcher} ran past {MPIEXEC_TIMEOUT:?}\n{output}"),
     }
     let left = fake_host_leftovers(&output);
-    assert!(left.is_empty(), "{case} under mpiexec: {left:?}\n{output}");
+    assert!(
+        left.is_empty(),
+        "{case} under {launcher}: {left:?}\n{output}"
+    );
 }
 
 fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
@@ -573,6 +608,49 @@ macro_rules! conformance_tests {
                         &$crate::testing::test_name(module_path!(), "suite_under_mpiexec_by_pmi"),
                         &[$($m),+],
                         $crate::testing::Starter::MpiexecByPmi,
+                        case_env(),
+                        $crate::conformance::Check::Suite,
+                    );
+                }
+
+                // The cluster launchers come with the `pmix` feature (the
+                // packages that bring PMIx bring Slurm and Open MPI); srun
+                // needs the Slurm of `ci/slurm.sh start`.
+
+                /// Under `srun --mpi=pmix`.
+                #[cfg(feature = "pmix")]
+                #[test]
+                fn suite_under_srun_pmix() {
+                    $crate::testing::conformance_on::<$provider>(
+                        &$crate::testing::test_name(module_path!(), "suite_under_srun_pmix"),
+                        &[$($m),+],
+                        $crate::testing::Starter::Srun("pmix"),
+                        case_env(),
+                        $crate::conformance::Check::Suite,
+                    );
+                }
+
+                /// Under `srun --mpi=pmi2`: the PMI-2 wire protocol.
+                #[cfg(feature = "pmix")]
+                #[test]
+                fn suite_under_srun_pmi2() {
+                    $crate::testing::conformance_on::<$provider>(
+                        &$crate::testing::test_name(module_path!(), "suite_under_srun_pmi2"),
+                        &[$($m),+],
+                        $crate::testing::Starter::Srun("pmi2"),
+                        case_env(),
+                        $crate::conformance::Check::Suite,
+                    );
+                }
+
+                /// Under Open MPI's `mpirun`, through its PMIx server.
+                #[cfg(feature = "pmix")]
+                #[test]
+                fn suite_under_openmpi_mpirun() {
+                    $crate::testing::conformance_on::<$provider>(
+                        &$crate::testing::test_name(module_path!(), "suite_under_openmpi_mpirun"),
+                        &[$($m),+],
+                        $crate::testing::Starter::OpenMpiRun,
                         case_env(),
                         $crate::conformance::Check::Suite,
                     );

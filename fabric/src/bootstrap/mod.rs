@@ -8,6 +8,8 @@ mod local;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod pmi;
+#[cfg(feature = "pmix")]
+mod pmix;
 mod tcp;
 pub mod wire;
 
@@ -17,6 +19,8 @@ pub use local::{JobSegment, LocalBootstrap};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiBootstrap;
 pub use pmi::{pmi_available, PmiBootstrap};
+#[cfg(feature = "pmix")]
+pub use pmix::PmixBootstrap;
 /// MPI's communicator handle, as the MPI this build links declares it.
 #[cfg(feature = "mpi")]
 pub type MpiComm = ::mpi::ffi::MPI_Comm;
@@ -89,55 +93,90 @@ pub fn started_by_mpiexec() -> bool {
         && MPIEXEC_VARS.iter().any(|v| std::env::var_os(v).is_some())
 }
 
-/// The bootstrap this process was started with: catena's launcher, then
-/// `mpiexec` (through MPI with the `mpi` feature, else through its PMI-1
-/// descriptor), else none (a job of one); `CATENA_BOOTSTRAP` (`launcher`,
-/// `pmi`, `mpi`) chooses one. Pins this process to the core the launcher
-/// chose, if any.
+/// Which starter each `CATENA_BOOTSTRAP` value names, in the order `auto`
+/// tries them.
+const STARTERS: &str = "auto, launcher, pmix, pmi, mpi";
+
+/// The bootstrap this process was started with, tried in this order:
+/// catena's launcher (`CATENA_JOB`), a PMIx server (`PMIX_RANK`, feature
+/// `pmix`), a PMI-1/2 process manager (`PMI_FD`, `PMI_PORT`; with the `mpi`
+/// feature linked, MPI owns that descriptor and is used instead), MPI
+/// (feature `mpi`), else none: a job of one. `CATENA_BOOTSTRAP` names one
+/// (`launcher`, `pmix`, `pmi`, `mpi`). A starter seen but not built in is
+/// an error naming what was tried. Pins this process to the core the
+/// launcher chose, if any.
 pub fn from_env() -> Result<Box<dyn Bootstrap>> {
     match optional::<String>(ENV_BOOTSTRAP)?.as_deref() {
         None | Some("auto") => {}
-        Some("launcher") if LaunchEnv::from_env()?.is_none() => {
-            return Err(Error::Bootstrap(format!(
-                "{ENV_BOOTSTRAP}=launcher, but catena's launcher did not start this ({ENV_JOB} is not set)"
-            )))
+        Some("launcher") => {
+            return match LaunchEnv::from_env()? {
+                Some(env) => launcher_bootstrap(env),
+                None => Err(Error::Bootstrap(format!(
+                    "{ENV_BOOTSTRAP}=launcher, but catena's launcher did not start this \
+                     ({ENV_JOB} is not set)"
+                ))),
+            }
         }
-        Some("launcher") => {}
+        Some("pmix") => return pmix_bootstrap(),
         Some("pmi") => return Ok(Box::new(PmiBootstrap::init()?)),
         Some("mpi") => return mpi_bootstrap(),
         Some(other) => {
             return Err(Error::Bootstrap(format!(
-                "{ENV_BOOTSTRAP}={other:?}: one of auto, launcher, pmi, mpi"
+                "{ENV_BOOTSTRAP}={other:?}: one of {STARTERS}"
             )))
         }
     }
-    if started_by_mpiexec() {
-        // An MPI library speaks PMI itself: with one linked, catena goes
-        // through it rather than share its descriptor.
-        if cfg!(feature = "mpi") || !pmi_available() {
-            return mpi_bootstrap();
-        }
+    if let Some(env) = LaunchEnv::from_env()? {
+        return launcher_bootstrap(env);
+    }
+    if pmix_started() {
+        return pmix_bootstrap();
+    }
+    if pmi_available() && !cfg!(feature = "mpi") {
         return Ok(Box::new(PmiBootstrap::init()?));
     }
-    match LaunchEnv::from_env()? {
-        Some(env) => {
-            if let Some(core) = env.pin_core {
-                core_affinity::set_for_current(core_affinity::CoreId { id: core });
-            }
-            match env.meeting {
-                Meeting::Segment(fd) => Ok(Box::new(LocalBootstrap::from_launch_env(&env, fd)?)),
-                Meeting::Launcher { at, ref key } => Ok(Box::new(TcpBootstrap::connect(
-                    at,
-                    key,
-                    &env.job,
-                    env.rank,
-                    env.size,
-                    env.local_size,
-                )?)),
-            }
-        }
-        None => Ok(Box::new(LocalBootstrap::singleton()?)),
+    if started_by_mpiexec() {
+        return mpi_bootstrap();
     }
+    Ok(Box::new(LocalBootstrap::singleton()?))
+}
+
+/// The bootstrap of a rank that catena's launcher started as `env` says.
+fn launcher_bootstrap(env: LaunchEnv) -> Result<Box<dyn Bootstrap>> {
+    if let Some(core) = env.pin_core {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    }
+    match env.meeting {
+        Meeting::Segment(fd) => Ok(Box::new(LocalBootstrap::from_launch_env(&env, fd)?)),
+        Meeting::Launcher { at, ref key } => Ok(Box::new(TcpBootstrap::connect(
+            at,
+            key,
+            &env.job,
+            env.rank,
+            env.size,
+            env.local_size,
+        )?)),
+    }
+}
+
+/// The PMIx bootstrap, where this build has one.
+fn pmix_bootstrap() -> Result<Box<dyn Bootstrap>> {
+    #[cfg(feature = "pmix")]
+    return Ok(Box::new(PmixBootstrap::init()?));
+    #[cfg(not(feature = "pmix"))]
+    return Err(Error::Bootstrap(
+        "a PMIx server started this (PMIX_RANK is set), but catena was built without the \
+         `pmix` feature; tried: launcher (CATENA_JOB unset), pmix (not built)"
+            .into(),
+    ));
+}
+
+/// Whether a PMIx server started this process (asked in every build, so
+/// that one without PMIx can say why it cannot join).
+fn pmix_started() -> bool {
+    ["PMIX_RANK", "PMIX_NAMESPACE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
 }
 
 /// The MPI bootstrap, where this build has one.
@@ -147,7 +186,8 @@ fn mpi_bootstrap() -> Result<Box<dyn Bootstrap>> {
     #[cfg(not(feature = "mpi"))]
     return Err(Error::Bootstrap(
         "started by mpiexec, but catena was built without the `mpi` feature and the \
-         process manager gave no PMI descriptor (PMI_FD)"
+         process manager gave neither PMIx (PMIX_RANK) nor a PMI descriptor (PMI_FD, \
+         PMI_PORT); tried: launcher, pmix, pmi"
             .into(),
     ));
 }

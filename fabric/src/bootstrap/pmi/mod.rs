@@ -125,12 +125,14 @@ impl PmiBootstrap {
                     )));
                 }
                 let pmirank: String = required(ENV_PMI_RANK)?;
-                let full = wire.call(
-                    "fullinit",
-                    &[("pmirank", &pmirank), ("threaded", "FALSE")],
-                    "fullinit-response",
-                    deadline,
-                )?;
+                // Slurm wants the job id it gave back (MPICH's client
+                // sends it where the environment has one).
+                let jobid = optional::<String>(ENV_PMI_JOBID)?;
+                let mut attributes = vec![("pmirank", pmirank.as_str()), ("threaded", "FALSE")];
+                if let Some(jobid) = &jobid {
+                    attributes.insert(0, ("pmijobid", jobid.as_str()));
+                }
+                let full = wire.call("fullinit", &attributes, "fullinit-response", deadline)?;
                 let kvs = wire
                     .call("job-getid", &[], "job-getid-response", deadline)?
                     .remove("jobid")
