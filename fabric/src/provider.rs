@@ -99,6 +99,10 @@ fn spans_hosts_in(lookup: impl Fn(&str) -> Option<String>) -> bool {
         // Open MPI.
         ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"),
     ];
+    // Slurm (srun, with PMIx or PMI-2) counts the step's nodes.
+    if let Some(nodes) = number("SLURM_STEP_NUM_NODES") {
+        return nodes > 1;
+    }
     pairs
         .iter()
         .find_map(|(local, all)| Some(number(local)? < number(all)?))
@@ -155,6 +159,11 @@ mod tests {
             }
         };
         assert!(!spans_hosts_in(env(&[])));
+        assert!(spans_hosts_in(env(&[("SLURM_STEP_NUM_NODES", "2")])));
+        assert!(!spans_hosts_in(env(&[
+            ("SLURM_STEP_NUM_NODES", "1"),
+            ("PMI_SIZE", "6")
+        ])));
         assert!(!spans_hosts_in(env(&[
             ("CATENA_LOCAL_SIZE", "4"),
             ("CATENA_SIZE", "4")

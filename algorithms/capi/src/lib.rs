@@ -54,9 +54,14 @@ impl WithProvider for Start {
     }
 }
 
-/// Joins the job this process was started into (by `catena-run`, or by
-/// `mpiexec` in a build with MPI, also when the program initialized MPI
-/// itself) on the provider `CATENA_PROVIDER` names (default `auto`).
+/// Joins the job this process was started into, asking in this order:
+/// `catena-run`, a PMIx server (`srun --mpi=pmix`, Open MPI's `mpirun`; a
+/// build with feature `pmix`), a PMI-1/2 process manager (Hydra's
+/// `mpiexec`, `srun --mpi=pmi2`), MPI (a build with MPI, also when the
+/// program initialized MPI itself); `CATENA_BOOTSTRAP` names one. A job of
+/// one when none started it; an error whose `catena_last_error` names what
+/// was tried when a starter is seen but not built in. On the provider
+/// `CATENA_PROVIDER` names (default `auto`).
 /// Once per process, on one thread (`CATENA_ERR_STATE` on another thread,
 /// or after `catena_finalize`); every other call must come from that
 /// thread.
