@@ -4,7 +4,8 @@
 # test with all features (each fuzz target for CATENA_FUZZ_SECONDS, 20 s
 # here), the examples as 8-process jobs under catena's launcher and under
 # the cluster launchers (Hydra's mpiexec, a single-node Slurm's srun with
-# PMIx and PMI-2, Open MPI's mpirun), the fault-injection script
+# PMIx and PMI-2, Open MPI's mpirun), the Open MPI build of the interposer
+# (ci/openmpi-interposer.sh), the fault-injection script
 # ci/faults.sh, and finally checks that nothing of catena's was left in
 # /dev/shm.
 set -euo pipefail
@@ -67,6 +68,8 @@ for example in algorithms/examples/*.rs; do
   echo "example $name under Open MPI's mpirun (PMIx):"
   timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -n 8 "target/release/examples/$name"
 done
+# The MPI_Comm_split interposer built for Open MPI programs.
+ci/openmpi-interposer.sh
 ci/faults.sh
 after=$(ls /dev/shm | grep -c '^catena-' || true)
 if [ "$after" -gt "$before" ]; then

@@ -10,7 +10,9 @@
  * group's members alone call: MPI
  * agrees on a context id among them, with no step over the whole parent
  * and no allgather of colors and keys.
- * Anything else goes to PMPI_Comm_split. CATENA_MPI=off turns it off;
+ * Anything else goes to PMPI_Comm_split. Built with Open MPI's mpicc it
+ * also takes Open MPI's Fortran entry points (see the end). CATENA_MPI=off
+ * turns it off;
  * CATENA_MPI_REPORT=1 has rank 0 say at MPI_Finalize how many splits
  * catena ran. See docs/c-api.md. */
 #include <stdio.h>
@@ -55,17 +57,20 @@ static catena_comm_t *known(MPI_Comm comm) {
     return flag ? (catena_comm_t *)value : NULL;
 }
 
-/* Set while MPI_Comm_idup copies the attributes: catena's dup waits for
- * every member, and a program may talk to them between starting an idup
- * and completing it, so the new communicator gets no catena side (its
- * splits go to PMPI_Comm_split). */
-static int in_idup;
+/* Set while MPI makes a communicator whose catena side is not a dup of
+ * its parent's: under MPI_Comm_idup (catena's dup waits for every member,
+ * and a program may talk to them between starting an idup and completing
+ * it, so the new communicator gets none and its splits go to
+ * PMPI_Comm_split), and under PMPI_Comm_create_group, where Open MPI 4.1
+ * copies the parent's attributes too, on the new group's members only
+ * (the interposer sets the new communicator's own). */
+static int no_copy;
 
 /* MPI_Comm_dup (collective: every member runs it, in the same order). */
 static int copy_catena(MPI_Comm old, int key, void *extra, void *in, void *out, int *flag) {
     catena_comm_t *dup;
     (void)old, (void)key, (void)extra;
-    if (in_idup) {
+    if (no_copy) {
         *flag = 0;
         return MPI_SUCCESS;
     }
@@ -121,19 +126,22 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 }
 
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request) {
-    in_idup = 1;
+    no_copy = 1;
     int rc = PMPI_Comm_idup(comm, newcomm, request);
-    in_idup = 0;
+    no_copy = 0;
     return rc;
 }
 
+/* MPI 4 (MPICH 4; Open MPI 4.1 is MPI 3.1 and has no such call). */
+#if MPI_VERSION >= 4
 int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm,
                             MPI_Request *request) {
-    in_idup = 1;
+    no_copy = 1;
     int rc = PMPI_Comm_idup_with_info(comm, info, newcomm, request);
-    in_idup = 0;
+    no_copy = 0;
     return rc;
 }
+#endif
 
 /* The MPI communicator of catena's new group `sub` (a member's view),
  * made by its members alone from the parent's own group: their world
@@ -159,8 +167,10 @@ static int create_for(MPI_Comm parent, catena_comm_t *sub, MPI_Comm *newcomm) {
     PMPI_Comm_group(parent, &parent_group);
     PMPI_Group_translate_ranks(world_group, size, world, parent_group, in_parent);
     PMPI_Group_incl(parent_group, size, in_parent, &group);
+    no_copy = 1;
     if (PMPI_Comm_create_group(parent, group, CREATE_TAG, newcomm) != MPI_SUCCESS)
         rc = CATENA_ERR_TRANSPORT;
+    no_copy = 0;
     PMPI_Group_free(&group);
     PMPI_Group_free(&parent_group);
 out:
@@ -227,3 +237,31 @@ int MPI_Finalize(void) {
     }
     return PMPI_Finalize();
 }
+
+/* Open MPI's Fortran bindings call its PMPI_* functions, not the C MPI_*
+ * entry points above (MPICH's call those), so a Fortran program under Open
+ * MPI reaches the interposer only through these, gfortran's names of the
+ * `mpi` module's and mpif.h's procedures. */
+#ifdef OPEN_MPI
+void mpi_init_(MPI_Fint *ierr) {
+    *ierr = MPI_Init(NULL, NULL);
+}
+
+void mpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr) {
+    int got = 0;
+    *ierr = MPI_Init_thread(NULL, NULL, *required, &got);
+    *provided = got;
+}
+
+void mpi_comm_split_(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm,
+                     MPI_Fint *ierr) {
+    MPI_Comm made = MPI_COMM_NULL;
+    *ierr = MPI_Comm_split(MPI_Comm_f2c(*comm), *color, *key, &made);
+    if (*ierr == MPI_SUCCESS)
+        *newcomm = MPI_Comm_c2f(made);
+}
+
+void mpi_finalize_(MPI_Fint *ierr) {
+    *ierr = MPI_Finalize();
+}
+#endif
