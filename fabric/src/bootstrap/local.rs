@@ -229,17 +229,7 @@ impl Bootstrap for LocalBootstrap {
     }
 
     fn lookup(&self, rank: Rank, _timeout: Duration) -> Result<Vec<u8>> {
-        if self.rounds.get() == 0 {
-            return Err(Error::Bootstrap(
-                "a lookup before the entries are published".into(),
-            ));
-        }
-        if rank >= self.size {
-            return Err(Error::InvalidRank {
-                rank,
-                size: self.size,
-            });
-        }
+        super::lookup_allowed(self.rounds.get() != 0, rank, self.size)?;
         let slot = self.segment.slot(rank);
         let mut len = [0u8; 8];
         // SAFETY: every slot was written before its owner arrived at the

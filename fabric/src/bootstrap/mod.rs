@@ -72,6 +72,21 @@ pub struct Placement {
     pub local_ranks: Vec<Rank>,
 }
 
+/// What every `Bootstrap::lookup` checks first: `Bootstrap` before this
+/// rank published (there is nothing to look up yet), `InvalidRank` for a
+/// rank outside the job of `size`.
+fn lookup_allowed(published: bool, rank: Rank, size: u32) -> Result<()> {
+    if !published {
+        return Err(Error::Bootstrap(
+            "a lookup before the entries are published".into(),
+        ));
+    }
+    if rank >= size {
+        return Err(Error::InvalidRank { rank, size });
+    }
+    Ok(())
+}
+
 /// Names one barrier started with `Bootstrap::start_barrier`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BarrierTicket(pub u64);

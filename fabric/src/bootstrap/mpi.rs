@@ -289,18 +289,8 @@ impl Bootstrap for MpiBootstrap {
 
     fn lookup(&self, rank: Rank, _timeout: Duration) -> Result<Vec<u8>> {
         let entries = self.entries.borrow();
-        if entries.is_empty() {
-            return Err(Error::Bootstrap(
-                "a lookup before the entries are published".into(),
-            ));
-        }
-        entries
-            .get(rank as usize)
-            .cloned()
-            .ok_or(Error::InvalidRank {
-                rank,
-                size: self.size,
-            })
+        super::lookup_allowed(!entries.is_empty(), rank, self.size)?;
+        Ok(entries[rank as usize].clone())
     }
 
     fn start_barrier(&self) -> Result<BarrierTicket> {

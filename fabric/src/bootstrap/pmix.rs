@@ -292,17 +292,7 @@ impl Bootstrap for PmixBootstrap {
     }
 
     fn lookup(&self, rank: Rank, timeout: Duration) -> Result<Vec<u8>> {
-        if !self.published.load(Ordering::Acquire) {
-            return Err(Error::Bootstrap(
-                "a lookup before the entries are published".into(),
-            ));
-        }
-        if rank >= self.size {
-            return Err(Error::InvalidRank {
-                rank,
-                size: self.size,
-            });
-        }
+        super::lookup_allowed(self.published.load(Ordering::Acquire), rank, self.size)?;
         let key = ENTRY_KEY.to_bytes_with_nul();
         get(&self.peer(rank), key, timeout)
             .and_then(|value| value.bytes())

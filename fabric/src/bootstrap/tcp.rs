@@ -230,17 +230,7 @@ impl Bootstrap for TcpBootstrap {
     }
 
     fn lookup(&self, rank: Rank, timeout: Duration) -> Result<Vec<u8>> {
-        if !self.published.load(Ordering::Acquire) {
-            return Err(Error::Bootstrap(
-                "a lookup before the entries are published".into(),
-            ));
-        }
-        if rank >= self.size {
-            return Err(Error::InvalidRank {
-                rank,
-                size: self.size,
-            });
-        }
+        super::lookup_allowed(self.published.load(Ordering::Acquire), rank, self.size)?;
         self.send(&Frame::Lookup(rank))?;
         let entry = self.wait(timeout, "the launcher's answer to a lookup", |answers| {
             answers.entries.remove(&rank)

@@ -336,17 +336,7 @@ impl Bootstrap for PmiBootstrap {
     }
 
     fn lookup(&self, rank: Rank, timeout: Duration) -> Result<Vec<u8>> {
-        if !self.published.load(Ordering::Acquire) {
-            return Err(Error::Bootstrap(
-                "a lookup before the entries are published".into(),
-            ));
-        }
-        if rank >= self.size {
-            return Err(Error::InvalidRank {
-                rank,
-                size: self.size,
-            });
-        }
+        super::lookup_allowed(self.published.load(Ordering::Acquire), rank, self.size)?;
         let deadline = Instant::now() + timeout;
         let mut wire = self.wire();
         let count = self.get(&mut wire, &chunk_key(rank, None), false, deadline)?;
