@@ -4,8 +4,10 @@
 //! holds the addresses of the peers it talks to, not the whole job's.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
 
 use crate::host::ArenaAddress;
 use crate::key::KeySecret;
@@ -119,7 +121,8 @@ pub struct Directory {
 
 #[derive(Default)]
 struct Cache {
-    entries: HashMap<Rank, Rc<Entry>>,
+    /// FxHash: a provider asks for a peer's key secret on every put to it.
+    entries: FxHashMap<Rank, Rc<Entry>>,
     learned: VecDeque<Rank>,
     bytes: usize,
     lookups: u64,
