@@ -1,7 +1,7 @@
 //! What every provider needs from the job besides its own fabric: identity,
-//! the bootstrap it was started with (launcher, MPI, or a job of one), the
-//! directory of peer addresses and key secrets, the clock, failure detection
-//! and finalize.
+//! the bootstrap it was started with (launcher, PMIx, PMI, MPI, or a job of
+//! one), the directory of the entries of the peers it contacted (addresses
+//! and key secrets), the clock, failure detection and finalize.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -54,8 +54,8 @@ pub struct Job {
 }
 
 impl Job {
-    /// Joins the job this process was started into: by the launcher, by
-    /// `mpiexec` (feature `mpi`), or as a job of one. Pins to a core if the
+    /// Joins the job this process was started into (see
+    /// [`bootstrap::from_env`]), or as a job of one. Pins to a core if the
     /// launcher was asked to.
     pub fn from_env() -> Result<Job> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

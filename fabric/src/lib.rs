@@ -52,8 +52,9 @@ pub use transport::{
 };
 
 /// Starts this process's transport on the default provider (shm), taking its
-/// identity from the launcher's environment, or from MPI when `mpiexec`
-/// started it (feature `mpi`); a process started alone is a job of one.
+/// identity from whatever started it: catena's launcher, a PMIx server
+/// (feature `pmix`), a PMI-1/2 process manager, or MPI (feature `mpi`); see
+/// [`bootstrap::from_env`]. A process started alone is a job of one.
 pub fn init() -> Result<shm::ShmTransport> {
     shm::ShmTransport::from_env()
 }
