@@ -3,7 +3,7 @@
 //! rank first contacts the peer and kept in a bounded cache, so a process
 //! holds the addresses of the peers it talks to, not the whole job's.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -117,6 +117,11 @@ pub struct Directory {
     own: Rc<Entry>,
     capacity: usize,
     cache: RefCell<Cache>,
+    /// Key secrets of peers asked for lately, by rank modulo the slots: a
+    /// provider asks for one on every put (ucx, ofi), and these answer
+    /// without hashing or counting references. A rank's secret never
+    /// changes, so a slot outliving its entry in the cache is still right.
+    secrets: [Cell<(Rank, KeySecret)>; SECRET_SLOTS],
 }
 
 #[derive(Default)]
@@ -127,6 +132,9 @@ struct Cache {
     bytes: usize,
     lookups: u64,
 }
+
+/// Peers whose key secrets are kept beside the cache, direct-mapped by rank.
+const SECRET_SLOTS: usize = 64;
 
 /// What the cache pays per entry beyond the entry: its map slot, its place
 /// in the order and the `Rc` header.
@@ -142,7 +150,28 @@ impl Directory {
             own: Rc::new(own),
             capacity: capacity.max(1),
             cache: RefCell::default(),
+            secrets: std::array::from_fn(|_| {
+                Cell::new((Rank::MAX, KeySecret::from_bytes([0; KeySecret::BYTES])))
+            }),
         }
+    }
+
+    /// `rank`'s key secret, from its slot, else as [`Directory::entry`].
+    pub(crate) fn secret(
+        &self,
+        rank: Rank,
+        fetch: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<KeySecret> {
+        let slot = &self.secrets[rank as usize % SECRET_SLOTS];
+        let (held, secret) = slot.get();
+        // An empty slot holds Rank::MAX, which a caller may pass: only a
+        // rank of the job is answered from a slot.
+        if held == rank && rank < self.size {
+            return Ok(secret);
+        }
+        let secret = self.entry(rank, fetch)?.secret;
+        slot.set((rank, secret));
+        Ok(secret)
     }
 
     /// `rank`'s entry, from the cache or else by `fetch` (the bootstrap's
@@ -258,5 +287,35 @@ mod tests {
         ));
         let err = dir.entry(50, || Ok(vec![1, 2])).unwrap_err();
         assert!(err.to_string().contains("rank 50"), "{err}");
+    }
+
+    /// A secret comes from its slot after the first ask, even once the
+    /// cache forgot the entry; ranks sharing a slot each get their own.
+    #[test]
+    fn secrets_are_answered_from_their_slots() {
+        let dir = Directory::new(1000, 0, entry(1, b"own"), 1);
+        let published: Vec<Entry> = (0..1000).map(|r| entry(r, b"x")).collect();
+        let fetches = std::cell::Cell::new(0);
+        let fetch = |r: Rank| {
+            fetches.set(fetches.get() + 1);
+            Ok(published[r as usize].encode())
+        };
+        let first = dir.secret(5, || fetch(5)).unwrap();
+        assert!(first == published[5].secret);
+        dir.entry(6, || fetch(6)).unwrap();
+        assert!(dir.secret(5, || fetch(5)).unwrap() == first);
+        assert_eq!(fetches.get(), 2);
+        let same_slot = 5 + SECRET_SLOTS as Rank;
+        assert!(
+            dir.secret(same_slot, || fetch(same_slot)).unwrap()
+                == published[same_slot as usize].secret
+        );
+        assert!(dir.secret(5, || fetch(5)).unwrap() == first);
+        assert_eq!(fetches.get(), 4);
+        assert!(dir.secret(0, || unreachable!()).unwrap() == dir.own().secret);
+        assert!(matches!(
+            dir.secret(Rank::MAX, || fetch(0)),
+            Err(Error::InvalidRank { .. })
+        ));
     }
 }

@@ -118,13 +118,16 @@ impl Job {
         Ok(())
     }
 
+    fn directory(&self) -> Result<&Directory> {
+        self.directory
+            .as_ref()
+            .ok_or_else(|| Error::Bootstrap("this rank has not published its entry yet".into()))
+    }
+
     /// `rank`'s entry: from the directory, else asked of the bootstrap.
     fn entry(&self, rank: Rank) -> Result<Rc<Entry>> {
-        let directory = self
-            .directory
-            .as_ref()
-            .ok_or_else(|| Error::Bootstrap("this rank has not published its entry yet".into()))?;
-        directory.entry(rank, || self.bootstrap.lookup(rank, LOOKUP_TIMEOUT))
+        self.directory()?
+            .entry(rank, || self.bootstrap.lookup(rank, LOOKUP_TIMEOUT))
     }
 
     /// What this rank's directory of peers holds now.
@@ -259,7 +262,8 @@ impl Job {
     /// The secret `rank` seals its keys with, as it published it.
     #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
     pub(crate) fn peer_key_secret(&self, rank: Rank) -> Result<KeySecret> {
-        Ok(self.entry(rank)?.secret)
+        self.directory()?
+            .secret(rank, || self.bootstrap.lookup(rank, LOOKUP_TIMEOUT))
     }
 
     /// `InvalidRank` unless `rank` is in this job.
