@@ -32,7 +32,7 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Pause between tests of a pending start-up collective.
 const POLL: Duration = Duration::from_millis(1);
 
-/// Bootstrap of a rank started by `mpiexec`: identity, the allgather and
+/// Bootstrap of a rank started by `mpiexec`: identity, the entries and
 /// barriers come from `MPI_COMM_WORLD` (or a duplicate of the program's
 /// communicator); its rank 0 hands out the job id.
 pub struct MpiBootstrap {

@@ -1,7 +1,8 @@
 //! The launcher for a job that spans hosts: listens on a TCP socket, starts
 //! a proxy on each host through the remote-exec command (`ssh`, or any
 //! command taking the host and the command's words), and serves the ranks'
-//! bootstrap (the address allgather, barriers, failure news) from there.
+//! bootstrap (published entries and lookups of them, barriers, failure
+//! news) from there.
 //! A rank or a whole host that dies stops the job as on one machine.
 
 use std::collections::BTreeMap;
