@@ -153,11 +153,24 @@ impl MpiBootstrap {
         // mpiexec has no cleanup of its own for what killed ranks left.
         owned_name::remove_dead();
         let local = world.split_shared(world.rank());
-        let mut local_ranks = vec![0 as Rank; local.size() as usize];
-        local.all_gather_into(&(world.rank() as Rank), &mut local_ranks[..]);
-        let leader = u32::from(local.rank() == 0);
-        let mut hosts = 0u32;
-        world.all_reduce_into(&leader, &mut hosts, mpi::collective::SystemOperation::sum());
+        let ranks = (
+            vec![world.rank() as Rank],
+            vec![0 as Rank; local.size() as usize],
+        );
+        let what = "the MPI gather of this host's ranks";
+        let (_, local_ranks) = bounded(ranks, INIT_TIMEOUT, what, |(mine, all)| {
+            local.immediate_all_gather_into(StaticScope, &mine[..], &mut all[..])
+        })?;
+        let leaders = (u32::from(local.rank() == 0), 0u32);
+        let what = "the MPI count of hosts";
+        let (_, hosts) = bounded(leaders, INIT_TIMEOUT, what, |(leader, hosts)| {
+            world.immediate_all_reduce_into(
+                StaticScope,
+                &*leader,
+                hosts,
+                mpi::collective::SystemOperation::sum(),
+            )
+        })?;
         let placement = Placement { hosts, local_ranks };
         let mut job = vec![0u8; MAX_JOB_ID];
         if world.rank() == 0 {
