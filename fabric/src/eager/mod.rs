@@ -618,7 +618,7 @@ impl<W: LocalWindow> Messenger<W> {
         }
         let remote = conn.remote.as_ref().expect("checked above");
         let pos = conn.written;
-        let at = (pos % self.ring_bytes as u64) as usize;
+        let at = ring_offset(pos, self.ring_bytes);
         let written = if len <= SMALL_FRAME_BYTES && at + len <= self.ring_bytes {
             // The common case: one put of a frame put together here (the
             // header written in place: a header built apart and copied in
@@ -1090,7 +1090,7 @@ impl<W: LocalWindow> Messenger<W> {
             // last lap's (it is zeroed when credit goes back).
             return Ok(None);
         }
-        let at = RING_AT + (conn.consumed % ring) as usize;
+        let at = RING_AT + ring_offset(conn.consumed, self.ring_bytes);
         let stamped = conn.window.signal(at)?;
         if stamped == 0 {
             return Ok(None);
@@ -1362,9 +1362,9 @@ impl<W: LocalWindow> Messenger<W> {
         if owed >= self.credit_batch() {
             // The stamps of the next lap's frames land on these lines: each
             // line's first word is 0 again before the peer may write there.
-            let ring = self.ring_bytes as u64;
             for pos in (conn.returned..conn.consumed).step_by(FRAME_ALIGN) {
-                conn.window.set_signal(RING_AT + (pos % ring) as usize, 0)?;
+                conn.window
+                    .set_signal(RING_AT + ring_offset(pos, self.ring_bytes), 0)?;
             }
             let signal = Signal {
                 offset: CREDIT_SIGNAL,
@@ -1903,7 +1903,7 @@ fn write_frame_now<R: Rma + ?Sized>(
     header: &[u8; FRAME_HEADER_BYTES],
     payload: &[u8],
 ) -> Result<()> {
-    let at = RING_AT + (pos % ring_bytes as u64) as usize;
+    let at = RING_AT + ring_offset(pos, ring_bytes);
     let body = [&header[STAMP_BYTES..], payload];
     let len = FRAME_HEADER_BYTES - STAMP_BYTES + payload.len();
     let ring = (RING_AT, ring_bytes);
@@ -1963,7 +1963,7 @@ fn write_span<R: Rma + ?Sized>(
     // at most two pieces and both together at most three.
     let mut pieces: [(usize, &[u8]); 4] = [(0, &[]); 4];
     let mut count = 0;
-    let mut at = (pos % ring_bytes as u64) as usize;
+    let mut at = ring_offset(pos, ring_bytes);
     let mut left = len;
     for part in parts {
         let mut bytes = &part[..part.len().min(left)];
@@ -1973,7 +1973,11 @@ fn write_span<R: Rma + ?Sized>(
             pieces[count] = (at, &bytes[..first]);
             count += 1;
             bytes = &bytes[first..];
-            at = (at + first) % ring_bytes;
+            at = if at + first == ring_bytes {
+                0
+            } else {
+                at + first
+            };
         }
         if left == 0 {
             break;

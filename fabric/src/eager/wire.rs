@@ -192,6 +192,18 @@ pub fn frame_span(len: u64) -> Option<u64> {
         .map(|end| end / align * align)
 }
 
+/// The offset in a ring of `ring_bytes` (not 0) of stream position `pos`.
+/// A mask where the ring is a power of two, as the default is: a 64-bit
+/// division costs more than the rest of a small message's bookkeeping.
+#[inline(always)]
+pub fn ring_offset(pos: u64, ring_bytes: usize) -> usize {
+    let ring = ring_bytes as u64;
+    match ring.is_power_of_two() {
+        true => (pos & (ring - 1)) as usize,
+        false => (pos % ring) as usize,
+    }
+}
+
 /// Splits `len` bytes at stream position `pos` of a ring into at most two
 /// (ring offset, length) pieces, wrapping at the end; `None` if they do not
 /// fit in the ring.
@@ -199,7 +211,7 @@ pub fn ring_pieces(pos: u64, len: usize, ring_bytes: usize) -> Option<[(usize, u
     if len > ring_bytes || ring_bytes == 0 {
         return None;
     }
-    let start = (pos % ring_bytes as u64) as usize;
+    let start = ring_offset(pos, ring_bytes);
     let first = len.min(ring_bytes - start);
     Some([(start, first), (0, len - first)])
 }
@@ -253,6 +265,30 @@ mod tests {
         assert_eq!(ring_pieces(14, 5, 16), Some([(14, 2), (0, 3)]));
         assert_eq!(ring_pieces(32, 16, 16), Some([(0, 16), (0, 0)]));
         assert_eq!(ring_pieces(u64::MAX, 16, 16), Some([(15, 1), (0, 15)]));
+    }
+
+    #[test]
+    fn ring_offsets_are_the_position_modulo_the_ring() {
+        let positions = [
+            0,
+            1,
+            63,
+            64,
+            65_535,
+            65_536,
+            1 << 40,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for ring in [16, 64, 100, 4096, 65_536, 1 << 30, (1 << 30) - 1] {
+            for pos in positions {
+                assert_eq!(
+                    ring_offset(pos, ring),
+                    (pos % ring as u64) as usize,
+                    "{pos} in {ring}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -254,7 +254,11 @@ impl Rma for ShmTransport {
         self.with_peer_window(target, window, |w| {
             let word = w.word(stamp.offset)?;
             w.write(offset, data)?;
-            word.store(stamp.add, Ordering::Release);
+            // SeqCst, not Release: a release store may still sit in this
+            // core's store buffer when `wake` reads the owner's sleepers
+            // flag, so the owner could park past a stamp that had landed
+            // (the Dekker pairing `Host::store` documents).
+            word.store(stamp.add, Ordering::SeqCst);
             wake(w);
             Ok(())
         })
