@@ -365,3 +365,36 @@ fn interposed_fortran_mpi_comm_split_gives_mpichs_results() {
         );
     }
 }
+
+/// Every function `catena.h` declares is called by one of the C test
+/// programs (or their shared `check.h`), so none ships untried from C.
+#[test]
+fn every_header_function_is_called_by_a_c_program() {
+    let header = std::fs::read_to_string(here().join("include/catena.h")).expect("catena.h");
+    let declared: Vec<&str> = header
+        .lines()
+        .filter(|line| line.starts_with(|c: char| c.is_ascii_lowercase()))
+        .filter_map(|line| {
+            let name = &line[line.find("catena_")?..];
+            let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            name[end..].starts_with('(').then(|| &name[..end])
+        })
+        .collect();
+    assert!(
+        declared.len() > 50,
+        "only {} functions found in catena.h",
+        declared.len()
+    );
+    let mut programs = String::new();
+    for entry in std::fs::read_dir(here().join("tests/c")).expect("tests/c") {
+        let path = entry.expect("a test program").path();
+        if path.extension().is_some_and(|e| e == "c" || e == "h") {
+            programs += &std::fs::read_to_string(&path).expect("a C program");
+        }
+    }
+    let uncalled: Vec<&&str> = declared
+        .iter()
+        .filter(|name| !programs.contains(&format!("{name}(")))
+        .collect();
+    assert!(uncalled.is_empty(), "no C test program calls {uncalled:?}");
+}

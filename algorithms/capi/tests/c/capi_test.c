@@ -393,6 +393,18 @@ int main(int argc, char **argv) {
             OK(catena_allreduce(made, &mine, &sum, 1, CATENA_INT64, CATENA_SUM));
             CHECK(sum == list_sum, "create_group: sum %ld, want %ld", sum, list_sum);
             OK(catena_comm_free(&made));
+            /* Posted, with another tag: the same group again. */
+            catena_request_t *made_req;
+            OK(catena_comm_create_group_post(world, top, 6, &made, &made_req));
+            OK(catena_request_wait(&made_req));
+            CHECK(made != NULL, "a posted create_group gave a member no communicator");
+            OK(catena_comm_rank(made, &made_rank));
+            OK(catena_comm_size(made, &made_size));
+            CHECK(made_rank == rank && made_size == k, "posted create_group: %d of %d", made_rank,
+                  made_size);
+            OK(catena_allreduce(made, &mine, &sum, 1, CATENA_INT64, CATENA_SUM));
+            CHECK(sum == list_sum, "posted create_group: sum %ld, want %ld", sum, list_sum);
+            OK(catena_comm_free(&made));
         }
         OK(catena_barrier(world));
         /* Misuse: every one an error on this process alone. */
@@ -409,6 +421,10 @@ int main(int argc, char **argv) {
         FAILS(catena_comm_create_group(world, top, CATENA_CREATE_TAGS, &sub), CATENA_ERR_ARG);
         FAILS(catena_group_size((catena_group_t *)world, &size), CATENA_ERR_HANDLE);
         FAILS(catena_comm_create_group(world, NULL, 5, &sub), CATENA_ERR_ARG);
+        catena_request_t *no_req;
+        FAILS(catena_comm_create_group_post(world, NULL, 5, &sub, &no_req), CATENA_ERR_ARG);
+        FAILS(catena_comm_create_group_post(world, top, CATENA_CREATE_TAGS, &sub, &no_req),
+              CATENA_ERR_ARG);
         catena_group_t *stale = all;
         OK(catena_group_free(&all));
         CHECK(all == NULL, "group free did not clear the handle");
