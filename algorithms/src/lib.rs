@@ -6,6 +6,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod alltoall;
+mod blocking;
 pub mod bulk;
 pub mod chain;
 mod codec;

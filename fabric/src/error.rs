@@ -11,6 +11,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A blocking call was made inside an async call that catena's executor
+    /// is already running on this thread: it could not return before the
+    /// outer call went on, and that may wait for it.
+    #[error("a blocking call inside an async call of catena's executor; await its i-form instead")]
+    BlockingInAsync,
     /// A wait (receive, send slot, put completion, barrier) passed its deadline
     /// before the awaited event happened.
     #[error("timed out waiting for {what}")]

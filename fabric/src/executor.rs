@@ -2,6 +2,7 @@
 //! spin budget lasts, then block in the provider's wait object. The simulator
 //! has its own executor; algorithms never see the difference.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -9,10 +10,41 @@ use std::time::Instant;
 
 use crate::Blocking;
 
+thread_local! {
+    /// How many `block_on`s run on this thread (more than one: nested).
+    static RUNNING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether a [`block_on`] runs on this thread: a blocking call made now is
+/// inside an async call it drives, and blocking there would stall the calls
+/// beside it (which the blocking one may wait for).
+pub fn in_block_on() -> bool {
+    RUNNING.with(|running| running.get() > 0)
+}
+
+/// Counts a running `block_on` for as long as it lives.
+struct Running;
+
+impl Running {
+    fn enter() -> Running {
+        RUNNING.with(|running| running.set(running.get() + 1));
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|running| running.set(running.get() - 1));
+    }
+}
+
 /// Runs `future` to completion on `transport`'s calling thread.
 ///
 /// Every wait inside carries a deadline, so this returns in bounded time.
+/// Blocking library calls check [`in_block_on`] first and fail with
+/// `BlockingInAsync` rather than nest.
 pub fn block_on<T: Blocking + ?Sized, F: Future>(transport: &T, future: F) -> F::Output {
+    let _running = Running::enter();
     let mut future = pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
     let spin = transport.spin_budget();

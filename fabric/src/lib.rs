@@ -39,7 +39,7 @@ pub mod ucx;
 
 pub use directory::{entry_bytes, Directory, DirectoryUse, Entry};
 pub use error::{Error, Result};
-pub use executor::block_on;
+pub use executor::{block_on, in_block_on};
 pub use key::RemoteKey;
 pub use provider::{
     default_provider, finalize_barrier, spans_hosts, with_provider, Provider, WithProvider, AUTO,

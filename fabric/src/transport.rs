@@ -6,7 +6,7 @@
 //! holds the hooks a blocking executor needs on real providers.
 
 use std::future::Future;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use crate::eager::Messenger;
@@ -230,15 +230,16 @@ pub trait Rma {
     /// with the rank, it makes new communicators' context ids unique by
     /// construction, without a global counter.
     fn next_serial(&self) -> u64;
+    /// Handles incoming work that no future polls for (connection requests,
+    /// draining message rings, returning credits): what an executor does
+    /// between polls. Nothing where nothing needs it (the simulator).
+    fn progress(&self) {}
 }
 
 /// The hooks [`block_on`](crate::block_on) uses to wait well on a real
 /// provider: drive the fabric, spin a while, then block in the provider's
 /// wait object. The simulator has its own executor and does not offer them.
 pub trait Blocking: Rma {
-    /// Handles incoming work that no future polls for (connection requests,
-    /// draining message rings, returning credits).
-    fn progress(&self);
     /// How long a waiting executor re-polls before it blocks.
     fn spin_budget(&self) -> Duration;
     /// Announces that the executor is about to block; returns a ticket. Any
@@ -421,6 +422,13 @@ impl<T: EagerMessaging + HostMemory> Transport for T {
 
 /// The one waiting primitive: resolves when `ready` yields a value, fails with
 /// `Timeout` at `deadline` and with `PeerGone` when the job loses a rank.
+///
+/// Under catena's executors (polled with [`Waker::noop`]) a pending wait
+/// leaves progress and re-polling to them. Polled by another runtime (tokio
+/// or any executor with real wakers), it drives the transport's progress
+/// itself and wakes its task at once: nothing else would, for nothing
+/// catena waits on raises an event a runtime sees. The task so yields to
+/// the runtime's other tasks and timers between looks.
 pub fn wait_until<'a, T, R>(
     transport: &'a T,
     deadline: Time,
@@ -431,7 +439,7 @@ where
     T: Rma + ?Sized,
 {
     let mut pending_polls = 0u32;
-    std::future::poll_fn(move |_| match ready() {
+    std::future::poll_fn(move |cx| match ready() {
         Err(e) => Poll::Ready(Err(e)),
         Ok(Some(value)) => Poll::Ready(Ok(value)),
         Ok(None) => {
@@ -451,6 +459,10 @@ where
                 return Poll::Ready(Err(Error::Timeout { what }));
             }
             transport.wake_at(deadline);
+            if !cx.waker().will_wake(Waker::noop()) {
+                transport.progress();
+                cx.waker().wake_by_ref();
+            }
             Poll::Pending
         }
     })

@@ -39,8 +39,9 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::str::FromStr;
 
+use crate::blocking::block_on;
 use bytemuck::Pod;
-use catena_fabric::{block_on, Blocking, Transport};
+use catena_fabric::{Blocking, Transport};
 
 use crate::chain::CallTags;
 use crate::groupmap::GroupMap;
@@ -435,7 +436,9 @@ impl<T: Transport + Blocking, E: Pod> AlltoallPlan<'_, '_, T, E> {
         data: &mut Vec<E>,
         route: impl FnMut(&E, &mut Emit<'_, E>),
     ) -> Result<()> {
-        block_on(self.comm.transport(), self.iexchange_in_place(data, route))
+        block_on(self.comm.transport(), || {
+            self.iexchange_in_place(data, route)
+        })
     }
 
     /// See [`AlltoallPlan::iexchange`].
@@ -445,7 +448,7 @@ impl<T: Transport + Blocking, E: Pod> AlltoallPlan<'_, '_, T, E> {
         recv: &mut [E],
         route: impl FnMut(&E, &mut Emit<'_, E>),
     ) -> Result<usize> {
-        block_on(self.comm.transport(), self.iexchange(send, recv, route))
+        block_on(self.comm.transport(), || self.iexchange(send, recv, route))
     }
 }
 
@@ -529,10 +532,9 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         options: Options,
         peers: Peers,
     ) -> Result<AlltoallPlan<'_, 't, T, E>> {
-        block_on(
-            self.transport(),
-            self.ialltoall_plan_among(capacity, options, peers),
-        )
+        block_on(self.transport(), || {
+            self.ialltoall_plan_among(capacity, options, peers)
+        })
     }
 
     /// See [`Comm::ialltoall_specific`].
@@ -543,9 +545,8 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         options: Options,
         route: impl FnMut(&E, &mut Emit<'_, E>),
     ) -> Result<usize> {
-        block_on(
-            self.transport(),
-            self.ialltoall_specific(send, recv, options, route),
-        )
+        block_on(self.transport(), || {
+            self.ialltoall_specific(send, recv, options, route)
+        })
     }
 }

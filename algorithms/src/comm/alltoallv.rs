@@ -5,8 +5,9 @@
 
 use std::future::Future;
 
+use crate::blocking::block_on;
 use bytemuck::Pod;
-use catena_fabric::{block_on, Blocking, ContextId, Tag, Time, Transport};
+use catena_fabric::{Blocking, ContextId, Tag, Time, Transport};
 
 use super::Comm;
 use crate::groupmap::GroupMap;
@@ -49,10 +50,9 @@ impl<T: Transport + Blocking> Comm<'_, T> {
         recv: &mut [E],
         recv_counts: &[usize],
     ) -> Result<()> {
-        block_on(
-            self.t,
-            self.ialltoallv(send, send_counts, recv, recv_counts),
-        )
+        block_on(self.t, || {
+            self.ialltoallv(send, send_counts, recv, recv_counts)
+        })
     }
 }
 

@@ -7,8 +7,9 @@
 
 use std::future::Future;
 
+use crate::blocking::block_on;
 use bytemuck::Pod;
-use catena_fabric::{block_on, Blocking, Transport};
+use catena_fabric::{Blocking, Transport};
 
 use super::collectives::Path;
 use super::Comm;
@@ -448,7 +449,7 @@ impl<'t, T: Transport> Comm<'t, T> {
 impl<'t, T: Transport + Blocking> Comm<'t, T> {
     /// See [`Comm::ibcast_into`].
     pub fn bcast_into<E: Pod>(&self, root: u32, buf: &mut [E]) -> Result<()> {
-        block_on(self.t, self.ibcast_into(root, buf))
+        block_on(self.t, || self.ibcast_into(root, buf))
     }
 
     /// See [`Comm::ireduce_into`].
@@ -459,7 +460,7 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         recv: Option<&mut [E]>,
         op: impl Fn(&E, &E) -> E,
     ) -> Result<()> {
-        block_on(self.t, self.ireduce_into(root, send, recv, op))
+        block_on(self.t, || self.ireduce_into(root, send, recv, op))
     }
 
     /// See [`Comm::iallreduce_into`].
@@ -469,12 +470,12 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         recv: &mut [E],
         op: impl Fn(&E, &E) -> E,
     ) -> Result<()> {
-        block_on(self.t, self.iallreduce_into(send, recv, op))
+        block_on(self.t, || self.iallreduce_into(send, recv, op))
     }
 
     /// See [`Comm::igather_into`].
     pub fn gather_into<E: Pod>(&self, root: u32, send: &[E], recv: Option<&mut [E]>) -> Result<()> {
-        block_on(self.t, self.igather_into(root, send, recv))
+        block_on(self.t, || self.igather_into(root, send, recv))
     }
 
     /// See [`Comm::iscatter_into`].
@@ -484,11 +485,11 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         send: Option<&[E]>,
         recv: &mut [E],
     ) -> Result<()> {
-        block_on(self.t, self.iscatter_into(root, send, recv))
+        block_on(self.t, || self.iscatter_into(root, send, recv))
     }
 
     /// See [`Comm::iallgather_into`].
     pub fn allgather_into<E: Pod>(&self, send: &[E], recv: &mut [E]) -> Result<()> {
-        block_on(self.t, self.iallgather_into(send, recv))
+        block_on(self.t, || self.iallgather_into(send, recv))
     }
 }

@@ -5,8 +5,9 @@
 
 use std::future::Future;
 
+use crate::blocking::block_on;
 use bytemuck::Pod;
-use catena_fabric::{block_on, Blocking, Transport};
+use catena_fabric::{Blocking, Transport};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -275,32 +276,32 @@ impl<'t, T: Transport> Comm<'t, T> {
 impl<'t, T: Transport + Blocking> Comm<'t, T> {
     /// See [`Comm::ibarrier`].
     pub fn barrier(&self) -> Result<()> {
-        block_on(self.t, self.ibarrier())
+        block_on(self.t, || self.ibarrier())
     }
 
     /// See [`Comm::ibcast`].
     pub fn bcast<V: Value>(&self, root: u32, value: Option<V>) -> Result<V> {
-        block_on(self.t, self.ibcast(root, value))
+        block_on(self.t, || self.ibcast(root, value))
     }
 
     /// See [`Comm::ireduce`].
     pub fn reduce<A: Value>(&self, root: u32, x: A, op: impl Fn(&A, &A) -> A) -> Result<Option<A>> {
-        block_on(self.t, self.ireduce(root, x, op))
+        block_on(self.t, || self.ireduce(root, x, op))
     }
 
     /// See [`Comm::iallreduce`].
     pub fn allreduce<A: Value + Clone>(&self, x: A, op: impl Fn(&A, &A) -> A) -> Result<A> {
-        block_on(self.t, self.iallreduce(x, op))
+        block_on(self.t, || self.iallreduce(x, op))
     }
 
     /// See [`Comm::iscan`].
     pub fn scan<A: Value + Clone>(&self, x: A, op: impl Fn(&A, &A) -> A) -> Result<A> {
-        block_on(self.t, self.iscan(x, op))
+        block_on(self.t, || self.iscan(x, op))
     }
 
     /// See [`Comm::iexscan`].
     pub fn exscan<A: Value + Clone>(&self, x: A, op: impl Fn(&A, &A) -> A) -> Result<Option<A>> {
-        block_on(self.t, self.iexscan(x, op))
+        block_on(self.t, || self.iexscan(x, op))
     }
 
     /// See [`Comm::idouble_scan`].
@@ -311,33 +312,33 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         op_lr: impl Fn(&A, &A) -> A,
         op_rl: impl Fn(&B, &B) -> B,
     ) -> Result<DoubleScan<A, B>> {
-        block_on(self.t, self.idouble_scan(x, y, op_lr, op_rl))
+        block_on(self.t, || self.idouble_scan(x, y, op_lr, op_rl))
     }
 
     /// See [`Comm::igather`].
     pub fn gather<V: Value>(&self, root: u32, x: &V) -> Result<Option<Vec<V>>> {
-        block_on(self.t, self.igather(root, x))
+        block_on(self.t, || self.igather(root, x))
     }
 
     /// See [`Comm::iscatter`].
     pub fn scatter<V: Value>(&self, root: u32, values: Option<Vec<V>>) -> Result<V> {
-        block_on(self.t, self.iscatter(root, values))
+        block_on(self.t, || self.iscatter(root, values))
     }
 
     /// See [`Comm::iallgather`].
     pub fn allgather<V: Value>(&self, x: &V) -> Result<Vec<V>> {
-        block_on(self.t, self.iallgather(x))
+        block_on(self.t, || self.iallgather(x))
     }
 
     /// See [`Comm::itree`].
     pub fn tree(&self, plan: TreePlan, config: PipelineConfig) -> Result<TreeCollective<'t, T>> {
-        block_on(self.t, self.itree(plan, config))
+        block_on(self.t, || self.itree(plan, config))
     }
 
     /// The root's `data` into every member's `data` over a tree schedule
     /// (see [`TreeCollective::bcast`]), within this communicator's timeout.
     pub fn tree_bcast(&self, tree: &mut TreeCollective<'t, T>, data: &mut [u8]) -> Result<()> {
-        block_on(self.t, tree.bcast(data, self.deadline()))
+        block_on(self.t, || tree.bcast(data, self.deadline()))
     }
 
     /// Elementwise allreduce of `data` over a tree schedule (see
@@ -348,6 +349,6 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         data: &mut [E],
         op: impl Fn(&mut [E], &[E]),
     ) -> Result<()> {
-        block_on(self.t, tree.allreduce(data, op, self.deadline()))
+        block_on(self.t, || tree.allreduce(data, op, self.deadline()))
     }
 }

@@ -6,7 +6,8 @@
 
 use std::future::Future;
 
-use catena_fabric::{block_on, Blocking, Rank, Tag, Transport};
+use crate::blocking::block_on;
+use catena_fabric::{Blocking, Rank, Tag, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::{merge, Comm};
@@ -249,9 +250,8 @@ impl<'t, T: Transport> Comm<'t, T> {
 impl<'t, T: Transport + Blocking> Comm<'t, T> {
     /// See [`Comm::icreate_group`]; by the direct construction.
     pub fn create_group(&self, map: GroupMap, tag: Tag) -> Result<Option<Comm<'t, T>>> {
-        block_on(
-            self.t,
-            self.icreate_group(map, tag, CreateAlgorithm::Direct),
-        )
+        block_on(self.t, || {
+            self.icreate_group(map, tag, CreateAlgorithm::Direct)
+        })
     }
 }

@@ -6,7 +6,8 @@
 
 use std::future::Future;
 
-use catena_fabric::{block_on, Blocking, Transport};
+use crate::blocking::block_on;
+use catena_fabric::{Blocking, Transport};
 
 use super::collectives::Value;
 use super::Comm;
@@ -88,23 +89,23 @@ impl<'t, T: Transport> Hierarchy<'t, T> {
 impl<'t, T: Transport + Blocking> Comm<'t, T> {
     /// See [`Comm::isplit_by_host`].
     pub fn split_by_host(&self) -> Result<Comm<'t, T>> {
-        block_on(self.t, self.isplit_by_host())
+        block_on(self.t, || self.isplit_by_host())
     }
 
     /// See [`Comm::ihierarchy`].
     pub fn hierarchy(&self) -> Result<Hierarchy<'t, T>> {
-        block_on(self.t, self.ihierarchy())
+        block_on(self.t, || self.ihierarchy())
     }
 }
 
 impl<'t, T: Transport + Blocking> Hierarchy<'t, T> {
     /// See [`Hierarchy::iallreduce`].
     pub fn allreduce<A: Value + Clone>(&self, x: A, op: impl Fn(&A, &A) -> A) -> Result<A> {
-        block_on(self.local.t, self.iallreduce(x, op))
+        block_on(self.local.t, || self.iallreduce(x, op))
     }
 
     /// See [`Hierarchy::ibcast`].
     pub fn bcast<V: Value>(&self, value: Option<V>) -> Result<V> {
-        block_on(self.local.t, self.ibcast(value))
+        block_on(self.local.t, || self.ibcast(value))
     }
 }

@@ -7,7 +7,8 @@
 
 use std::future::Future;
 
-use catena_fabric::{block_on, wait_until, Blocking, Rank, Transport};
+use crate::blocking::block_on;
+use catena_fabric::{wait_until, Blocking, Rank, Transport};
 
 use super::Comm;
 use crate::groupmap::{GroupMap, OrderKind, RankRange, SetKind, Strategy};
@@ -168,22 +169,22 @@ impl<'t, T: Transport> Comm<'t, T> {
 impl<T: Transport + Blocking> Comm<'_, T> {
     /// See [`Comm::igroup_map`].
     pub fn group_map(&self) -> Result<&GroupMap> {
-        block_on(self.t, self.igroup_map())
+        block_on(self.t, || self.igroup_map())
     }
 
     /// See [`Comm::iworld_rank_of`].
     pub fn world_rank_of(&self, rank: u32) -> Result<Rank> {
-        block_on(self.t, self.iworld_rank_of(rank))
+        block_on(self.t, || self.iworld_rank_of(rank))
     }
 
     /// See [`Comm::igroup_rank_of`].
     pub fn group_rank_of(&self, world: Rank) -> Result<Option<u32>> {
-        block_on(self.t, self.igroup_rank_of(world))
+        block_on(self.t, || self.igroup_rank_of(world))
     }
 
     /// See [`Comm::itranslate`].
     pub fn translate(&self, ranks: &[u32], other: &Comm<'_, T>) -> Result<Vec<Option<u32>>> {
-        block_on(self.t, self.itranslate(ranks, other))
+        block_on(self.t, || self.itranslate(ranks, other))
     }
 }
 

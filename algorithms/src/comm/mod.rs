@@ -18,7 +18,8 @@ use std::cmp::Ordering;
 use std::future::Future;
 use std::time::Duration;
 
-use catena_fabric::{block_on, Blocking, ContextId, Time, Transport};
+use crate::blocking::block_on;
+use catena_fabric::{Blocking, ContextId, Time, Transport};
 use serde::Serialize;
 
 use crate::context::{Proposal, WORLD_CONTEXT};
@@ -450,7 +451,7 @@ pub fn with_world<R>(
 impl<'t, T: Transport + Blocking> Comm<'t, T> {
     /// See [`Comm::idup`].
     pub fn dup(&self) -> Result<Comm<'t, T>> {
-        block_on(self.t, self.idup())
+        block_on(self.t, || self.idup())
     }
 
     /// See [`Comm::isplit`].
@@ -459,7 +460,7 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         C: Serialize,
         K: Wire + Clone + Ord + 'static,
     {
-        block_on(self.t, self.isplit(color, key))
+        block_on(self.t, || self.isplit(color, key))
     }
 
     /// See [`Comm::isplit_by_color`].
@@ -467,7 +468,7 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         &self,
         color: impl Into<Color<C>>,
     ) -> Result<Option<Comm<'t, T>>> {
-        block_on(self.t, self.isplit_by_color(color))
+        block_on(self.t, || self.isplit_by_color(color))
     }
 
     /// See [`Comm::isplit_by`].
@@ -481,7 +482,7 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         C: Serialize,
         K: Wire + Clone,
     {
-        block_on(self.t, self.isplit_by(color, key, order))
+        block_on(self.t, || self.isplit_by(color, key, order))
     }
 }
 

@@ -4,7 +4,8 @@
 
 use std::future::Future;
 
-use catena_fabric::{block_on, Blocking, Tag, Transport};
+use crate::blocking::block_on;
+use catena_fabric::{Blocking, Tag, Transport};
 use serde::Serialize;
 
 use super::collectives::Value;
@@ -92,21 +93,21 @@ impl<'t, T: Transport> Comm<'t, T> {
 impl<T: Transport + Blocking> Comm<'_, T> {
     /// See [`Comm::isend`].
     pub fn send<V: Serialize + ?Sized>(&self, to: u32, tag: Tag, value: &V) -> Result<()> {
-        block_on(self.t, self.isend(to, tag, value))
+        block_on(self.t, || self.isend(to, tag, value))
     }
 
     /// See [`Comm::irecv`].
     pub fn recv<V: Value>(&self, from: u32, tag: Tag) -> Result<V> {
-        block_on(self.t, self.irecv(from, tag))
+        block_on(self.t, || self.irecv(from, tag))
     }
 
     /// See [`Comm::irecv_any`].
     pub fn recv_any<V: Value>(&self, tag: Tag) -> Result<(u32, V)> {
-        block_on(self.t, self.irecv_any(tag))
+        block_on(self.t, || self.irecv_any(tag))
     }
 
     /// See [`Comm::itry_recv_any`].
     pub fn try_recv_any<V: Value>(&self, tag: Tag) -> Result<Option<(u32, V)>> {
-        block_on(self.t, self.itry_recv_any(tag))
+        block_on(self.t, || self.itry_recv_any(tag))
     }
 }

@@ -434,6 +434,11 @@ fn shm_region_exists(name: &[u8]) -> bool {
 impl Rma for OfiTransport {
     type Window = OfiWindow;
 
+    fn progress(&self) {
+        self.engine.poll();
+        self.engine.quietly(|| self.messenger.progress(self));
+    }
+
     fn rank(&self) -> Rank {
         self.job.rank()
     }
@@ -626,11 +631,6 @@ impl Rma for OfiTransport {
 }
 
 impl Blocking for OfiTransport {
-    fn progress(&self) {
-        self.engine.poll();
-        self.engine.quietly(|| self.messenger.progress(self));
-    }
-
     fn spin_budget(&self) -> Duration {
         self.spin
     }

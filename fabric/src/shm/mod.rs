@@ -184,6 +184,10 @@ fn wake(w: &MappedWindow) {
 impl Rma for ShmTransport {
     type Window = ShmWindow;
 
+    fn progress(&self) {
+        self.messenger.progress(self);
+    }
+
     fn rank(&self) -> Rank {
         self.job.rank()
     }
@@ -327,10 +331,6 @@ impl Rma for ShmTransport {
 }
 
 impl Blocking for ShmTransport {
-    fn progress(&self) {
-        self.messenger.progress(self);
-    }
-
     fn spin_budget(&self) -> Duration {
         self.spin
     }

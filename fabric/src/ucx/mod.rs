@@ -345,6 +345,19 @@ fn decode_address(entry: &[u8]) -> Result<(&[u8], &[u8])> {
 impl Rma for UcxTransport {
     type Window = UcxWindow;
 
+    fn progress(&self) {
+        self.worker.progress(PROGRESS_ROUNDS);
+        // Data put by a peer lands only when this worker progresses (tcp
+        // emulates RMA with active messages): look at failures after
+        // draining, so that a message sent before a peer died is delivered.
+        let lost = self.job.check_health();
+        self.messenger.progress(self);
+        self.endpoints.confirm_failures();
+        if let Err(Error::PeerGone { rank }) = lost {
+            self.lost.set(Some(rank));
+        }
+    }
+
     fn rank(&self) -> Rank {
         self.job.rank()
     }
@@ -571,19 +584,6 @@ impl Rma for UcxTransport {
 }
 
 impl Blocking for UcxTransport {
-    fn progress(&self) {
-        self.worker.progress(PROGRESS_ROUNDS);
-        // Data put by a peer lands only when this worker progresses (tcp
-        // emulates RMA with active messages): look at failures after
-        // draining, so that a message sent before a peer died is delivered.
-        let lost = self.job.check_health();
-        self.messenger.progress(self);
-        self.endpoints.confirm_failures();
-        if let Err(Error::PeerGone { rank }) = lost {
-            self.lost.set(Some(rank));
-        }
-    }
-
     fn spin_budget(&self) -> Duration {
         self.spin
     }
