@@ -53,19 +53,31 @@ pub const FAKEHOST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ci/fakehost"
 /// network: libfabric's tcp and UCX (catena's and MPICH's) use `lo` only.
 pub const LOOPBACK_ONLY: &[(&str, &str)] = &[("FI_TCP_IFACE", "lo"), ("UCX_NET_DEVICES", "lo")];
 
-/// In the test process of `case` across fake hosts: true, after printing
-/// why, when fake hosts cannot be made here, so the case is skipped. False
-/// in a rank or a proxy (their test process already checked).
+/// The variable that lets a test that cannot run here pass as skipped
+/// (`1`), on a developer's machine without root; unset, such a test fails,
+/// so that CI never counts one it did not run.
+pub const ENV_SKIP_UNAVAILABLE: &str = "CATENA_TESTS_SKIP_UNAVAILABLE";
+
+/// A test that cannot run here: skipped (true, the reason printed) where
+/// [`ENV_SKIP_UNAVAILABLE`] allows it, else a failure naming the reason.
+pub fn skip_unavailable(case: &str, why: &str) -> bool {
+    if std::env::var(ENV_SKIP_UNAVAILABLE).as_deref() == Ok("1") {
+        eprintln!("{case}: skipped ({ENV_SKIP_UNAVAILABLE}=1): {why}");
+        return true;
+    }
+    panic!("{case} cannot run here: {why} (set {ENV_SKIP_UNAVAILABLE}=1 to skip it)");
+}
+
+/// In the test process of `case` across fake hosts: when fake hosts cannot
+/// be made here, [`skip_unavailable`]. False in a rank or a proxy (their
+/// test process already checked).
 pub fn skip_without_fake_hosts(case: &str) -> bool {
     if in_a_rank() || std::env::var_os(crate::config::ENV_PROXY).is_some() {
         return false;
     }
     match fake_hosts_permitted() {
         Ok(()) => false,
-        Err(why) => {
-            eprintln!("{case}: skipped: {why}");
-            true
-        }
+        Err(why) => skip_unavailable(case, &why),
     }
 }
 

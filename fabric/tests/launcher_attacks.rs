@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use catena_fabric::bootstrap::wire::{Frame, Peer, NONCE_BYTES};
 use catena_fabric::bootstrap::{self, Bootstrap};
 use catena_fabric::launch::{launch, serve_as_proxy, LaunchSpec};
-use catena_fabric::testing::{fake_hosts_permitted, FAKEHOST, LOOPBACK_ONLY};
+use catena_fabric::testing::{fake_hosts_permitted, skip_unavailable, FAKEHOST, LOOPBACK_ONLY};
 
 const TEST: &str = "attacks_by_another_local_user_get_nothing";
 const ROLE: &str = "ATTACK_ROLE";
@@ -41,13 +41,15 @@ fn attacks_by_another_local_user_get_nothing() {
         _ => {}
     }
     // SAFETY: no arguments, no memory.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{TEST}: skipped: needs root, to run the attacker as another user");
+    if unsafe { libc::geteuid() } != 0
+        && skip_unavailable(TEST, "needs root, to run the attacker as another user")
+    {
         return;
     }
     if let Err(why) = fake_hosts_permitted() {
-        eprintln!("{TEST}: skipped: {why}");
-        return;
+        if skip_unavailable(TEST, &why) {
+            return;
+        }
     }
     let (uid, gid) = attacker_user();
     let dir = tempdir();
