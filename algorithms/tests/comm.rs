@@ -166,7 +166,7 @@ async fn every_case<T: Transport>(t: &T, seed: u64) -> Outcome {
     let e = fail("making a communicator", t);
     let n = t.size();
     let world_members: Vec<Rank> = (0..n).collect();
-    let world = Comm::world(t).with_timeout(common::TIMEOUT);
+    let mut world = Comm::world(t).with_timeout(common::TIMEOUT);
     check(t, &world, &world_members, seed).await?;
 
     let dup = world.idup().await.map_err(&e)?;
@@ -189,6 +189,26 @@ async fn every_case<T: Transport>(t: &T, seed: u64) -> Outcome {
             ))
         }
     }
+
+    // The same split by each algorithm, chosen on the world in use (no dup,
+    // no rebuilt communicator); what it makes keeps the choice.
+    for algorithm in Algorithm::ALL {
+        world.set_algorithm(algorithm);
+        let (color, key) = choices[t.rank() as usize];
+        let again = world.isplit(color, key).await.map_err(&e)?;
+        let members = again.as_ref().map(|c| (c.algorithm(), c.size()));
+        let want = expected.as_ref().map(|m| (algorithm, m.len() as u32));
+        if members != want {
+            return Err(format!(
+                "rank {}: split by {algorithm}: {members:?}, want {want:?}",
+                t.rank()
+            ));
+        }
+        if let (Some(comm), Some(members)) = (&again, &expected) {
+            check(t, comm, members, seed + 6).await?;
+        }
+    }
+    world.set_algorithm(Algorithm::Auto);
 
     // Created groups: a random subset in random order, by both algorithms
     // (only members call), then a split of the direct one.

@@ -151,7 +151,11 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// equal map and the same `tag` (below [`CREATE_TAGS`]); other members
     /// of this communicator take no part and send nothing. Concurrent
     /// creations on one parent need different tags; disjoint groups may
-    /// share one. A member that passed another group or tag gets
+    /// share one; sequential ones (each member's last creation on the
+    /// parent returned before it makes the next) may reuse one, whatever
+    /// their groups: a call takes in every message sent to it before it
+    /// returns, and a pair's messages arrive in order. A member that passed
+    /// another group or tag gets
     /// `Mismatch` (all members do where their chains still meet; where a
     /// member waits for a partner that takes another path, `Timeout`). The
     /// map becomes the new communicator's.

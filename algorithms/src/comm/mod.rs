@@ -123,6 +123,24 @@ impl<'t, T: Transport> Comm<'t, T> {
         self
     }
 
+    /// Sets the timeout of each later call, in place: a communicator in
+    /// use need not be rebuilt (nor dup'ed) for it.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// Sets the algorithm of later splits (and of the communicators they
+    /// make), in place: a communicator in use need not be dup'ed for it.
+    /// Like the split's arguments, it must be the same on every member.
+    pub fn set_algorithm(&mut self, algorithm: Algorithm) {
+        self.algorithm = algorithm;
+    }
+
+    /// The algorithm this communicator's splits take.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
     /// How long each call may take.
     pub fn timeout(&self) -> Duration {
         self.timeout
