@@ -7,6 +7,8 @@
 mod common;
 
 use catena_algorithms::prelude::*;
+use std::time::Duration;
+
 use catena_fabric::Rank;
 use catena_sim::{LogGp, Sim, SimRank};
 use common::Rng;
@@ -297,4 +299,60 @@ common::provider_cases! {
 #[cfg(feature = "ucx")]
 common::provider_cases! {
     ucx_shm_communicators_5: catena_fabric::ucx::UcxTransport, 5, &[("UCX_TLS", "posix,cma,self")], communicators;
+}
+
+/// A lookup only some members make: the members of a child call
+/// `child.translate(.., &parent)` while the parent's map is not loaded.
+/// It is refused at once (it used to start the parent's collective load
+/// and wait for the parent's other members until the deadline); once
+/// every parent member loaded it, the same call answers. Where the parent
+/// holds its map from the start (in host memory), it answers at once.
+async fn translate_to_a_parent_without_its_map<T: Transport>(t: &T) -> Outcome {
+    let e = fail("translate to the parent", t);
+    let (rank, n) = (t.rank(), t.size());
+    let world = Comm::world(t).with_timeout(Duration::from_secs(5));
+    let parent = world.isplit(Some(0u32), n - rank).await.map_err(&e)?;
+    let parent = parent.ok_or("no parent")?;
+    let held = parent.held_group_map().is_some();
+    let child = parent.isplit(Some(rank % 2), rank).await.map_err(&e)?;
+    let child = child.ok_or("no child")?;
+    let evens = rank % 2 == 0;
+    // The evens' rank 0 is world rank 0: the parent's last (reversed keys).
+    let want = vec![Some(n - 1)];
+    if evens {
+        let limit = t.deadline_in(Duration::from_secs(2));
+        match child.itranslate(&[0], &parent).await {
+            Err(Error::InvalidArgument(why)) if !held && why.contains("not loaded") => {}
+            Ok(got) if held && got == want => {}
+            other => return Err(format!("rank {rank}: {other:?} (held: {held})")),
+        }
+        if t.now() > limit {
+            return Err(format!("rank {rank}: answered only after its deadline"));
+        }
+    }
+    parent.igroup_map().await.map_err(&e)?;
+    if evens {
+        let got = child.itranslate(&[0], &parent).await.map_err(&e)?;
+        if got != want {
+            return Err(format!(
+                "rank {rank}: child rank 0 is {got:?} in the parent"
+            ));
+        }
+    }
+    world.ibarrier().await.map_err(&e)
+}
+
+#[test]
+fn sim_translate_to_a_parent_without_its_map() {
+    for n in [2, 5, 8] {
+        for per_host in [1, n] {
+            let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(per_host);
+            let (results, _) = sim
+                .run(async |t: &SimRank<'_>| translate_to_a_parent_without_its_map(t).await)
+                .expect("every rank finishes");
+            for r in results {
+                r.unwrap_or_else(|e| panic!("{n} ranks, {per_host} per host: {e}"));
+            }
+        }
+    }
 }

@@ -101,15 +101,9 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// world ranks, O(size) time once; later calls and every other
     /// communicator answer at once.
     pub fn igroup_map(&self) -> impl Future<Output = Result<&GroupMap>> + '_ {
-        // In host memory every member's world rank is at hand.
-        if let (None, Some(team)) = (self.map.get(), &self.team) {
-            if let Some(map) = listed(self.t.size(), team.ranks()) {
-                let _ = self.map.set(map);
-            }
-        }
         // A map held already answers at once: no deadline (no clock read)
         // for the lookups that need none.
-        let deadline = self.map.get().is_none().then(|| self.deadline());
+        let deadline = self.held_group_map().is_none().then(|| self.deadline());
         let load = deadline
             .filter(|_| self.loading.get() == Loading::Idle)
             .map(|deadline| {
@@ -141,6 +135,19 @@ impl<'t, T: Transport> Comm<'t, T> {
         }
     }
 
+    /// The group map if this process holds it (the world's, a created
+    /// group's, one in host memory, or one an earlier lookup loaded): a
+    /// local answer, never a collective. Every member holds it or none does.
+    pub fn held_group_map(&self) -> Option<&GroupMap> {
+        // In host memory every member's world rank is at hand.
+        if let (None, Some(team)) = (self.map.get(), &self.team) {
+            if let Some(map) = listed(self.t.size(), team.ranks()) {
+                let _ = self.map.set(map);
+            }
+        }
+        self.map.get()
+    }
+
     /// The world rank of group rank `rank`.
     pub fn iworld_rank_of(&self, rank: u32) -> impl Future<Output = Result<Rank>> + '_ {
         let map = self.igroup_map();
@@ -154,14 +161,30 @@ impl<'t, T: Transport> Comm<'t, T> {
     }
 
     /// The ranks in `other` of this group's ranks `ranks`, `None` where a
-    /// process is not in `other` (MPI_Group_translate_ranks).
+    /// process is not in `other` (MPI_Group_translate_ranks). Only this
+    /// communicator's members call it, so `other`'s map must be held
+    /// already ([`Comm::held_group_map`]; load it by [`Comm::igroup_map`] on
+    /// all of `other`'s members): else `InvalidArgument` at once, where a
+    /// load would wait for members of `other` that never come.
     pub fn itranslate<'a>(
         &'a self,
         ranks: &'a [u32],
         other: &'a Comm<'_, T>,
     ) -> impl Future<Output = Result<Vec<Option<u32>>>> + 'a {
-        let (mine, theirs) = (self.igroup_map(), other.igroup_map());
-        async move { Ok(mine.await?.translate_ranks(ranks, theirs.await?)?) }
+        // Refused before this map's own load could take its tags.
+        let mine = other
+            .held_group_map()
+            .map(|theirs| (self.igroup_map(), theirs));
+        async move {
+            let (mine, theirs) = mine.ok_or_else(|| {
+                Error::InvalidArgument(
+                    "translate: the other communicator's group map is not loaded here; \
+                     load it first by group_map on all its members (a collective over it)"
+                        .into(),
+                )
+            })?;
+            Ok(mine.await?.translate_ranks(ranks, theirs)?)
+        }
     }
 }
 
