@@ -151,19 +151,6 @@ fn reference_split(parent: &[Rank], choices: &[(Option<u32>, u32)], me: Rank) ->
     Some(group.into_iter().map(|(_, p)| parent[p]).collect())
 }
 
-/// A random subset of `0..n` in random order, never empty.
-fn random_group(n: u32, seed: u64) -> Vec<Rank> {
-    let mut rng = Rng::new(seed, 2);
-    let mut ranks: Vec<Rank> = (0..n).filter(|_| rng.below(3) != 0).collect();
-    if ranks.is_empty() {
-        ranks.push(rng.below(u64::from(n)) as Rank);
-    }
-    for i in (1..ranks.len()).rev() {
-        ranks.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-    ranks
-}
-
 async fn every_case<T: Transport>(t: &T, seed: u64) -> Outcome {
     let e = fail("making a communicator", t);
     let n = t.size();
@@ -214,7 +201,7 @@ async fn every_case<T: Transport>(t: &T, seed: u64) -> Outcome {
 
     // Created groups: a random subset in random order, by both algorithms
     // (only members call), then a split of the direct one.
-    let order = random_group(n, seed);
+    let order = common::random_group(&mut Rng::new(seed, 2), n);
     if order.contains(&t.rank()) {
         for (tag, algorithm) in [
             (1, CreateAlgorithm::Direct),

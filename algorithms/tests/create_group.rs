@@ -325,17 +325,7 @@ fn sequential_creations_may_reuse_a_tag() {
     for n in [3u32, 8, 13] {
         for seed in 0..4 {
             let rounds: Vec<Vec<Rank>> = (0..12)
-                .map(|round| {
-                    let mut rng = Rng::new(seed * 100 + round, n);
-                    let mut order: Vec<Rank> = (0..n).filter(|_| rng.below(3) != 0).collect();
-                    if order.is_empty() {
-                        order.push(rng.below(u64::from(n)) as Rank);
-                    }
-                    for i in (1..order.len()).rev() {
-                        order.swap(i, rng.below(i as u64 + 1) as usize);
-                    }
-                    order
-                })
+                .map(|round| common::random_group(&mut Rng::new(seed * 100 + round, n), n))
                 .collect();
             for algorithm in [CreateAlgorithm::Direct, CreateAlgorithm::RecursiveMerge] {
                 let sim = Sim::new(n, LogGp::default())

@@ -37,6 +37,20 @@ impl Rng {
     }
 }
 
+/// A random subset of `0..n` (about two thirds) in random order, never
+/// empty: a group to create or look up in.
+#[allow(dead_code)]
+pub fn random_group(rng: &mut Rng, n: u32) -> Vec<catena_fabric::Rank> {
+    let mut ranks: Vec<catena_fabric::Rank> = (0..n).filter(|_| rng.below(3) != 0).collect();
+    if ranks.is_empty() {
+        ranks.push(rng.below(u64::from(n)) as catena_fabric::Rank);
+    }
+    for i in (1..ranks.len()).rev() {
+        ranks.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    ranks
+}
+
 /// The test harness takes the transport's error type.
 pub fn to_fabric(e: catena_algorithms::Error) -> catena_fabric::Error {
     match e {

@@ -24,6 +24,21 @@ static void reference_split(int r, const long *color, const long *key,
     }
 }
 
+/* Checks a communicator a member created (group rank `rank` of `k`, the
+ * members' world ranks summing to `list_sum`), then frees it. */
+static void check_created(catena_comm_t **made, int rank, int k, long list_sum,
+                          const char *what) {
+    int made_rank, made_size;
+    long mine = me, sum;
+    CHECK(*made != NULL, "%s: a member got no communicator", what);
+    OK(catena_comm_rank(*made, &made_rank));
+    OK(catena_comm_size(*made, &made_size));
+    CHECK(made_rank == rank && made_size == k, "%s: %d of %d", what, made_rank, made_size);
+    OK(catena_allreduce(*made, &mine, &sum, 1, CATENA_INT64, CATENA_SUM));
+    CHECK(sum == list_sum, "%s: sum %ld, want %ld", what, sum, list_sum);
+    OK(catena_comm_free(made));
+}
+
 /* Checks `got` (this rank's result of a split with these colors and keys of
  * every parent rank) against the reference, member by member. */
 static void check_split(catena_comm_t *got, const long *color, const long *key,
@@ -382,29 +397,13 @@ int main(int argc, char **argv) {
         OK(catena_group_rank(top, me, &rank));
         if (rank != CATENA_UNDEFINED) {
             catena_comm_t *made;
-            int made_rank, made_size;
-            long mine = me, sum;
             OK(catena_comm_create_group(world, top, 5, &made));
-            CHECK(made != NULL, "a member got no communicator");
-            OK(catena_comm_rank(made, &made_rank));
-            OK(catena_comm_size(made, &made_size));
-            CHECK(made_rank == rank && made_size == k, "create_group: %d of %d", made_rank,
-                  made_size);
-            OK(catena_allreduce(made, &mine, &sum, 1, CATENA_INT64, CATENA_SUM));
-            CHECK(sum == list_sum, "create_group: sum %ld, want %ld", sum, list_sum);
-            OK(catena_comm_free(&made));
+            check_created(&made, rank, k, list_sum, "create_group");
             /* Posted, with another tag: the same group again. */
             catena_request_t *made_req;
             OK(catena_comm_create_group_post(world, top, 6, &made, &made_req));
             OK(catena_request_wait(&made_req));
-            CHECK(made != NULL, "a posted create_group gave a member no communicator");
-            OK(catena_comm_rank(made, &made_rank));
-            OK(catena_comm_size(made, &made_size));
-            CHECK(made_rank == rank && made_size == k, "posted create_group: %d of %d", made_rank,
-                  made_size);
-            OK(catena_allreduce(made, &mine, &sum, 1, CATENA_INT64, CATENA_SUM));
-            CHECK(sum == list_sum, "posted create_group: sum %ld, want %ld", sum, list_sum);
-            OK(catena_comm_free(&made));
+            check_created(&made, rank, k, list_sum, "posted create_group");
         }
         OK(catena_barrier(world));
         /* Misuse: every one an error on this process alone. */
