@@ -76,6 +76,7 @@ while read -r v; do unset "$v"; done < <(env | grep -o '^CATENA_[A-Z_]*')
 
 echo "ci/faults.sh: building catena-bench (all features)" >&2
 cargo build -q -p catena-bench --all-features --bins || exit 1
+cargo build -q -p catena-run || exit 1
 BENCH=$PWD/target/debug/catena-bench
 RUN=$PWD/target/debug/catena-run
 WORK=$(mktemp -d)

@@ -6,6 +6,7 @@
 # MPI_Comm_split for N = 4 and 8 across 2 hosts, and the two-level against
 # the flat collectives for N = 8 across 2 hosts. Needs the release build:
 #   cargo build --release -p catena-bench --features mpi,ofi,ucx
+#   cargo build --release -p catena-run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=target/release

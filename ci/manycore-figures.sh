@@ -19,6 +19,7 @@ check=""
 [ "${1:-}" = "--check" ] && check=1
 
 cargo build --release --all-features -p catena-bench
+cargo build --release -p catena-run
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 # The C library cargo just built for catena-bench (catena-capi with all its

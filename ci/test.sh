@@ -51,7 +51,7 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 CATENA_FUZZ_SECONDS=${CATENA_FUZZ_SECONDS:-20} cargo test --workspace --all-features
 # The examples, each as a real job of 8 processes under the launcher (8: a 2x2x2 torus, so the tree broadcast uses 3 colours).
-cargo build --release -p catena-bench --bin catena-run
+cargo build --release -p catena-run
 cargo build --release -p catena-algorithms --features pmix --examples
 for example in algorithms/examples/*.rs; do
   name=$(basename "$example" .rs)

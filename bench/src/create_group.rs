@@ -244,7 +244,7 @@ fn print(n: u32, oversubscribed: bool, figures: &[Figure]) {
 #[cfg(feature = "mpi")]
 fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
-    catena_bench::run_under_mpiexec(
+    crate::relaunch::run_under_mpiexec(
         args.job.ranks,
         &args.job.hosts,
         "create-group",

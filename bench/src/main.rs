@@ -18,6 +18,7 @@ mod native;
 mod physical;
 mod plot;
 mod put;
+mod relaunch;
 mod report;
 mod ring;
 mod sim;
@@ -26,9 +27,9 @@ mod tree;
 
 use std::process::ExitCode;
 
-use catena_bench::{exit_code, run_job, LaunchArgs, Outcome};
 use catena_fabric::bootstrap::LaunchEnv;
 use catena_fabric::launch::LaunchSpec;
+use catena_run::{exit_code, run_job, LaunchArgs, Outcome};
 use clap::{Parser, Subcommand};
 
 #[global_allocator]
@@ -100,7 +101,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Run(args) => catena_bench::run(args, "catena-bench run"),
+        Command::Run(args) => catena_run::run(args, "catena-bench run"),
         Command::Put(args) => match LaunchEnv::from_env() {
             _ if catena_fabric::bootstrap::started_by_mpiexec() => put::main(&args),
             Ok(Some(_)) => put::main(&args),
@@ -162,7 +163,7 @@ pub struct JobArgs {
     pub pin: bool,
     /// The hosts to span (none: this machine only).
     #[command(flatten)]
-    pub hosts: catena_bench::HostArgs,
+    pub hosts: catena_run::HostArgs,
 }
 
 impl JobArgs {

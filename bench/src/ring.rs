@@ -26,7 +26,7 @@ pub struct Args {
     /// `auto` (shm on one host, ucx or ofi across hosts), `shm`, `ofi` or
     /// `ucx` (the latter two need their cargo features).
     #[arg(long, default_value = "auto",
-          value_parser = clap::builder::PossibleValuesParser::new(catena_bench::provider_names()))]
+          value_parser = clap::builder::PossibleValuesParser::new(crate::relaunch::provider_names()))]
     provider: String,
     /// Deadline of each round and of finalize, in seconds: how long a rank
     /// waits for a stopped neighbour before it gives up with `Timeout`.

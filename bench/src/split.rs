@@ -36,7 +36,7 @@ pub struct Args {
     /// `auto` (shm on one host, ucx or ofi across hosts), `shm`, `ofi` or
     /// `ucx` (the latter two need their cargo features).
     #[arg(long, default_value = "auto",
-          value_parser = clap::builder::PossibleValuesParser::new(catena_bench::provider_names()))]
+          value_parser = clap::builder::PossibleValuesParser::new(crate::relaunch::provider_names()))]
     provider: String,
 }
 
@@ -365,7 +365,7 @@ fn print(args: &Args, cores: usize, figures: &[Figure]) {
 #[cfg(feature = "mpi")]
 fn mpich(args: &Args) -> Result<Vec<Figure>> {
     let csv = args.csv.with_extension("mpich.csv");
-    catena_bench::run_under_mpiexec(
+    crate::relaunch::run_under_mpiexec(
         args.job.ranks,
         &args.job.hosts,
         "split",

@@ -376,7 +376,7 @@ fn mpich(args: &Args) -> Result<Vec<Figure>> {
         "--sets".into(),
         args.sets.join(","),
     ];
-    catena_bench::run_under_mpiexec(
+    crate::relaunch::run_under_mpiexec(
         args.job.ranks,
         &args.job.hosts,
         "alltoall",

@@ -87,7 +87,7 @@ pub struct Args {
     /// `ofi` or `ucx` (features of those names); the C API rows get it
     /// through CATENA_PROVIDER.
     #[arg(long, default_value = "auto",
-          value_parser = clap::builder::PossibleValuesParser::new(catena_bench::provider_names()))]
+          value_parser = clap::builder::PossibleValuesParser::new(crate::relaunch::provider_names()))]
     provider: String,
     /// Where to write the results as CSV.
     #[arg(long, default_value = "results/collectives.csv")]

@@ -28,7 +28,7 @@ pub struct RunArgs {
     /// `auto` (shm on one host, ucx or ofi across hosts), `shm`, `ofi` or
     /// `ucx` (the latter two need their cargo features).
     #[arg(long, default_value = "auto",
-          value_parser = clap::builder::PossibleValuesParser::new(catena_bench::provider_names()))]
+          value_parser = clap::builder::PossibleValuesParser::new(crate::relaunch::provider_names()))]
     provider: String,
     /// Largest message; sizes go 64 KiB, 1 MiB, 16 MiB, ... up to it.
     #[arg(long, default_value_t = 16 << 20)]

@@ -1,6 +1,7 @@
-//! The launcher command line shared by `catena-run` and its alias
-//! `catena-bench run`, so both start a job the same way; the benchmarks
-//! themselves live in the `catena-bench` binary.
+//! catena's launcher as a command: the command line `catena-run` and its
+//! alias `catena-bench run` share, so both start a job the same way, on
+//! `catena_fabric::launch`. A crate of its own so that the launcher builds
+//! with clap alone, none of the benchmarks' plotting or progress bars.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -43,15 +44,6 @@ pub fn run(args: LaunchArgs, who: &str) -> Outcome {
     spec.env = args.env;
     args.hosts.apply(&mut spec)?;
     run_job(&spec, who)
-}
-
-/// What `--provider` accepts: `auto` (shm on one host, a network provider
-/// across hosts; see `catena_fabric::default_provider`) or a provider of
-/// this build.
-pub fn provider_names() -> Vec<&'static str> {
-    std::iter::once(catena_fabric::AUTO)
-        .chain(catena_fabric::PROVIDERS.iter().copied())
-        .collect()
 }
 
 /// `--hosts A,B,... [--remote-exec CMD] [--bootstrap-address IP]`: a job
@@ -144,38 +136,5 @@ pub fn exit_code(outcome: Outcome, who: &str) -> ExitCode {
             eprintln!("{who}: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Runs this very benchmark's `subcommand` under `mpiexec -n ranks`, as
-/// the MPICH side of a comparison: `repetitions` timed calls, figures
-/// written to `csv`, and the subcommand's `extra` arguments.
-pub fn run_under_mpiexec(
-    ranks: u32,
-    hosts: &HostArgs,
-    subcommand: &str,
-    repetitions: usize,
-    csv: &std::path::Path,
-    extra: &[String],
-) -> Result<(), Box<dyn std::error::Error>> {
-    eprintln!("catena-bench {subcommand}: MPICH under mpiexec -n {ranks} ...");
-    let status = std::process::Command::new("mpiexec")
-        .args(hosts.mpiexec_args())
-        .arg("-n")
-        .arg(ranks.to_string())
-        .arg(std::env::current_exe()?)
-        .args([
-            subcommand,
-            "--repetitions",
-            &repetitions.to_string(),
-            "--csv",
-        ])
-        .arg(csv)
-        .args(extra)
-        .status()
-        .map_err(|e| format!("starting mpiexec (is MPICH installed?): {e}"))?;
-    match status.success() {
-        true => Ok(()),
-        false => Err(format!("mpiexec failed: {status}").into()),
     }
 }

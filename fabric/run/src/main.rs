@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use catena_bench::{exit_code, run, LaunchArgs};
+use catena_run::{exit_code, run, LaunchArgs};
 use clap::Parser;
 
 #[derive(Parser)]
