@@ -2,19 +2,9 @@
 //! arguments passed as given, a failed rank's status as the launcher's, and
 //! a bad command line refused with a message.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 const RUN: &str = env!("CARGO_BIN_EXE_catena-run");
-
-/// Stdout's lines, sorted (ranks print in any order).
-fn sorted_lines(out: &Output) -> Vec<String> {
-    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(String::from)
-        .collect();
-    lines.sort();
-    lines
-}
 
 #[test]
 fn every_rank_runs_the_program_with_its_arguments() {
@@ -24,8 +14,12 @@ fn every_rank_runs_the_program_with_its_arguments() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    // Ranks print in any order.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines: Vec<&str> = stdout.lines().collect();
+    lines.sort_unstable();
     assert_eq!(
-        sorted_lines(&out),
+        lines,
         [
             "[0] 0 of 3: [-x] [two words]",
             "[1] 1 of 3: [-x] [two words]",
