@@ -237,8 +237,9 @@ pub trait Rma {
 }
 
 /// The hooks [`block_on`](crate::block_on) uses to wait well on a real
-/// provider: drive the fabric, spin a while, then block in the provider's
-/// wait object. The simulator has its own executor and does not offer them.
+/// provider: spin a while (driving the fabric by [`Rma::progress`]), then
+/// block in the provider's wait object. The simulator has its own executor
+/// and does not offer them.
 pub trait Blocking: Rma {
     /// How long a waiting executor re-polls before it blocks.
     fn spin_budget(&self) -> Duration;
