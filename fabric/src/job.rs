@@ -192,7 +192,7 @@ impl Job {
                  ranks on its own host",
                 self.hosts, self.host_name, self.size
             ),
-            available: crate::provider::NETWORK_PROVIDERS.join(", "),
+            available: crate::catalog::NETWORK_PROVIDERS.join(", "),
         })
     }
 
@@ -354,12 +354,6 @@ impl Job {
     pub fn finalize_done(&self, ticket: bootstrap::BarrierTicket) -> Result<bool> {
         self.bootstrap.barrier_done(ticket)
     }
-}
-
-/// A fresh job id: random, so it is never reused and cannot be guessed (it
-/// names only what libfabric's shm provider puts in /dev/shm).
-pub fn new_job_id() -> String {
-    format!("j{:016x}", crate::os::random_u64())
 }
 
 fn host_name() -> String {

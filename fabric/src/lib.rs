@@ -9,6 +9,7 @@
 
 pub mod bootstrap;
 pub mod bounds;
+mod catalog;
 pub mod config;
 pub mod conformance;
 mod directory;
@@ -21,6 +22,7 @@ pub mod host;
 pub mod job;
 mod key;
 pub mod launch;
+mod names;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 pub mod os;
@@ -28,6 +30,7 @@ pub mod owned_name;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 pub mod progress_thread;
 mod provider;
+mod select;
 pub mod shm;
 pub mod testing;
 mod time;
@@ -37,18 +40,19 @@ mod transport;
 #[cfg(feature = "ucx")]
 pub mod ucx;
 
+pub use catalog::{default_provider, spans_hosts, AUTO, NETWORK_PROVIDERS, PROVIDERS};
 pub use directory::{entry_bytes, Directory, DirectoryUse, Entry};
+pub use eager::EagerMessaging;
 pub use error::{Error, Result};
 pub use executor::{block_on, in_block_on};
 pub use key::RemoteKey;
-pub use provider::{
-    default_provider, finalize_barrier, spans_hosts, with_provider, Provider, WithProvider, AUTO,
-    NETWORK_PROVIDERS, PROVIDERS,
-};
+pub use names::{ContextId, Rank, Tag};
+pub use provider::{finalize_barrier, Provider};
+pub use select::{with_provider, WithProvider};
 pub use time::Time;
 pub use transport::{
-    wait_until, Blocking, ContextId, ControlWindows, EagerMessaging, HostMemory, HostRegion,
-    LocalWindow, Message, Rank, Received, Rma, Signal, Tag, Transport,
+    wait_until, Blocking, ControlWindows, HostMemory, HostRegion, LocalWindow, Message, Received,
+    Rma, Signal, Transport,
 };
 
 /// Starts this process's transport on the default provider (shm), taking its

@@ -1,7 +1,8 @@
 //! The transport contract. [`Rma`] is the data plane every provider offers:
 //! identity, a clock, windows, one-sided puts with remote signals, atomics.
 //! [`Transport`] adds tagged messages, which real providers get from
-//! [`crate::eager`] (rings built on puts) by implementing [`EagerMessaging`];
+//! [`crate::eager`] (rings built on puts) by implementing
+//! [`EagerMessaging`](crate::EagerMessaging);
 //! [`HostMemory`] is the memory the ranks of one host share; [`Blocking`]
 //! holds the hooks a blocking executor needs on real providers.
 
@@ -9,16 +10,7 @@ use std::future::Future;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use crate::eager::Messenger;
-use crate::{Error, RemoteKey, Result, Time};
-
-/// A world rank: the only address algorithms ever use.
-pub type Rank = u32;
-/// Keeps the messages of different groups (communicators) apart; 64 bits,
-/// so that ids made of a process and its own counter never run out.
-pub type ContextId = u64;
-/// Matches a message to a receive within one context.
-pub type Tag = u32;
+use crate::{ContextId, Error, Rank, RemoteKey, Result, Tag, Time};
 
 /// After a put's data has landed, add `add` to the u64 at `offset` of the same
 /// target window (OpenSHMEM's `put_signal` with `SIGNAL_ADD`).
@@ -332,13 +324,6 @@ pub trait ControlWindows: Rma {
     fn control_key(&self, rank: Rank) -> Result<RemoteKey>;
 }
 
-/// A provider whose tagged messages come from eager messaging over its own
-/// puts; [`Transport`] follows from this by one blanket implementation.
-pub trait EagerMessaging: ControlWindows {
-    /// This rank's messenger, made over its control window.
-    fn messenger(&self) -> &Messenger<Self::Window>;
-}
-
 /// Tagged messages: matched by (source, context, tag), in order per sender;
 /// with host memory, what every algorithm is written against.
 pub trait Transport: HostMemory {
@@ -380,44 +365,6 @@ pub trait Transport: HostMemory {
             let message = self.recv(source, context, tag, deadline).await?;
             message.copy_into(buf)
         }
-    }
-}
-
-// The messenger's futures themselves, not wrapped in another state machine:
-// an executor moves a send's or receive's future on every call.
-impl<T: EagerMessaging + HostMemory> Transport for T {
-    fn send(
-        &self,
-        target: Rank,
-        context: ContextId,
-        tag: Tag,
-        data: &[u8],
-        deadline: Time,
-    ) -> impl Future<Output = Result<()>> {
-        self.messenger()
-            .send(self, target, context, tag, data, deadline)
-    }
-
-    fn recv(
-        &self,
-        source: Option<Rank>,
-        context: ContextId,
-        tag: Tag,
-        deadline: Time,
-    ) -> impl Future<Output = Result<Message>> {
-        self.messenger().recv(self, source, context, tag, deadline)
-    }
-
-    fn recv_into<'a>(
-        &'a self,
-        source: Option<Rank>,
-        context: ContextId,
-        tag: Tag,
-        buf: &'a mut [u8],
-        deadline: Time,
-    ) -> impl Future<Output = Result<Received>> + 'a {
-        self.messenger()
-            .recv_into(self, source, context, tag, buf, deadline)
     }
 }
 

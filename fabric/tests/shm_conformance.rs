@@ -279,7 +279,7 @@ fn a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm() {
     if ran {
         return;
     }
-    let job = catena_fabric::job::new_job_id();
+    let job = catena_fabric::bootstrap::new_job_id();
     let mut mpiexec = Command::new("mpiexec")
         .args(["-n", "3"])
         .arg(std::env::current_exe().unwrap())

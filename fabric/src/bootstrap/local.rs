@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{BarrierTicket, Bootstrap, LaunchEnv, Placement};
-use crate::shm::futex;
-use crate::shm::segment::Segment;
+use crate::os::futex;
+use crate::os::segment::Segment;
 use crate::{Error, Rank, Result};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"CATENAJ1");
@@ -170,7 +170,7 @@ impl LocalBootstrap {
     pub fn singleton() -> Result<LocalBootstrap> {
         Ok(LocalBootstrap {
             segment: JobSegment::create(1)?.0,
-            job: crate::job::new_job_id(),
+            job: crate::bootstrap::new_job_id(),
             rank: 0,
             size: 1,
             local_size: 1,

@@ -34,7 +34,7 @@ use crate::config::{
 };
 use crate::{Error, Rank, Result};
 
-/// What a provider's [`Job`](crate::job::Job) needs from whoever started the
+/// What a provider's `Job` needs from whoever started the
 /// process: identity, publishing and looking up entries, barriers and
 /// failure news.
 pub trait Bootstrap {
@@ -101,6 +101,12 @@ const MPIEXEC_VARS: [&str; 6] = [
     "PMIX_RANK",
     "OMPI_COMM_WORLD_RANK",
 ];
+
+/// A fresh job id: random, so it is never reused and cannot be guessed (it
+/// names only what libfabric's shm provider puts in /dev/shm).
+pub fn new_job_id() -> String {
+    format!("j{:016x}", crate::os::random_u64())
+}
 
 /// Whether `mpiexec` (rather than catena's launcher) started this process.
 pub fn started_by_mpiexec() -> bool {

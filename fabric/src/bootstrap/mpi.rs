@@ -20,9 +20,9 @@ use mpi::raw::FromRaw;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 
+use super::new_job_id;
 use super::{BarrierTicket, Bootstrap, Placement};
 use crate::config::ENV_MPI_JOB;
-use crate::job::new_job_id;
 use crate::{owned_name, Error, Rank, Result};
 
 /// Longest job id rank 0 may hand out.

@@ -18,6 +18,7 @@
 //! a peer writes into our windows is untrusted: a bad value breaks that
 //! peer's connection only.
 
+mod transport;
 pub mod wire;
 
 use std::cell::{Cell, RefCell};
@@ -34,6 +35,7 @@ use crate::{
     Result, Rma, Signal, Tag, Time,
 };
 
+pub use transport::EagerMessaging;
 pub use wire::CONTROL_WINDOW_BYTES;
 
 /// Default size of each per-peer ring.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::{ArenaAddress, WORLD_REGION_BYTES};
 use crate::bounds::{check_bounds, check_word};
-use crate::shm::{futex, segment::Segment};
+use crate::os::{futex, segment::Segment};
 use crate::{Error, Rank, Result};
 
 /// The header page; no region lies in it, so no peer's store reaches it.

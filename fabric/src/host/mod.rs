@@ -19,7 +19,7 @@ pub use arena::ArenaMap;
 use arena::{HEADER_BYTES, WORLD_REGION_AT};
 
 use crate::config::HostTuning;
-use crate::shm::futex;
+use crate::os::futex;
 use crate::{Error, HostRegion, Rank, Result};
 
 /// The arena's size unless `CATENA_HOST_ARENA_BYTES` says otherwise: virtual

@@ -48,7 +48,7 @@ struct Host {
 /// Runs `spec` on `spec.hosts` and waits for it to end.
 pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
     let size = spec.ranks;
-    let job = crate::job::new_job_id();
+    let job = crate::bootstrap::new_job_id();
     let key = JobKey::generate();
     let ip = match spec.bootstrap_address {
         Some(ip) => ip,

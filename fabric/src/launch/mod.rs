@@ -145,7 +145,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         )));
     }
     owned_name::remove_dead();
-    let job = crate::job::new_job_id();
+    let job = crate::bootstrap::new_job_id();
     let (job_segment, job_fd) = JobSegment::create(spec.ranks)?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut children: Vec<Option<Child>> = Vec::new();

@@ -3,8 +3,6 @@
 //! a release-ordered signal; a waiting rank sleeps on a futex doorbell in its
 //! control window, which a signalling peer rings only if the rank sleeps.
 
-pub mod futex;
-pub mod segment;
 pub(crate) mod window;
 
 use std::cell::{Cell, RefCell};

@@ -5,10 +5,10 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 
-use super::segment::Segment;
 use crate::bounds::{check_bounds, check_word, MAX_WINDOW_BYTES};
 use crate::host::ArenaMap;
 use crate::key::{KeySecret, SEAL_BYTES};
+use crate::os::segment::Segment;
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 pub(crate) const HEADER_BYTES: usize = 4096;

@@ -1,6 +1,11 @@
 //! What catena asks of the operating system outside any provider: whether a
 //! peer's process still exists (failure detection on this host), secrets
-//! from the kernel's random source, and room for open descriptors.
+//! from the kernel's random source, room for open descriptors, and shared
+//! memory with futex wake-ups, which bootstraps, host memory and the shm
+//! provider all build on.
+
+pub mod futex;
+pub mod segment;
 
 /// Whether process `pid` exists (it may belong to another user).
 pub fn process_alive(pid: i32) -> bool {

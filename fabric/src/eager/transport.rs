@@ -1,0 +1,54 @@
+//! How a provider gets [`Transport`] from eager messaging: it names its
+//! [`Messenger`], and one blanket implementation does the rest.
+
+use std::future::Future;
+
+use super::Messenger;
+use crate::{
+    ContextId, ControlWindows, HostMemory, Message, Rank, Received, Result, Tag, Time, Transport,
+};
+
+/// A provider whose tagged messages come from eager messaging over its own
+/// puts; [`Transport`] follows from this by one blanket implementation.
+pub trait EagerMessaging: ControlWindows {
+    /// This rank's messenger, made over its control window.
+    fn messenger(&self) -> &Messenger<Self::Window>;
+}
+
+// The messenger's futures themselves, not wrapped in another state machine:
+// an executor moves a send's or receive's future on every call.
+impl<T: EagerMessaging + HostMemory> Transport for T {
+    fn send(
+        &self,
+        target: Rank,
+        context: ContextId,
+        tag: Tag,
+        data: &[u8],
+        deadline: Time,
+    ) -> impl Future<Output = Result<()>> {
+        self.messenger()
+            .send(self, target, context, tag, data, deadline)
+    }
+
+    fn recv(
+        &self,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        deadline: Time,
+    ) -> impl Future<Output = Result<Message>> {
+        self.messenger().recv(self, source, context, tag, deadline)
+    }
+
+    fn recv_into<'a>(
+        &'a self,
+        source: Option<Rank>,
+        context: ContextId,
+        tag: Tag,
+        buf: &'a mut [u8],
+        deadline: Time,
+    ) -> impl Future<Output = Result<Received>> + 'a {
+        self.messenger()
+            .recv_into(self, source, context, tag, buf, deadline)
+    }
+}
