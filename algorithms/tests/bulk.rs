@@ -235,7 +235,7 @@ fn sim_matches_the_sequential_references() {
 #[test]
 fn shm_matches_the_sequential_references() {
     const WORLD: u32 = 8;
-    catena_fabric::testing::run_case("shm_matches_the_sequential_references", WORLD, |t| {
+    catena_testkit::run_case("shm_matches_the_sequential_references", WORLD, |t| {
         let cases: Vec<Case> = GROUP_SIZES
             .iter()
             .flat_map(|&p| cases_for(WORLD, p, (256 << 10) + 13, 0x5E1F))

@@ -111,7 +111,7 @@ fn sim_broken_chains_fail_on_every_member_by_the_deadline() {
 
 #[test]
 fn shm_broken_chains_fail_on_every_member_by_the_deadline() {
-    catena_fabric::testing::run_case(
+    catena_testkit::run_case(
         "shm_broken_chains_fail_on_every_member_by_the_deadline",
         4,
         |t| {

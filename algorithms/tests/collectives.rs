@@ -222,4 +222,4 @@ common::provider_cases! {
 
 // The same on every network provider across 2 and 3 fake hosts, under
 // catena's launcher and under mpiexec.
-catena_fabric::across_hosts_tests!(collectives_across_hosts: collectives);
+catena_testkit::across_hosts_tests!(collectives_across_hosts: collectives);

@@ -92,4 +92,4 @@ common::provider_cases! {
     shm_hierarchy_4: catena_fabric::shm::ShmTransport, 4, &[], check_blocking;
 }
 
-catena_fabric::across_hosts_tests!(hierarchy_across_hosts: check_blocking);
+catena_testkit::across_hosts_tests!(hierarchy_across_hosts: check_blocking);

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use catena_algorithms::shift;
-use catena_fabric::testing::run_case;
 use catena_fabric::{block_on, Rma};
+use catena_testkit::run_case;
 
 fn payload(rank: u32, round: u32) -> Vec<u8> {
     format!("rank {rank} round {round}").into_bytes()

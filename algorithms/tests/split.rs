@@ -598,4 +598,4 @@ common::provider_cases! {
 
 // The same on every network provider across 2 and 3 fake hosts, under
 // catena's launcher and under mpiexec.
-catena_fabric::across_hosts_tests!(split_across_hosts: every_algorithm_matches_the_reference);
+catena_testkit::across_hosts_tests!(split_across_hosts: every_algorithm_matches_the_reference);

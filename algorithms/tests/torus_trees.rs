@@ -223,10 +223,10 @@ fn shm_two_ranks_a_node(t: &catena_fabric::shm::ShmTransport) -> catena_fabric::
 
 #[test]
 fn shm_torus_trees_2x2x2() {
-    catena_fabric::testing::run_case_on::<catena_fabric::shm::ShmTransport>(
+    catena_testkit::run_case_on::<catena_fabric::shm::ShmTransport>(
         "shm_torus_trees_2x2x2",
         8,
-        catena_fabric::testing::Starter::Launcher,
+        catena_testkit::Starter::Launcher,
         &[],
         shm_one_rank_a_node,
     );
@@ -234,10 +234,10 @@ fn shm_torus_trees_2x2x2() {
 
 #[test]
 fn shm_torus_trees_two_ranks_a_node() {
-    catena_fabric::testing::run_case_on::<catena_fabric::shm::ShmTransport>(
+    catena_testkit::run_case_on::<catena_fabric::shm::ShmTransport>(
         "shm_torus_trees_two_ranks_a_node",
         8,
-        catena_fabric::testing::Starter::Launcher,
+        catena_testkit::Starter::Launcher,
         &[],
         shm_two_ranks_a_node,
     );

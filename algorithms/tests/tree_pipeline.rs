@@ -417,10 +417,10 @@ macro_rules! shm_cases {
     ($($name:ident: $ranks:expr;)*) => {$(
         #[test]
         fn $name() {
-            catena_fabric::testing::run_case_on::<catena_fabric::shm::ShmTransport>(
+            catena_testkit::run_case_on::<catena_fabric::shm::ShmTransport>(
                 stringify!($name),
                 $ranks,
-                catena_fabric::testing::Starter::Launcher,
+                catena_testkit::Starter::Launcher,
                 &[],
                 every_plan_blocking,
             );
@@ -698,4 +698,4 @@ fn sim_a_panicking_operation_is_user_code() {
 
 // The same on every network provider across 2 and 3 fake hosts, under
 // catena's launcher and under mpiexec.
-catena_fabric::across_hosts_tests!(tree_pipeline_across_hosts: every_plan_over_network);
+catena_testkit::across_hosts_tests!(tree_pipeline_across_hosts: every_plan_over_network);

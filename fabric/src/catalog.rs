@@ -2,7 +2,7 @@
 //! none is named: facts below every provider, so that job start-up can name
 //! the alternatives without depending on the providers themselves.
 
-/// The names of the providers this build has: what [`with_provider`]
+/// The names of the providers this build has: what [`with_provider`](crate::with_provider)
 /// accepts (`ofi` and `ucx` come with the cargo features of those names).
 pub const PROVIDERS: &[&str] = &[
     "shm",

@@ -11,7 +11,6 @@ pub mod bootstrap;
 pub mod bounds;
 mod catalog;
 pub mod config;
-pub mod conformance;
 mod directory;
 pub mod eager;
 mod error;
@@ -32,7 +31,6 @@ pub mod progress_thread;
 mod provider;
 mod select;
 pub mod shm;
-pub mod testing;
 mod time;
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 mod tombstone;

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeSet;
 
-use catena_fabric::conformance::barrier;
-use catena_fabric::testing::{run_case_on, Starter};
 use catena_fabric::{block_on, ContextId, Error, Provider, Rank, Result, Tag};
+use catena_testkit::conformance::barrier;
+use catena_testkit::{run_case_on, Starter};
 
 const RANKS: u32 = 16;
 const CTX: ContextId = 0xD1;
@@ -92,7 +92,7 @@ fn across_hosts_a_rank_holds_only_its_partners() {
         "across_hosts_a_rank_holds_only_its_partners",
         8,
         Starter::LauncherOnHosts(2),
-        catena_fabric::testing::UCX_TCP,
+        catena_testkit::UCX_TCP,
         ring,
     );
 }

@@ -4,9 +4,10 @@
 //! untouched.
 
 use catena_fabric::shm::ShmTransport;
-use catena_fabric::testing::launch_case;
-use catena_fabric::{block_on, conformance, Error, LocalWindow, RemoteKey, Rma, Signal, Transport};
+use catena_fabric::{block_on, Error, LocalWindow, RemoteKey, Rma, Signal, Transport};
 use catena_fuzz::proptest::prelude::*;
+use catena_testkit::conformance;
+use catena_testkit::launch_case;
 
 /// A genuine key mangled: bytes changed at random places, then cut or
 /// extended; or bytes that owe nothing to the key.

@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use catena_fabric::testing::{
+use catena_testkit::{
     conformance_suite, killed_peer_across, launch_case_across, skip_without_fake_hosts, OFI_TCP,
     UCX_TCP,
 };
 
-catena_fabric::across_hosts_tests!(suite_across_hosts: conformance_suite);
+catena_testkit::across_hosts_tests!(suite_across_hosts: conformance_suite);
 
 /// A killed rank on one host: every rank on every host notices within 10 s.
 #[cfg(feature = "ucx")]
@@ -59,7 +59,10 @@ fn a_lost_host_stops_the_job() {
     };
     let Some(report) =
         launch_case_across::<catena_fabric::ucx::UcxTransport>(case, 4, 2, UCX_TCP, |t| {
-            catena_fabric::block_on(t, catena_fabric::conformance::peer_killed(t, 3, kill_proxy))
+            catena_fabric::block_on(
+                t,
+                catena_testkit::conformance::peer_killed(t, 3, kill_proxy),
+            )
         })
     else {
         return;

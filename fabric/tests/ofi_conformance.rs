@@ -4,9 +4,9 @@
 //! provider's own promises.
 #![cfg(feature = "ofi")]
 
-use catena_fabric::conformance::Check;
 use catena_fabric::ofi::OfiTransport;
-use catena_fabric::testing::{conformance_case, Starter};
+use catena_testkit::conformance::Check;
+use catena_testkit::{conformance_case, Starter};
 
 const SHM: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "shm")];
 const TCP: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")];
@@ -34,7 +34,7 @@ fn shm_env(check: Option<Check>) -> &'static [(&'static str, &'static str)] {
 
 type Env = fn(Option<Check>) -> &'static [(&'static str, &'static str)];
 
-catena_fabric::conformance_tests! {
+catena_testkit::conformance_tests! {
     provider: OfiTransport;
     shm: shm_env as Env, ranks [2, 4], mpiexec [2, 4];
     tcp: TCP, ranks [2, 4], mpiexec [2, 4];
@@ -56,7 +56,8 @@ fn shm_progress_thread_tagged_messages_2() {
 /// addend past 24 bits) take the flush-then-atomic path, with the same
 /// guarantee; the rank also holds AV entries only for the peers it used.
 fn wide_signals(t: &OfiTransport, provider: &str) -> catena_fabric::Result<()> {
-    use catena_fabric::{block_on, conformance, LocalWindow, Rma, Signal, Transport};
+    use catena_fabric::{block_on, LocalWindow, Rma, Signal, Transport};
+    use catena_testkit::conformance;
     assert_eq!(t.provider_name(), provider);
     for _ in 0..(1 << 16) {
         drop(t.alloc_window(8)?);
@@ -92,7 +93,7 @@ fn wide_signals(t: &OfiTransport, provider: &str) -> catena_fabric::Result<()> {
 
 #[test]
 fn shm_wide_signals_4() {
-    catena_fabric::testing::run_case_on::<OfiTransport>(
+    catena_testkit::run_case_on::<OfiTransport>(
         "shm_wide_signals_4",
         4,
         Starter::Launcher,
@@ -103,7 +104,7 @@ fn shm_wide_signals_4() {
 
 #[test]
 fn tcp_wide_signals_4() {
-    catena_fabric::testing::run_case_on::<OfiTransport>(
+    catena_testkit::run_case_on::<OfiTransport>(
         "tcp_wide_signals_4",
         4,
         Starter::Launcher,
@@ -118,7 +119,7 @@ fn tcp_wide_signals_4() {
 #[test]
 fn unknown_provider_is_unavailable() {
     const CASE: &str = "unknown_provider_is_unavailable";
-    if catena_fabric::testing::is_rank_of(CASE) {
+    if catena_testkit::is_rank_of(CASE) {
         match OfiTransport::from_env() {
             Err(catena_fabric::Error::Unavailable {
                 requested,
@@ -135,7 +136,7 @@ fn unknown_provider_is_unavailable() {
     }
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([CASE, "--exact", "--nocapture", "--test-threads=1"])
-        .env(catena_fabric::testing::ENV_CASE, CASE)
+        .env(catena_testkit::ENV_CASE, CASE)
         .env("CATENA_OFI_PROVIDER", "nonexistent")
         .output()
         .expect("running the test binary");
@@ -153,7 +154,7 @@ fn unknown_provider_is_unavailable() {
 /// that later catena processes remove it once the owner is dead.
 #[test]
 fn shm_regions_are_unguessable_and_owned() {
-    catena_fabric::testing::run_case_on::<OfiTransport>(
+    catena_testkit::run_case_on::<OfiTransport>(
         "shm_regions_are_unguessable_and_owned",
         2,
         Starter::Launcher,
@@ -193,7 +194,7 @@ fn shm_a_peer_gone_before_first_contact_is_peer_gone() {
     use std::time::{Duration, Instant};
 
     const CASE: &str = "shm_a_peer_gone_before_first_contact_is_peer_gone";
-    if catena_fabric::testing::is_rank_of(CASE) {
+    if catena_testkit::is_rank_of(CASE) {
         let t = OfiTransport::from_env().expect("start-up");
         let job = std::env::var(catena_fabric::config::ENV_JOB).expect("a launched job");
         let [closed, done] = ["closed", "done"]

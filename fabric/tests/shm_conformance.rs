@@ -3,12 +3,13 @@
 //! `mpi` feature), plus the shm provider's own promises.
 
 use catena_fabric::shm::ShmTransport;
-use catena_fabric::testing::run_case;
-use catena_fabric::{block_on, conformance, Rma, Transport};
+use catena_fabric::{block_on, Rma, Transport};
+use catena_testkit::conformance;
+use catena_testkit::run_case;
 
 const NO_ENV: &[(&str, &str)] = &[];
 
-catena_fabric::conformance_tests! {
+catena_testkit::conformance_tests! {
     provider: ShmTransport;
     shm: NO_ENV, ranks [2, 3, 8], mpiexec [2, 4];
 }
@@ -262,7 +263,7 @@ fn a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
     const CASE: &str = "a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm";
-    let ran = catena_fabric::testing::run_as_rank::<ShmTransport>(CASE, |t| {
+    let ran = catena_testkit::run_as_rank::<ShmTransport>(CASE, |t| {
         block_on(t, async {
             let _window = t.alloc_window(4096)?;
             conformance::barrier(t).await?;
@@ -284,7 +285,7 @@ fn a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm() {
         .args(["-n", "3"])
         .arg(std::env::current_exe().unwrap())
         .args([CASE, "--exact", "--nocapture", "--test-threads=1"])
-        .env(catena_fabric::testing::ENV_CASE, CASE)
+        .env(catena_testkit::ENV_CASE, CASE)
         .env(catena_fabric::config::ENV_MPI_JOB, &job)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -309,28 +310,26 @@ fn a_killed_rank_under_mpiexec_leaves_nothing_in_dev_shm() {
 fn a_dead_ranks_window_is_peer_gone() {
     use catena_fabric::{Error, LocalWindow, RemoteKey};
     use std::os::unix::process::ExitStatusExt;
-    let Some(report) =
-        catena_fabric::testing::launch_case("a_dead_ranks_window_is_peer_gone", 2, |t| {
-            block_on(t, async {
-                let deadline = t.deadline_in(std::time::Duration::from_secs(60));
-                if t.rank() == 1 {
-                    let window = t.alloc_window(64)?;
-                    t.send(0, 9, 13, window.key().as_bytes(), deadline).await?;
-                    t.recv(Some(0), 9, 14, deadline).await?;
-                    // SAFETY: kills this process, as a crash would.
-                    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-                    unreachable!("killed");
-                }
-                let key = RemoteKey::from_bytes(&t.recv(Some(1), 9, 13, deadline).await?.data)?;
-                t.send(1, 9, 14, &[], deadline).await?;
-                let gone = t.recv(Some(1), 9, 15, deadline).await;
-                assert!(matches!(gone, Err(Error::PeerGone { rank: 1 })), "{gone:?}");
-                let put = t.put(1, &key, 0, b"to the dead");
-                assert!(matches!(put, Err(Error::PeerGone { rank: 1 })), "{put:?}");
-                Ok(())
-            })
+    let Some(report) = catena_testkit::launch_case("a_dead_ranks_window_is_peer_gone", 2, |t| {
+        block_on(t, async {
+            let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+            if t.rank() == 1 {
+                let window = t.alloc_window(64)?;
+                t.send(0, 9, 13, window.key().as_bytes(), deadline).await?;
+                t.recv(Some(0), 9, 14, deadline).await?;
+                // SAFETY: kills this process, as a crash would.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                unreachable!("killed");
+            }
+            let key = RemoteKey::from_bytes(&t.recv(Some(1), 9, 13, deadline).await?.data)?;
+            t.send(1, 9, 14, &[], deadline).await?;
+            let gone = t.recv(Some(1), 9, 15, deadline).await;
+            assert!(matches!(gone, Err(Error::PeerGone { rank: 1 })), "{gone:?}");
+            let put = t.put(1, &key, 0, b"to the dead");
+            assert!(matches!(put, Err(Error::PeerGone { rank: 1 })), "{put:?}");
+            Ok(())
         })
-    else {
+    }) else {
         return;
     };
     assert!(report.statuses[0].success(), "{}", report.output);

@@ -6,9 +6,9 @@
 //! own UCP context in the same processes).
 #![cfg(feature = "ucx")]
 
-use catena_fabric::conformance::Check;
-use catena_fabric::testing::{conformance_case, Starter};
 use catena_fabric::ucx::UcxTransport;
+use catena_testkit::conformance::Check;
+use catena_testkit::{conformance_case, Starter};
 
 const SHM: &[(&str, &str)] = &[("UCX_TLS", "posix,cma,self")];
 const TCP: &[(&str, &str)] = &[("UCX_TLS", "tcp,self")];
@@ -40,7 +40,7 @@ fn tcp_one_lane_env(_: Option<Check>) -> &'static [(&'static str, &'static str)]
 
 type Env = fn(Option<Check>) -> &'static [(&'static str, &'static str)];
 
-catena_fabric::conformance_tests! {
+catena_testkit::conformance_tests! {
     provider: UcxTransport;
     shm: shm_env as Env, ranks [2, 4], mpiexec [2, 4];
     tcp: tcp_env as Env, ranks [2, 4], mpiexec [2, 4];
@@ -80,7 +80,7 @@ fn tcp_peer_killed_mid_put() {
     use catena_fabric::{block_on, Error, LocalWindow, RemoteKey, Rma, Transport};
     const CASE: &str = "tcp_peer_killed_mid_put";
     const BIG: usize = 16 << 20;
-    let report = catena_fabric::testing::launch_case_on::<UcxTransport>(CASE, 2, TCP, |t| {
+    let report = catena_testkit::launch_case_on::<UcxTransport>(CASE, 2, TCP, |t| {
         block_on(t, async {
             let deadline = t.deadline_in(std::time::Duration::from_secs(60));
             let window = t.alloc_window(BIG)?;
@@ -125,44 +125,43 @@ fn tcp_flush_waits_for_signal_messages() {
     use catena_fabric::{block_on, Error, LocalWindow, RemoteKey, Rma, Signal, Transport};
     use std::time::Duration;
     const CASE: &str = "tcp_flush_waits_for_signal_messages";
-    let report =
-        catena_fabric::testing::launch_case_on::<UcxTransport>(CASE, 2, TCP_ONE_LANE, |t| {
-            block_on(t, async {
-                let deadline = t.deadline_in(Duration::from_secs(30));
-                let window = t.alloc_window(64)?;
-                let peer = 1 - t.rank();
-                t.send(peer, 9, 1, window.key().as_bytes(), deadline)
-                    .await?;
-                let key = RemoteKey::from_bytes(&t.recv(Some(peer), 9, 1, deadline).await?.data)?;
-                if t.rank() == 1 {
-                    // Ready, then deaf for a second.
-                    t.send(peer, 9, 2, &[], deadline).await?;
-                    std::thread::sleep(Duration::from_secs(1));
-                    t.wait_signal(&window, 0, 1, deadline).await?;
-                    let mut got = [0u8; 8];
-                    window.read(8, &mut got)?;
-                    if got != [7; 8] {
-                        return Err(Error::Protocol(format!("the data is {got:?}")));
-                    }
-                    return t.send(peer, 9, 3, &[], deadline).await;
+    let report = catena_testkit::launch_case_on::<UcxTransport>(CASE, 2, TCP_ONE_LANE, |t| {
+        block_on(t, async {
+            let deadline = t.deadline_in(Duration::from_secs(30));
+            let window = t.alloc_window(64)?;
+            let peer = 1 - t.rank();
+            t.send(peer, 9, 1, window.key().as_bytes(), deadline)
+                .await?;
+            let key = RemoteKey::from_bytes(&t.recv(Some(peer), 9, 1, deadline).await?.data)?;
+            if t.rank() == 1 {
+                // Ready, then deaf for a second.
+                t.send(peer, 9, 2, &[], deadline).await?;
+                std::thread::sleep(Duration::from_secs(1));
+                t.wait_signal(&window, 0, 1, deadline).await?;
+                let mut got = [0u8; 8];
+                window.read(8, &mut got)?;
+                if got != [7; 8] {
+                    return Err(Error::Protocol(format!("the data is {got:?}")));
                 }
-                t.recv(Some(peer), 9, 2, deadline).await?;
-                t.put_signal(peer, &key, 8, &[7; 8], Signal { offset: 0, add: 1 })?;
-                match t
-                    .flush(peer, t.deadline_in(Duration::from_millis(300)))
-                    .await
-                {
-                    Err(Error::Timeout { .. }) => {}
-                    other => {
-                        return Err(Error::Protocol(format!(
-                            "a flush while the target was deaf gave {other:?}"
-                        )))
-                    }
+                return t.send(peer, 9, 3, &[], deadline).await;
+            }
+            t.recv(Some(peer), 9, 2, deadline).await?;
+            t.put_signal(peer, &key, 8, &[7; 8], Signal { offset: 0, add: 1 })?;
+            match t
+                .flush(peer, t.deadline_in(Duration::from_millis(300)))
+                .await
+            {
+                Err(Error::Timeout { .. }) => {}
+                other => {
+                    return Err(Error::Protocol(format!(
+                        "a flush while the target was deaf gave {other:?}"
+                    )))
                 }
-                t.flush(peer, deadline).await?;
-                t.recv(Some(peer), 9, 3, deadline).await.map(drop)
-            })
-        });
+            }
+            t.flush(peer, deadline).await?;
+            t.recv(Some(peer), 9, 3, deadline).await.map(drop)
+        })
+    });
     if let Some(report) = report {
         assert!(
             report.success(),

@@ -92,10 +92,10 @@ macro_rules! provider_cases {
     ($($name:ident: $provider:ty, $ranks:expr, $env:expr, $body:ident;)*) => {$(
         #[test]
         fn $name() {
-            catena_fabric::testing::run_case_on::<$provider>(
+            catena_testkit::run_case_on::<$provider>(
                 stringify!($name),
                 $ranks,
-                catena_fabric::testing::Starter::Launcher,
+                catena_testkit::Starter::Launcher,
                 $env,
                 $body::<$provider>,
             );

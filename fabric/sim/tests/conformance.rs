@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use catena_fabric::conformance::{self, Check, SUITE};
 use catena_fabric::{Error, LocalWindow, RemoteKey, Rma, Transport};
 use catena_sim::{LogGp, Routed, Sim, SimRank};
+use catena_testkit::conformance::{self, Check, SUITE};
 use catena_topo::Torus;
 
 const MODEL: LogGp = LogGp {

@@ -8,7 +8,7 @@ mod intruder;
 
 use std::time::Duration;
 
-use catena_fabric::conformance::{self, Check, SUITE};
+use catena_testkit::conformance::{self, Check, SUITE};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;

@@ -11,7 +11,6 @@ mod intruder;
 
 use std::time::Duration;
 
-use catena_fabric::conformance::pattern;
 use catena_fabric::eager::wire::{
     bulk_window_bytes, slot_at, BULK_CREDIT_SIGNAL, BULK_REPLY_SIGNAL, BULK_RING_AT, BULK_SIGNAL,
     CONTROL_WINDOW_BYTES, CREDIT_SIGNAL, REPLY_SIGNAL, REQUEST_BELL, RING_AT, SLOT_COUNT,
@@ -21,6 +20,7 @@ use catena_fabric::{wait_until, Error, LocalWindow, Rank, Rma, Signal, Transport
 use catena_fuzz::proptest::prelude::*;
 use catena_fuzz::proptest::test_runner::TestCaseError;
 use catena_sim::{EagerRank, LogGp, Seeded, Sim};
+use catena_testkit::conformance::pattern;
 use intruder::Intruder;
 
 #[global_allocator]

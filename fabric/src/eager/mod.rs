@@ -88,7 +88,7 @@ const PEER_CHECK_POLLS: u32 = 16;
 /// One rank's end of eager messaging: its control window, its connections
 /// by peer and, in each, the messages received but not yet matched. A
 /// provider holds one and hands it out through
-/// [`EagerMessaging`](crate::EagerMessaging).
+/// [`EagerMessaging`].
 pub struct Messenger<W> {
     control: W,
     ring_bytes: usize,

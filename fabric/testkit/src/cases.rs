@@ -6,10 +6,11 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use catena_fabric::launch::{launch, LaunchReport, LaunchSpec};
+use catena_fabric::shm::ShmTransport;
+use catena_fabric::{Error, Provider, Result};
+
 use crate::conformance::Check;
-use crate::launch::{launch, LaunchReport, LaunchSpec};
-use crate::shm::ShmTransport;
-use crate::{Error, Provider, Result};
 
 /// Tells a re-executed test binary which test it runs as a rank.
 pub const ENV_CASE: &str = "CATENA_TEST_CASE";
@@ -47,7 +48,7 @@ pub enum Starter {
 /// The script that stands in for ssh in the multi-host tests: it runs a
 /// command as if on another host (its own host name and /dev/shm, the same
 /// loopback network), and reports what the command left in that /dev/shm.
-pub const FAKEHOST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ci/fakehost");
+pub const FAKEHOST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../ci/fakehost");
 
 /// The environment that keeps a multi-host job's traffic on the loopback
 /// network: libfabric's tcp and UCX (catena's and MPICH's) use `lo` only.
@@ -72,7 +73,7 @@ pub fn skip_unavailable(case: &str, why: &str) -> bool {
 /// be made here, [`skip_unavailable`]. False in a rank or a proxy (their
 /// test process already checked).
 pub fn skip_without_fake_hosts(case: &str) -> bool {
-    if in_a_rank() || std::env::var_os(crate::config::ENV_PROXY).is_some() {
+    if in_a_rank() || std::env::var_os(catena_fabric::config::ENV_PROXY).is_some() {
         return false;
     }
     match fake_hosts_permitted() {
@@ -119,7 +120,10 @@ pub fn run_as_rank<P: Provider>(case: &str, body: impl FnOnce(&P) -> Result<()>)
     }
     let transport = P::from_env().unwrap_or_else(|e| panic!("rank of {case} failed to start: {e}"));
     if let Err(e) = body(&transport) {
-        panic!("rank {} of {case}: {e}", crate::Rma::rank(&transport));
+        panic!(
+            "rank {} of {case}: {e}",
+            catena_fabric::Rma::rank(&transport)
+        );
     }
     match transport.finalize(FINALIZE_TIMEOUT) {
         // A test that lost a rank on purpose cannot meet at the barrier.
@@ -175,7 +179,7 @@ pub fn launch_case_across<P: Provider>(
     env: &[(&str, &str)],
     body: impl FnOnce(&P) -> Result<()>,
 ) -> Option<LaunchReport> {
-    if let Some(code) = crate::launch::serve_as_proxy() {
+    if let Some(code) = catena_fabric::launch::serve_as_proxy() {
         std::process::exit(code);
     }
     if run_as_rank(case, body) {
@@ -254,7 +258,7 @@ pub fn run_case_on<P: Provider>(
         }
         Starter::MpiexecByPmi => {
             if !run_as_rank(case, body) {
-                let by_pmi = [(crate::config::ENV_BOOTSTRAP, "pmi")];
+                let by_pmi = [(catena_fabric::config::ENV_BOOTSTRAP, "pmi")];
                 run_under(mpiexec(ranks, hosts), case, &[env, &by_pmi].concat());
             }
         }
@@ -377,7 +381,7 @@ impl CaseEnv for fn(Option<Check>) -> &'static [(&'static str, &'static str)] {
 /// Runs conformance `check` as test `test` once per rank count in `ranks`,
 /// each in a job of its own (case `test@N`). In a rank, runs only the case
 /// this process belongs to.
-pub fn conformance_on<P: Provider + crate::ControlWindows>(
+pub fn conformance_on<P: Provider + catena_fabric::ControlWindows>(
     test: &str,
     ranks: &[u32],
     starter: Starter,
@@ -403,7 +407,7 @@ pub fn killed_peer_on<P: Provider>(test: &str, ranks: &[u32], env: &dyn CaseEnv)
 }
 
 /// Runs conformance `check` as test `case` on `ranks` processes of `P`.
-pub fn conformance_case<P: Provider + crate::ControlWindows>(
+pub fn conformance_case<P: Provider + catena_fabric::ControlWindows>(
     case: &str,
     ranks: u32,
     starter: Starter,
@@ -411,7 +415,7 @@ pub fn conformance_case<P: Provider + crate::ControlWindows>(
     check: Check,
 ) {
     run_case_on::<P>(case, ranks, starter, env, |t| {
-        crate::block_on(t, crate::conformance::run(t, check))
+        catena_fabric::block_on(t, crate::conformance::run(t, check))
     });
 }
 
@@ -441,7 +445,7 @@ pub fn killed_peer_across<P: Provider>(
         libc::kill(libc::getpid(), libc::SIGKILL);
     };
     let Some(report) = launch_case_across::<P>(case, ranks, hosts, env, |t| {
-        crate::block_on(t, crate::conformance::peer_killed(t, victim, die))
+        catena_fabric::block_on(t, crate::conformance::peer_killed(t, victim, die))
     }) else {
         return;
     };
@@ -470,8 +474,8 @@ pub fn killed_peer_across<P: Provider>(
 }
 
 /// The whole conformance suite as a rank's body (for [`run_case_on`]).
-pub fn conformance_suite<P: Provider + crate::ControlWindows>(t: &P) -> Result<()> {
-    crate::block_on(t, crate::conformance::run(t, Check::Suite))
+pub fn conformance_suite<P: Provider + catena_fabric::ControlWindows>(t: &P) -> Result<()> {
+    catena_fabric::block_on(t, crate::conformance::run(t, Check::Suite))
 }
 
 /// libfabric's tcp provider, for the multi-host tests.
@@ -486,7 +490,7 @@ pub const UCX_TCP: &[(&str, &str)] = &[("CATENA_UCX_TLS", "tcp,self")];
 /// `#[test]`s in module `$module`:
 ///
 /// ```ignore
-/// catena_fabric::across_hosts_tests!(split_across_hosts: every_algorithm_matches_the_reference);
+/// catena_testkit::across_hosts_tests!(split_across_hosts: every_algorithm_matches_the_reference);
 /// ```
 ///
 /// Skipped, with the reason printed, where fake hosts cannot be made.
@@ -500,20 +504,20 @@ macro_rules! across_hosts_tests {
             // still counts as used.
             #[cfg(not(any(feature = "ofi", feature = "ucx")))]
             const _: () = {
-                let _ = $body::<$crate::shm::ShmTransport>;
+                let _ = $body::<$crate::fabric::shm::ShmTransport>;
             };
-            $crate::across_hosts_tests!(@case "ofi", $body, ofi_2x2, $crate::ofi::OfiTransport, OFI_TCP, 4, LauncherOnHosts(2));
-            $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2, $crate::ofi::OfiTransport, OFI_TCP, 6, LauncherOnHosts(3));
-            $crate::across_hosts_tests!(@case "ucx", $body, ucx_2x2, $crate::ucx::UcxTransport, UCX_TCP, 4, LauncherOnHosts(2));
-            $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2, $crate::ucx::UcxTransport, UCX_TCP, 6, LauncherOnHosts(3));
+            $crate::across_hosts_tests!(@case "ofi", $body, ofi_2x2, $crate::fabric::ofi::OfiTransport, OFI_TCP, 4, LauncherOnHosts(2));
+            $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2, $crate::fabric::ofi::OfiTransport, OFI_TCP, 6, LauncherOnHosts(3));
+            $crate::across_hosts_tests!(@case "ucx", $body, ucx_2x2, $crate::fabric::ucx::UcxTransport, UCX_TCP, 4, LauncherOnHosts(2));
+            $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2, $crate::fabric::ucx::UcxTransport, UCX_TCP, 6, LauncherOnHosts(3));
             #[cfg(feature = "mpi")]
             mod mpiexec {
                 #[allow(unused_imports)]
                 use super::*;
-                $crate::across_hosts_tests!(@case "ofi", $body, ofi_2x2, $crate::ofi::OfiTransport, OFI_TCP, 4, MpiexecOnHosts(2));
-                $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2, $crate::ofi::OfiTransport, OFI_TCP, 6, MpiexecOnHosts(3));
-                $crate::across_hosts_tests!(@case "ucx", $body, ucx_2x2, $crate::ucx::UcxTransport, UCX_TCP, 4, MpiexecOnHosts(2));
-                $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2, $crate::ucx::UcxTransport, UCX_TCP, 6, MpiexecOnHosts(3));
+                $crate::across_hosts_tests!(@case "ofi", $body, ofi_2x2, $crate::fabric::ofi::OfiTransport, OFI_TCP, 4, MpiexecOnHosts(2));
+                $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2, $crate::fabric::ofi::OfiTransport, OFI_TCP, 6, MpiexecOnHosts(3));
+                $crate::across_hosts_tests!(@case "ucx", $body, ucx_2x2, $crate::fabric::ucx::UcxTransport, UCX_TCP, 4, MpiexecOnHosts(2));
+                $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2, $crate::fabric::ucx::UcxTransport, UCX_TCP, 6, MpiexecOnHosts(3));
             }
         }
     };
@@ -521,11 +525,11 @@ macro_rules! across_hosts_tests {
         #[cfg(feature = $feature)]
         #[test]
         fn $name() {
-            $crate::testing::run_case_on::<$provider>(
-                &$crate::testing::test_name(module_path!(), stringify!($name)),
+            $crate::run_case_on::<$provider>(
+                &$crate::test_name(module_path!(), stringify!($name)),
                 $ranks,
-                $crate::testing::Starter::$starter($hosts),
-                $crate::testing::$env,
+                $crate::Starter::$starter($hosts),
+                $crate::$env,
                 $body::<$provider>,
             );
         }
@@ -540,7 +544,7 @@ macro_rules! across_hosts_tests {
 /// `mpiexec` by PMI and (feature `mpi` of the calling crate) by MPI:
 ///
 /// ```ignore
-/// catena_fabric::conformance_tests! {
+/// catena_testkit::conformance_tests! {
 ///     provider: OfiTransport;
 ///     shm: SHM, ranks [2, 4], mpiexec [2, 4];
 ///     tcp: TCP, ranks [2, 4], mpiexec [2, 4];
@@ -559,7 +563,7 @@ macro_rules! conformance_tests {
             #[allow(unused_imports)]
             use super::*;
 
-            fn case_env() -> &'static dyn $crate::testing::CaseEnv {
+            fn case_env() -> &'static dyn $crate::CaseEnv {
                 &$env
             }
 
@@ -580,8 +584,8 @@ macro_rules! conformance_tests {
 
             #[test]
             fn peer_killed() {
-                $crate::testing::killed_peer_on::<$provider>(
-                    &$crate::testing::test_name(module_path!(), "peer_killed"),
+                $crate::killed_peer_on::<$provider>(
+                    &$crate::test_name(module_path!(), "peer_killed"),
                     &[$($n),+],
                     case_env(),
                 );
@@ -590,10 +594,10 @@ macro_rules! conformance_tests {
             /// Alone in its process: it reads the process's own figures.
             #[test]
             fn freed_windows_are_bounded() {
-                $crate::testing::run_case_on::<$provider>(
-                    &$crate::testing::test_name(module_path!(), "freed_windows_are_bounded"),
+                $crate::run_case_on::<$provider>(
+                    &$crate::test_name(module_path!(), "freed_windows_are_bounded"),
                     1,
-                    $crate::testing::Starter::Launcher,
+                    $crate::Starter::Launcher,
                     case_env().env(None),
                     $crate::conformance::freed_windows_are_bounded,
                 );
@@ -603,10 +607,10 @@ macro_rules! conformance_tests {
                 #[cfg(feature = "mpi")]
                 #[test]
                 fn suite_under_mpiexec() {
-                    $crate::testing::conformance_on::<$provider>(
-                        &$crate::testing::test_name(module_path!(), "suite_under_mpiexec"),
+                    $crate::conformance_on::<$provider>(
+                        &$crate::test_name(module_path!(), "suite_under_mpiexec"),
                         &[$($m),+],
-                        $crate::testing::Starter::Mpiexec,
+                        $crate::Starter::Mpiexec,
                         case_env(),
                         $crate::conformance::Check::Suite,
                     );
@@ -616,10 +620,10 @@ macro_rules! conformance_tests {
                 /// no MPI in the way.
                 #[test]
                 fn suite_under_mpiexec_by_pmi() {
-                    $crate::testing::conformance_on::<$provider>(
-                        &$crate::testing::test_name(module_path!(), "suite_under_mpiexec_by_pmi"),
+                    $crate::conformance_on::<$provider>(
+                        &$crate::test_name(module_path!(), "suite_under_mpiexec_by_pmi"),
                         &[$($m),+],
-                        $crate::testing::Starter::MpiexecByPmi,
+                        $crate::Starter::MpiexecByPmi,
                         case_env(),
                         $crate::conformance::Check::Suite,
                     );
@@ -633,10 +637,10 @@ macro_rules! conformance_tests {
                 #[cfg(feature = "pmix")]
                 #[test]
                 fn suite_under_srun_pmix() {
-                    $crate::testing::conformance_on::<$provider>(
-                        &$crate::testing::test_name(module_path!(), "suite_under_srun_pmix"),
+                    $crate::conformance_on::<$provider>(
+                        &$crate::test_name(module_path!(), "suite_under_srun_pmix"),
                         &[$($m),+],
-                        $crate::testing::Starter::Srun("pmix"),
+                        $crate::Starter::Srun("pmix"),
                         case_env(),
                         $crate::conformance::Check::Suite,
                     );
@@ -646,10 +650,10 @@ macro_rules! conformance_tests {
                 #[cfg(feature = "pmix")]
                 #[test]
                 fn suite_under_srun_pmi2() {
-                    $crate::testing::conformance_on::<$provider>(
-                        &$crate::testing::test_name(module_path!(), "suite_under_srun_pmi2"),
+                    $crate::conformance_on::<$provider>(
+                        &$crate::test_name(module_path!(), "suite_under_srun_pmi2"),
                         &[$($m),+],
-                        $crate::testing::Starter::Srun("pmi2"),
+                        $crate::Starter::Srun("pmi2"),
                         case_env(),
                         $crate::conformance::Check::Suite,
                     );
@@ -659,10 +663,10 @@ macro_rules! conformance_tests {
                 #[cfg(feature = "pmix")]
                 #[test]
                 fn suite_under_openmpi_mpirun() {
-                    $crate::testing::conformance_on::<$provider>(
-                        &$crate::testing::test_name(module_path!(), "suite_under_openmpi_mpirun"),
+                    $crate::conformance_on::<$provider>(
+                        &$crate::test_name(module_path!(), "suite_under_openmpi_mpirun"),
                         &[$($m),+],
-                        $crate::testing::Starter::OpenMpiRun,
+                        $crate::Starter::OpenMpiRun,
                         case_env(),
                         $crate::conformance::Check::Suite,
                     );
@@ -681,10 +685,10 @@ macro_rules! conformance_tests {
         $(
             #[test]
             fn $name() {
-                $crate::testing::conformance_on::<$provider>(
-                    &$crate::testing::test_name(module_path!(), stringify!($name)),
+                $crate::conformance_on::<$provider>(
+                    &$crate::test_name(module_path!(), stringify!($name)),
                     &$ranks,
-                    $crate::testing::Starter::Launcher,
+                    $crate::Starter::Launcher,
                     case_env(),
                     $crate::conformance::Check::$check,
                 );

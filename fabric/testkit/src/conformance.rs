@@ -7,7 +7,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::{
+use catena_fabric::{
     wait_until, ContextId, ControlWindows, Error, LocalWindow, Rank, RemoteKey, Result, Signal,
     Time, Transport,
 };
@@ -329,7 +329,7 @@ pub async fn all_pairs<T: Transport>(t: &T) -> Result<()> {
 /// First contact that times out (rank 1's request slots are all held) must
 /// leave no trace: once the slots are free, the next send connects.
 pub async fn first_contact_retry<T: Transport + ControlWindows>(t: &T) -> Result<()> {
-    use crate::eager::wire::{slot_at, SLOT_CLAIMED, SLOT_COUNT, SLOT_FREE};
+    use catena_fabric::eager::wire::{slot_at, SLOT_CLAIMED, SLOT_COUNT, SLOT_FREE};
     const TAG_DONE: u32 = 50;
     let message = pattern(0, 50, 100);
     match t.rank() {
@@ -463,7 +463,7 @@ pub async fn receive_into_buffers<T: Transport>(t: &T) -> Result<()> {
         }
         1 => {
             let mut buf = vec![0xEEu8; HUGE + 100];
-            let check = |buf: &[u8], got: crate::Received, round: usize, len: usize| {
+            let check = |buf: &[u8], got: catena_fabric::Received, round: usize, len: usize| {
                 let whole = got.source == 0 && got.tag == TAG && got.len == len;
                 if !whole
                     || buf[..len] != pattern(0, round, len)
@@ -606,7 +606,7 @@ pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
     let own = t.host_peer(t.rank())?;
     for (i, &p) in peers.iter().enumerate() {
         let slot = region.at + 64 + SLOT * i as u64;
-        let flag = crate::wait_until(t, deadline(t), "a host store", || {
+        let flag = catena_fabric::wait_until(t, deadline(t), "a host store", || {
             Ok(Some(t.host_load(&own, slot + DATA as u64)?).filter(|&v| v != 0))
         })
         .await?;
@@ -708,7 +708,7 @@ pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
         invalid,
     )?;
     let too_large = |e: &Error| matches!(e, Error::WindowTooLarge { .. });
-    for len in [crate::bounds::MAX_WINDOW_BYTES + 1, usize::MAX] {
+    for len in [catena_fabric::bounds::MAX_WINDOW_BYTES + 1, usize::MAX] {
         let made = t.alloc_window(len).map(drop);
         expect_err("a window near usize::MAX", made, too_large)?;
     }
@@ -911,8 +911,10 @@ pub fn freed_windows_are_bounded<T: Transport>(t: &T) -> Result<()> {
     const WINDOWS: usize = 20_000;
     const LEN: usize = 64 << 10;
     let status = |field: &str| -> Result<u64> {
-        let text = std::fs::read_to_string("/proc/self/status")
-            .map_err(|e| Error::io("reading /proc/self/status", e))?;
+        let text = std::fs::read_to_string("/proc/self/status").map_err(|source| Error::Io {
+            context: "reading /proc/self/status".into(),
+            source,
+        })?;
         text.lines()
             .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
