@@ -20,6 +20,7 @@ pub mod fuzz_hooks;
 pub mod host;
 pub mod job;
 mod key;
+mod kit;
 pub mod launch;
 mod names;
 #[cfg(feature = "ofi")]

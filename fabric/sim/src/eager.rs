@@ -3,12 +3,8 @@
 //! messenger, the same blanket `Transport`, so the protocol's races can be
 //! played out in virtual time ([`Sim::run_eager`]).
 
-use std::future::Future;
-
 use catena_fabric::eager::{Messenger, CONTROL_WINDOW_BYTES};
-use catena_fabric::{
-    ControlWindows, EagerMessaging, HostMemory, Rank, RemoteKey, Result, Rma, Signal, Time,
-};
+use catena_fabric::{ControlWindows, EagerMessaging, HostMemory, Rank, RemoteKey, Result, Rma};
 
 use super::window::{SimKey, SimWindow};
 use super::{Sim, SimRank};
@@ -68,88 +64,7 @@ impl<'s> EagerRank<'s> {
 impl<'s> Rma for EagerRank<'s> {
     type Window = SimWindow<'s>;
 
-    fn rank(&self) -> Rank {
-        self.rank.rank()
-    }
-
-    fn size(&self) -> u32 {
-        self.rank.size()
-    }
-
-    fn job_id(&self) -> &str {
-        self.rank.job_id()
-    }
-
-    fn host(&self) -> u64 {
-        self.rank.host()
-    }
-
-    fn now(&self) -> Time {
-        self.rank.now()
-    }
-
-    fn alloc_window(&self, len: usize) -> Result<SimWindow<'s>> {
-        self.rank.alloc_window(len)
-    }
-
-    fn put(&self, target: Rank, window: &RemoteKey, offset: usize, data: &[u8]) -> Result<()> {
-        self.rank.put(target, window, offset, data)
-    }
-
-    fn put_signal(
-        &self,
-        target: Rank,
-        window: &RemoteKey,
-        offset: usize,
-        data: &[u8],
-        signal: Signal,
-    ) -> Result<()> {
-        self.rank.put_signal(target, window, offset, data, signal)
-    }
-
-    fn fetch_add(
-        &self,
-        target: Rank,
-        window: &RemoteKey,
-        offset: usize,
-        value: u64,
-        deadline: Time,
-    ) -> impl Future<Output = Result<u64>> {
-        self.rank.fetch_add(target, window, offset, value, deadline)
-    }
-
-    fn compare_swap(
-        &self,
-        target: Rank,
-        window: &RemoteKey,
-        offset: usize,
-        expected: u64,
-        new: u64,
-        deadline: Time,
-    ) -> impl Future<Output = Result<u64>> {
-        self.rank
-            .compare_swap(target, window, offset, expected, new, deadline)
-    }
-
-    fn flush(&self, target: Rank, deadline: Time) -> impl Future<Output = Result<()>> {
-        self.rank.flush(target, deadline)
-    }
-
-    fn check_health(&self) -> Result<()> {
-        self.rank.check_health()
-    }
-
-    fn check_peer(&self, rank: Rank) -> Result<()> {
-        self.rank.check_peer(rank)
-    }
-
-    fn wake_at(&self, at: Time) {
-        self.rank.wake_at(at);
-    }
-
-    fn next_serial(&self) -> u64 {
-        self.rank.next_serial()
-    }
+    catena_fabric::forward_rma!(rank);
 }
 
 impl ControlWindows for EagerRank<'_> {
@@ -165,53 +80,7 @@ impl ControlWindows for EagerRank<'_> {
 impl HostMemory for EagerRank<'_> {
     type HostPeer = Rank;
 
-    fn host_ranks(&self) -> &[Rank] {
-        self.rank.host_ranks()
-    }
-
-    fn host_tuning(&self) -> catena_fabric::config::HostTuning {
-        self.rank.host_tuning()
-    }
-
-    fn host_alloc(&self, len: usize, reset: usize) -> Result<catena_fabric::HostRegion> {
-        self.rank.host_alloc(len, reset)
-    }
-
-    fn host_world_region(&self, len: usize) -> Option<catena_fabric::HostRegion> {
-        self.rank.host_world_region(len)
-    }
-
-    fn host_release(&self, region: catena_fabric::HostRegion) {
-        self.rank.host_release(region);
-    }
-
-    fn host_peer(&self, rank: Rank) -> Result<Rank> {
-        self.rank.host_peer(rank)
-    }
-
-    fn host_write(&self, peer: &Rank, at: u64, data: &[u8]) -> Result<()> {
-        self.rank.host_write(peer, at, data)
-    }
-
-    fn host_read(&self, peer: &Rank, at: u64, buf: &mut [u8]) -> Result<()> {
-        self.rank.host_read(peer, at, buf)
-    }
-
-    fn host_store(&self, peer: &Rank, at: u64, value: u64) -> Result<()> {
-        self.rank.host_store(peer, at, value)
-    }
-
-    fn host_set(&self, peer: &Rank, at: u64, value: u64) -> Result<()> {
-        self.rank.host_set(peer, at, value)
-    }
-
-    fn host_load(&self, peer: &Rank, at: u64) -> Result<u64> {
-        self.rank.host_load(peer, at)
-    }
-
-    fn host_add(&self, peer: &Rank, at: u64, value: u64) -> Result<u64> {
-        self.rank.host_add(peer, at, value)
-    }
+    catena_fabric::forward_host_memory!(rank);
 }
 
 impl<'s> EagerMessaging for EagerRank<'s> {

@@ -16,7 +16,7 @@ pub mod raw;
 mod signal;
 mod window;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ use crate::eager::{
     DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
 };
 use crate::job::Job;
+use crate::kit::WindowIds;
 use crate::{
     finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
     Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
@@ -59,7 +60,7 @@ pub struct OfiTransport {
     engine: Rc<Engine>,
     /// AV handles of the peers this rank addressed: O(partners).
     peers: RefCell<FxHashMap<Rank, sys::fi_addr_t>>,
-    next_window: Cell<u32>,
+    window_ids: WindowIds,
     spin: Duration,
     inject_size: usize,
     max_msg: usize,
@@ -115,7 +116,7 @@ impl OfiTransport {
                 .with_rendezvous(rendezvous.0, rendezvous.1),
             engine,
             peers: RefCell::new(FxHashMap::default()),
-            next_window: Cell::new(1),
+            window_ids: WindowIds::new(),
             spin,
             inject_size,
             max_msg,
@@ -434,45 +435,16 @@ fn shm_region_exists(name: &[u8]) -> bool {
 impl Rma for OfiTransport {
     type Window = OfiWindow;
 
+    crate::kit::rma_from_job!(identity, health);
+
     fn progress(&self) {
         self.engine.poll();
         self.engine.quietly(|| self.messenger.progress(self));
     }
 
-    fn rank(&self) -> Rank {
-        self.job.rank()
-    }
-
-    fn size(&self) -> u32 {
-        self.job.size()
-    }
-
-    fn job_id(&self) -> &str {
-        self.job.id()
-    }
-
-    fn host(&self) -> u64 {
-        self.job.host_id()
-    }
-
-    fn now(&self) -> Time {
-        self.job.now()
-    }
-
-    #[inline]
-    fn coarse_now(&self) -> Time {
-        self.job.coarse_now()
-    }
-
     fn alloc_window(&self, len: usize) -> Result<OfiWindow> {
         crate::bounds::check_window_len(len)?;
-        let id = self.next_window.get();
-        // Ids are never reused: a signal meant for a freed window must not
-        // land in a later one.
-        self.next_window.set(
-            id.checked_add(1)
-                .ok_or(Error::Protocol("window ids exhausted".into()))?,
-        );
+        let id = self.window_ids.next()?;
         OfiWindow::create(
             &self.engine,
             self.job.rank(),
@@ -609,24 +581,6 @@ impl Rma for OfiTransport {
         let token = self.post_flush(target, self.instant(deadline))?;
         self.complete(token, target, deadline, "a flush").await?;
         Ok(())
-    }
-
-    #[inline]
-    fn check_health(&self) -> Result<()> {
-        self.job.check_health()
-    }
-
-    fn check_peer(&self, rank: Rank) -> Result<()> {
-        self.job.check_peer(rank)
-    }
-
-    #[inline]
-    fn wake_at(&self, at: Time) {
-        self.job.wake_at(at);
-    }
-
-    fn next_serial(&self) -> u64 {
-        self.job.next_serial()
     }
 }
 

@@ -14,13 +14,14 @@ use memmap2::MmapMut;
 use super::domain::Mr;
 use super::engine::Engine;
 use crate::bounds::{check_bounds, check_word};
-use crate::key::{KeySecret, SEAL_BYTES};
+use crate::key::KeySecret;
+use crate::kit::{KeyHeader, RestLen};
 use crate::tombstone::{size_class, Grave};
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'O';
-/// Bytes of a key before its tag.
-const BODY_LEN: usize = 33;
+/// The remote base and the memory key.
+const FIELDS: RestLen = RestLen::Exactly(16);
 
 /// A decoded ofi key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,14 +42,15 @@ impl OfiKey {
     /// The key as the bytes peers ship in messages (41 bytes), sealed with
     /// the owner's `secret`.
     pub(crate) fn encode(self, secret: &KeySecret) -> Result<RemoteKey> {
-        let mut b = [0u8; BODY_LEN];
-        b[0] = KEY_TAG;
-        b[1..5].copy_from_slice(&self.owner.to_le_bytes());
-        b[5..9].copy_from_slice(&self.id.to_le_bytes());
-        b[9..17].copy_from_slice(&(self.len as u64).to_le_bytes());
-        b[17..25].copy_from_slice(&self.addr.to_le_bytes());
-        b[25..33].copy_from_slice(&self.mr_key.to_le_bytes());
-        secret.seal(&b)
+        let mut fields = [0u8; 16];
+        fields[..8].copy_from_slice(&self.addr.to_le_bytes());
+        fields[8..].copy_from_slice(&self.mr_key.to_le_bytes());
+        let header = KeyHeader {
+            owner: self.owner,
+            id: self.id,
+            len: self.len,
+        };
+        header.seal(KEY_TAG, &fields, secret)
     }
 
     /// Decodes a key meant for a window of `target`, whose published secret
@@ -56,27 +58,16 @@ impl OfiKey {
     /// (corrupted or forged), are refused before any field is trusted, so a
     /// bad key never reaches the fabric.
     pub(crate) fn decode(key: &RemoteKey, target: Rank, secret: &KeySecret) -> Result<OfiKey> {
-        let b = key.as_bytes();
-        if b.len() != BODY_LEN + SEAL_BYTES || b[0] != KEY_TAG {
-            return Err(Error::InvalidKey(format!("not an ofi window key: {key:?}")));
-        }
-        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        // Read before the tag is checked only to name the mistake.
-        let owner = u32_at(1);
-        if owner != target {
-            return Err(Error::InvalidKey(format!(
-                "a key of rank {owner}'s window used for rank {target}"
-            )));
-        }
-        secret.open(key, "an ofi window key")?;
-        let len = u64_at(9);
+        let (header, fields) =
+            KeyHeader::open(key, KEY_TAG, FIELDS, target, secret, "an ofi window key")?;
+        let u64_at =
+            |at: usize| u64::from_le_bytes(fields[at..at + 8].try_into().expect("8 bytes"));
         Ok(OfiKey {
-            owner,
-            id: u32_at(5),
-            len: usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?,
-            addr: u64_at(17),
-            mr_key: u64_at(25),
+            owner: header.owner,
+            id: header.id,
+            len: header.len,
+            addr: u64_at(0),
+            mr_key: u64_at(8),
         })
     }
 

@@ -5,7 +5,7 @@
 
 pub(crate) mod window;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
@@ -22,6 +22,7 @@ use crate::eager::{
     DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
 };
 use crate::job::Job;
+use crate::kit::WindowIds;
 use crate::{
     finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, Provider, Rank,
     RemoteKey, Result, Rma, Signal, Time,
@@ -36,7 +37,7 @@ const PARK_SLICE: Duration = Duration::from_millis(50);
 /// this machine map, so puts are memory copies and signals are atomics.
 pub struct ShmTransport {
     messenger: Messenger<ShmWindow>,
-    next_window: Cell<u32>,
+    window_ids: WindowIds,
     /// Tags this rank's window keys.
     /// Mappings of peers' live windows, made on first put: O(partners).
     mapped: RefCell<FxHashMap<(Rank, u32), Mapping>>,
@@ -74,7 +75,7 @@ impl ShmTransport {
             messenger: Messenger::new(control, ring_bytes)
                 .with_inbox_bytes(inbox_bytes)
                 .with_rendezvous(rendezvous.0, rendezvous.1),
-            next_window: Cell::new(1),
+            window_ids: WindowIds::new(),
             mapped: RefCell::new(FxHashMap::default()),
             spin,
         })
@@ -182,42 +183,15 @@ fn wake(w: &MappedWindow) {
 impl Rma for ShmTransport {
     type Window = ShmWindow;
 
+    crate::kit::rma_from_job!(identity, health);
+
     fn progress(&self) {
         self.messenger.progress(self);
     }
 
-    fn rank(&self) -> Rank {
-        self.job.rank()
-    }
-
-    fn size(&self) -> u32 {
-        self.job.size()
-    }
-
-    fn job_id(&self) -> &str {
-        self.job.id()
-    }
-
-    fn host(&self) -> u64 {
-        self.job.host_id()
-    }
-
-    fn now(&self) -> Time {
-        self.job.now()
-    }
-
-    #[inline]
-    fn coarse_now(&self) -> Time {
-        self.job.coarse_now()
-    }
-
     fn alloc_window(&self, len: usize) -> Result<ShmWindow> {
         crate::bounds::check_window_len(len)?;
-        let id = self.next_window.get();
-        self.next_window.set(
-            id.checked_add(1)
-                .ok_or(Error::Protocol("window ids exhausted".into()))?,
-        );
+        let id = self.window_ids.next()?;
         ShmWindow::create(self.job.rank(), id, len, &self.job.key_secret())
     }
 
@@ -307,24 +281,6 @@ impl Rma for ShmTransport {
     async fn flush(&self, target: Rank, _: Time) -> Result<()> {
         // Puts are copies that completed before they returned.
         self.job.check_rank(target)
-    }
-
-    #[inline]
-    fn check_health(&self) -> Result<()> {
-        self.job.check_health()
-    }
-
-    fn check_peer(&self, rank: Rank) -> Result<()> {
-        self.job.check_peer(rank)
-    }
-
-    #[inline]
-    fn wake_at(&self, at: Time) {
-        self.job.wake_at(at);
-    }
-
-    fn next_serial(&self) -> u64 {
-        self.job.next_serial()
     }
 }
 

@@ -5,11 +5,12 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 
-use crate::bounds::{check_bounds, check_word, MAX_WINDOW_BYTES};
+use crate::bounds::{check_bounds, check_word};
 use crate::host::ArenaMap;
-use crate::key::{KeySecret, SEAL_BYTES};
+use crate::key::KeySecret;
+use crate::kit::{KeyHeader, RestLen};
 use crate::os::segment::Segment;
-use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
+use crate::{LocalWindow, Rank, RemoteKey, Result};
 
 pub(crate) const HEADER_BYTES: usize = 4096;
 const MAGIC: u64 = u64::from_le_bytes(*b"CATENAW2");
@@ -21,7 +22,8 @@ const OWNER_AT: usize = 32;
 const LIVE: u64 = 1;
 const FREED: u64 = 2;
 const KEY_TAG: u8 = b'S';
-const BODY_LEN: usize = 21;
+/// The descriptor by which the owner holds the segment.
+const FIELDS: RestLen = RestLen::Exactly(4);
 
 /// A decoded shm key: whose window, which one, how long, and the
 /// descriptor by which the owner holds it.
@@ -36,13 +38,9 @@ pub(crate) struct ShmKey {
 impl ShmKey {
     /// The key, sealed with its owner's `secret`.
     pub(crate) fn encode(self, secret: &KeySecret) -> RemoteKey {
-        let mut bytes = [0u8; BODY_LEN];
-        bytes[0] = KEY_TAG;
-        bytes[1..5].copy_from_slice(&self.owner.to_le_bytes());
-        bytes[5..9].copy_from_slice(&self.id.to_le_bytes());
-        bytes[9..17].copy_from_slice(&(self.len as u64).to_le_bytes());
-        bytes[17..21].copy_from_slice(&self.fd.to_le_bytes());
-        secret.seal(&bytes).expect("shm keys are short")
+        self.header()
+            .seal(KEY_TAG, &self.fd.to_le_bytes(), secret)
+            .expect("shm keys are short")
     }
 
     /// Decodes a key meant for a window of `target`, whose published
@@ -50,42 +48,29 @@ impl ShmKey {
     /// is not the owner's (corrupted or forged), is refused, so such a put
     /// writes nothing.
     pub(crate) fn decode(key: &RemoteKey, target: Rank, secret: &KeySecret) -> Result<ShmKey> {
-        let b = key.as_bytes();
-        if b.len() != BODY_LEN + SEAL_BYTES || b[0] != KEY_TAG {
-            return Err(Error::InvalidKey(format!("not a shm window key: {key:?}")));
-        }
-        let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-        let long = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        let len = long(9);
-        let decoded = ShmKey {
-            owner: word(1),
-            id: word(5),
-            len: usize::try_from(len)
-                .ok()
-                .filter(|&len| len <= MAX_WINDOW_BYTES)
-                .ok_or_else(|| Error::InvalidKey(format!("length {len}")))?,
-            fd: word(17) as RawFd,
-        };
-        // The owner is read before the tag is checked only to name the mistake.
-        if decoded.owner != target {
-            return Err(Error::InvalidKey(format!(
-                "a key of rank {}'s window used for rank {target}",
-                decoded.owner
-            )));
-        }
-        secret.open(key, "a shm window key")?;
-        Ok(decoded)
+        let (header, fd) =
+            KeyHeader::open(key, KEY_TAG, FIELDS, target, secret, "a shm window key")?;
+        Ok(ShmKey {
+            owner: header.owner,
+            id: header.id,
+            len: header.len,
+            fd: RawFd::from_le_bytes(fd.try_into().expect("4 bytes")),
+        })
     }
 
     /// The window id a key claims, unchecked: only to find a mapping made
     /// through the very same key bytes.
     #[inline]
     pub(crate) fn peek_id(key: &RemoteKey) -> Option<u32> {
-        let b = key.as_bytes();
-        if b.len() != BODY_LEN + SEAL_BYTES || b[0] != KEY_TAG {
-            return None;
+        KeyHeader::peek_id(key, KEY_TAG, FIELDS)
+    }
+
+    fn header(&self) -> KeyHeader {
+        KeyHeader {
+            owner: self.owner,
+            id: self.id,
+            len: self.len,
         }
-        Some(u32::from_le_bytes(b[5..9].try_into().expect("4 bytes")))
     }
 }
 
@@ -272,6 +257,7 @@ impl Drop for ShmWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
 
     fn open_own(key: ShmKey) -> Option<MappedWindow> {
         let (arena, _fd) = ArenaMap::create(0, "test", 0).unwrap();

@@ -29,6 +29,7 @@ use crate::eager::{
     DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
 };
 use crate::job::Job;
+use crate::kit::WindowIds;
 use crate::{
     finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
     Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
@@ -54,7 +55,7 @@ const PROGRESS_ROUNDS: u32 = 16;
 /// signals and atomics are UCP RMA operations over per-peer endpoints.
 pub struct UcxTransport {
     messenger: Messenger<UcxWindow>,
-    next_window: Cell<u32>,
+    window_ids: WindowIds,
     endpoints: Endpoints,
     /// A rank the job lost, as seen by a `progress` after it drained
     /// every message that had landed (so none of them is lost to the news).
@@ -101,7 +102,7 @@ impl UcxTransport {
             messenger: Messenger::new(control, ring_bytes)
                 .with_inbox_bytes(inbox_bytes)
                 .with_rendezvous(rendezvous.0, rendezvous.1),
-            next_window: Cell::new(1),
+            window_ids: WindowIds::new(),
             endpoints: Endpoints::new(err_mode),
             lost: Cell::new(None),
             spin,
@@ -345,6 +346,8 @@ fn decode_address(entry: &[u8]) -> Result<(&[u8], &[u8])> {
 impl Rma for UcxTransport {
     type Window = UcxWindow;
 
+    crate::kit::rma_from_job!(identity);
+
     fn progress(&self) {
         self.worker.progress(PROGRESS_ROUNDS);
         // Data put by a peer lands only when this worker progresses (tcp
@@ -358,38 +361,9 @@ impl Rma for UcxTransport {
         }
     }
 
-    fn rank(&self) -> Rank {
-        self.job.rank()
-    }
-
-    fn size(&self) -> u32 {
-        self.job.size()
-    }
-
-    fn job_id(&self) -> &str {
-        self.job.id()
-    }
-
-    fn host(&self) -> u64 {
-        self.job.host_id()
-    }
-
-    fn now(&self) -> Time {
-        self.job.now()
-    }
-
-    #[inline]
-    fn coarse_now(&self) -> Time {
-        self.job.coarse_now()
-    }
-
     fn alloc_window(&self, len: usize) -> Result<UcxWindow> {
         crate::bounds::check_window_len(len)?;
-        let id = self.next_window.get();
-        self.next_window.set(
-            id.checked_add(1)
-                .ok_or(Error::Protocol("window ids exhausted".into()))?,
-        );
+        let id = self.window_ids.next()?;
         UcxWindow::create(
             self.worker.context(),
             self.job.rank(),
@@ -571,15 +545,6 @@ impl Rma for UcxTransport {
     fn check_peer(&self, rank: Rank) -> Result<()> {
         self.endpoints.check_reported(rank)?;
         self.job.check_peer(rank)
-    }
-
-    #[inline]
-    fn wake_at(&self, at: Time) {
-        self.job.wake_at(at);
-    }
-
-    fn next_serial(&self) -> u64 {
-        self.job.next_serial()
     }
 }
 

@@ -13,13 +13,15 @@ use catena_ucx_sys as sys;
 use super::context::{check, Context};
 use crate::bounds::{check_bounds, check_word};
 use crate::key::{KeySecret, MAX_KEY_BYTES, SEAL_BYTES};
+use crate::kit::{KeyHeader, RestLen, KEY_HEADER_LEN};
 use crate::tombstone::size_class;
 use crate::{Error, LocalWindow, Rank, RemoteKey, Result};
 
 const KEY_TAG: u8 = b'U';
-const HEADER_LEN: usize = 25;
+/// The base address, then a packed rkey of at least one byte.
+const FIELDS: RestLen = RestLen::AtLeast(9);
 /// The largest packed rkey a catena key can carry.
-pub(crate) const MAX_RKEY_BYTES: usize = MAX_KEY_BYTES - HEADER_LEN - SEAL_BYTES;
+pub(crate) const MAX_RKEY_BYTES: usize = MAX_KEY_BYTES - KEY_HEADER_LEN - 8 - SEAL_BYTES;
 
 /// A decoded UCX key: whose window, which one, its length and address in
 /// the owner's process, and the rkey to unpack.
@@ -44,14 +46,15 @@ impl UcxKey<'_> {
                 ),
             });
         }
-        let mut bytes = Vec::with_capacity(HEADER_LEN + self.rkey.len());
-        bytes.push(KEY_TAG);
-        bytes.extend_from_slice(&self.owner.to_le_bytes());
-        bytes.extend_from_slice(&self.id.to_le_bytes());
-        bytes.extend_from_slice(&(self.len as u64).to_le_bytes());
-        bytes.extend_from_slice(&self.base.to_le_bytes());
-        bytes.extend_from_slice(self.rkey);
-        secret.seal(&bytes)
+        let mut fields = Vec::with_capacity(8 + self.rkey.len());
+        fields.extend_from_slice(&self.base.to_le_bytes());
+        fields.extend_from_slice(self.rkey);
+        let header = KeyHeader {
+            owner: self.owner,
+            id: self.id,
+            len: self.len,
+        };
+        header.seal(KEY_TAG, &fields, secret)
     }
 
     /// Decodes a key meant for a window of `target`, whose published secret
@@ -63,35 +66,22 @@ impl UcxKey<'_> {
         target: Rank,
         secret: &KeySecret,
     ) -> Result<UcxKey<'k>> {
-        let b = key.as_bytes();
-        if b.len() <= HEADER_LEN + SEAL_BYTES || b[0] != KEY_TAG {
-            return Err(Error::InvalidKey(format!("not a UCX window key: {key:?}")));
-        }
-        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        // Read before the tag is checked only to name the mistake.
-        let owner = u32_at(1);
-        if owner != target {
+        let (header, fields) =
+            KeyHeader::open(key, KEY_TAG, FIELDS, target, secret, "a UCX window key")?;
+        let base = u64::from_le_bytes(fields[..8].try_into().expect("8 bytes"));
+        if base.checked_add(header.len as u64).is_none() {
             return Err(Error::InvalidKey(format!(
-                "a key of rank {owner}'s window used for rank {target}"
+                "window of {} bytes at {base:#x} wraps around",
+                header.len
             )));
         }
-        let body = secret.open(key, "a UCX window key")?;
-        let len = u64_at(9);
-        let decoded = UcxKey {
-            owner,
-            id: u32_at(5),
-            len: usize::try_from(len).map_err(|_| Error::InvalidKey(format!("length {len}")))?,
-            base: u64_at(17),
-            rkey: &body[HEADER_LEN..],
-        };
-        if decoded.base.checked_add(len).is_none() {
-            return Err(Error::InvalidKey(format!(
-                "window of {len} bytes at {:#x} wraps around",
-                decoded.base
-            )));
-        }
-        Ok(decoded)
+        Ok(UcxKey {
+            owner: header.owner,
+            id: header.id,
+            len: header.len,
+            base,
+            rkey: &fields[8..],
+        })
     }
 }
 
