@@ -608,7 +608,7 @@ impl ControlWindows for OfiTransport {
     }
 }
 
-crate::host::host_memory_through_job!(OfiTransport);
+crate::kit::host_memory_from_job!(OfiTransport);
 
 impl EagerMessaging for OfiTransport {
     fn messenger(&self) -> &Messenger<OfiWindow> {

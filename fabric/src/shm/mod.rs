@@ -316,7 +316,7 @@ impl ControlWindows for ShmTransport {
     }
 }
 
-crate::host::host_memory_through_job!(ShmTransport);
+crate::kit::host_memory_from_job!(ShmTransport);
 
 impl EagerMessaging for ShmTransport {
     fn messenger(&self) -> &Messenger<ShmWindow> {

@@ -570,7 +570,7 @@ impl ControlWindows for UcxTransport {
     }
 }
 
-crate::host::host_memory_through_job!(UcxTransport);
+crate::kit::host_memory_from_job!(UcxTransport);
 
 impl EagerMessaging for UcxTransport {
     fn messenger(&self) -> &Messenger<UcxWindow> {
