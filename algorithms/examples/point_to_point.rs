@@ -9,7 +9,9 @@ fn main() -> Result<()> {
             return Ok(());
         };
         let (rank, size) = (evens.rank(), evens.size());
-        // The first lookup of a split's map is collective: load it together.
+        // Lookups by group rank are local: the map of a split made across
+        // hosts is loaded once, by every member together.
+        evens.group_map()?;
         let next = evens.world_rank_of((rank + 1) % size)?;
         evens.send((rank + 1) % size, 7, &format!("token from world rank {me}"))?;
         let token: String = evens.recv((rank + size - 1) % size, 7)?;

@@ -41,10 +41,10 @@ async fn check<T: Transport>(t: &T, comm: &Comm<'_, T>, members: &[Rank], seed: 
     let listed: Vec<Rank> = map.iter().collect();
     let outsider = (0..t.size()).find(|w| !members.contains(w));
     let outsider_rank = match outsider {
-        Some(w) => comm.igroup_rank_of(w).await.map_err(&e)?,
+        Some(w) => comm.group_rank_of(w).map_err(&e)?,
         None => None,
     };
-    let mine = comm.igroup_rank_of(t.rank()).await.map_err(&e)?;
+    let mine = comm.group_rank_of(t.rank()).map_err(&e)?;
     if listed != members || outsider_rank.is_some() || mine != Some(rank as u32) {
         return Err(format!("rank {}: map {listed:?} for {members:?}", t.rank()));
     }
@@ -111,9 +111,9 @@ async fn translations<T: Transport>(
 ) -> Outcome {
     let e = fail("translate", t);
     let ranks: Vec<u32> = (0..comm.size()).collect();
-    let to_world = comm.itranslate(&ranks, world).await.map_err(&e)?;
+    let to_world = comm.translate(&ranks, world).map_err(&e)?;
     let everyone: Vec<u32> = (0..world.size()).collect();
-    let from_world = world.itranslate(&everyone, comm).await.map_err(&e)?;
+    let from_world = world.translate(&everyone, comm).map_err(&e)?;
     let expected_from: Vec<Option<u32>> = everyone
         .iter()
         .map(|w| members.iter().position(|m| m == w).map(|g| g as u32))
@@ -308,7 +308,7 @@ async fn translate_to_a_parent_without_its_map<T: Transport>(t: &T) -> Outcome {
     let want = vec![Some(n - 1)];
     if evens {
         let limit = t.deadline_in(Duration::from_secs(2));
-        match child.itranslate(&[0], &parent).await {
+        match child.translate(&[0], &parent) {
             Err(Error::InvalidArgument(why)) if !held && why.contains("not loaded") => {}
             Ok(got) if held && got == want => {}
             other => return Err(format!("rank {rank}: {other:?} (held: {held})")),
@@ -318,8 +318,9 @@ async fn translate_to_a_parent_without_its_map<T: Transport>(t: &T) -> Outcome {
         }
     }
     parent.igroup_map().await.map_err(&e)?;
+    child.igroup_map().await.map_err(&e)?;
     if evens {
-        let got = child.itranslate(&[0], &parent).await.map_err(&e)?;
+        let got = child.translate(&[0], &parent).map_err(&e)?;
         if got != want {
             return Err(format!(
                 "rank {rank}: child rank 0 is {got:?} in the parent"
@@ -336,6 +337,65 @@ fn sim_translate_to_a_parent_without_its_map() {
             let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(per_host);
             let (results, _) = sim
                 .run(async |t: &SimRank<'_>| translate_to_a_parent_without_its_map(t).await)
+                .expect("every rank finishes");
+            for r in results {
+                r.unwrap_or_else(|e| panic!("{n} ranks, {per_host} per host: {e}"));
+            }
+        }
+    }
+}
+
+/// Point-to-point on a split-made communicator whose map is not held: a
+/// send, a receive and a rank lookup are refused at once, naming the fix
+/// (a send used to start the collective map load, and a pair of members
+/// exchanging a message waited in it for the others until the deadline).
+/// After the named collective load, the same ring of messages runs.
+async fn point_to_point_before_the_map_is_loaded<T: Transport>(t: &T) -> Outcome {
+    let e = fail("point-to-point on a split", t);
+    let rank = t.rank();
+    let world = Comm::world(t).with_timeout(Duration::from_secs(5));
+    let half = world.isplit(Some(rank % 2), rank).await.map_err(&e)?;
+    let half = half.ok_or("no group")?;
+    let (me, size) = (half.rank(), half.size());
+    let (next, last) = ((me + 1) % size, (me + size - 1) % size);
+    if half.held_group_map().is_none() {
+        let limit = t.deadline_in(Duration::from_secs(2));
+        let refused = |what: &str, got: Result<String>| match got {
+            Err(Error::InvalidArgument(why)) if why.contains("not loaded") => Ok(()),
+            other => Err(format!("rank {rank}: {what} gave {other:?}")),
+        };
+        refused(
+            "send",
+            half.isend(next, 3, &rank).await.map(|()| String::new()),
+        )?;
+        refused("recv", half.irecv(last, 3).await)?;
+        refused(
+            "world_rank_of",
+            half.world_rank_of(0).map(|w| w.to_string()),
+        )?;
+        if t.now() > limit {
+            return Err(format!("rank {rank}: refused only after its deadline"));
+        }
+        half.igroup_map().await.map_err(&e)?;
+    }
+    half.isend(next, 4, &rank).await.map_err(&e)?;
+    let got: Rank = half.irecv(last, 4).await.map_err(&e)?;
+    let want = half.world_rank_of(last).map_err(&e)?;
+    if got != want {
+        return Err(format!(
+            "rank {rank}: got {got} from group rank {last}, want {want}"
+        ));
+    }
+    world.ibarrier().await.map_err(&e)
+}
+
+#[test]
+fn sim_point_to_point_before_the_map_is_loaded() {
+    for n in [2, 5, 8] {
+        for per_host in [1, n] {
+            let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(per_host);
+            let (results, _) = sim
+                .run(async |t: &SimRank<'_>| point_to_point_before_the_map_is_loaded(t).await)
                 .expect("every rank finishes");
             for r in results {
                 r.unwrap_or_else(|e| panic!("{n} ranks, {per_host} per host: {e}"));

@@ -315,8 +315,9 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
     ) -> impl Future<Output = Result<usize>> + 'a {
         let call = Call::take(self.comm, self.calls.get(), self.variant);
         self.calls.set(self.calls.get() + 1);
-        // A split's communicator loads its map on its first lookup (a
-        // collective step): ask for it now, in call order.
+        // A split's communicator loads its map by a collective step, which
+        // this collective call may take for every member: ask for it now,
+        // in call order.
         let map = self.comm.igroup_map();
         async move {
             let map = map.await?;

@@ -1,8 +1,8 @@
-//! A communicator's rank-to-world map and the lookups through it. The
-//! world's is a stride and create_group's the caller's; one made by split
-//! or dup in host memory is listed from its team's member list on the
-//! first lookup ([`listed`]); any other made by split or dup is loaded on
-//! the first lookup, by one allgather of the members' world ranks, then
+//! A communicator's rank-to-world map and the local lookups through it.
+//! The world's is a stride and create_group's the caller's; one made by
+//! split or dup in host memory is listed from its team's member list
+//! ([`listed`]); any other made by split or dup is loaded by the named
+//! collective `group_map`, one allgather of the members' world ranks, then
 //! compressed (Hybrid, so both directions stay fast).
 
 use std::future::Future;
@@ -95,11 +95,13 @@ fn check_listed(ranks: &[Rank], size: u32, rank: u32, me: Rank) -> Result<()> {
 }
 
 impl<'t, T: Transport> Comm<'t, T> {
-    /// The group's rank-to-world map. The first call on a communicator made
-    /// by split or dup is collective (every member makes it, or a lookup
-    /// that needs it, at the same point of its calls): one allgather of
-    /// world ranks, O(size) time once; later calls and every other
-    /// communicator answer at once.
+    /// The group's rank-to-world map, and the one call that loads it. On a
+    /// communicator made by split or dup outside host memory the first call
+    /// is collective (every member makes it at the same point of its
+    /// calls): one allgather of world ranks, O(size) time once. Later calls
+    /// and every other communicator answer at once. The lookups
+    /// (`world_rank_of`, `group_rank_of`, `translate`, `send`, `recv`) are
+    /// local and refuse to run before it.
     pub fn igroup_map(&self) -> impl Future<Output = Result<&GroupMap>> + '_ {
         // A map held already answers at once: no deadline (no clock read)
         // for the lookups that need none.
@@ -148,43 +150,48 @@ impl<'t, T: Transport> Comm<'t, T> {
         self.map.get()
     }
 
-    /// The world rank of group rank `rank`.
-    pub fn iworld_rank_of(&self, rank: u32) -> impl Future<Output = Result<Rank>> + '_ {
-        let map = self.igroup_map();
-        async move { Ok(map.await?.select(rank)?) }
+    /// The world rank of group rank `rank`: a local lookup in the held
+    /// map ([`Comm::held_group_map`]), `InvalidArgument` where it is not
+    /// held (load it first by [`Comm::igroup_map`] on every member).
+    pub fn world_rank_of(&self, rank: u32) -> Result<Rank> {
+        Ok(self.lookup_map("world_rank_of")?.select(rank)?)
     }
 
-    /// The group rank of world rank `world`, `None` if not a member.
-    pub fn igroup_rank_of(&self, world: Rank) -> impl Future<Output = Result<Option<u32>>> + '_ {
-        let map = self.igroup_map();
-        async move { Ok(map.await?.rank(world)?) }
+    /// The group rank of world rank `world`, `None` if not a member: a
+    /// local lookup, as [`Comm::world_rank_of`].
+    pub fn group_rank_of(&self, world: Rank) -> Result<Option<u32>> {
+        Ok(self.lookup_map("group_rank_of")?.rank(world)?)
     }
 
     /// The ranks in `other` of this group's ranks `ranks`, `None` where a
-    /// process is not in `other` (MPI_Group_translate_ranks). Only this
-    /// communicator's members call it, so `other`'s map must be held
-    /// already ([`Comm::held_group_map`]; load it by [`Comm::igroup_map`] on
-    /// all of `other`'s members): else `InvalidArgument` at once, where a
-    /// load would wait for members of `other` that never come.
-    pub fn itranslate<'a>(
-        &'a self,
-        ranks: &'a [u32],
-        other: &'a Comm<'_, T>,
-    ) -> impl Future<Output = Result<Vec<Option<u32>>>> + 'a {
-        // Refused before this map's own load could take its tags.
-        let mine = other
-            .held_group_map()
-            .map(|theirs| (self.igroup_map(), theirs));
-        async move {
-            let (mine, theirs) = mine.ok_or_else(|| {
-                Error::InvalidArgument(
-                    "translate: the other communicator's group map is not loaded here; \
-                     load it first by group_map on all its members (a collective over it)"
-                        .into(),
-                )
-            })?;
-            Ok(mine.await?.translate_ranks(ranks, theirs)?)
-        }
+    /// process is not in `other` (MPI_Group_translate_ranks): a local
+    /// lookup in both communicators' held maps, as
+    /// [`Comm::world_rank_of`], so only this communicator's members may
+    /// call it where `other` is a larger one.
+    pub fn translate(&self, ranks: &[u32], other: &Comm<'_, T>) -> Result<Vec<Option<u32>>> {
+        let theirs = other.held_group_map().ok_or_else(|| {
+            Error::InvalidArgument(
+                "translate: the other communicator's group map is not loaded here; \
+                 load it first by group_map on all its members (a collective over it)"
+                    .into(),
+            )
+        })?;
+        Ok(self
+            .lookup_map("translate")?
+            .translate_ranks(ranks, theirs)?)
+    }
+
+    /// The held map, or `InvalidArgument` naming `what` needed it and how
+    /// to load it: a lookup never starts the collective load itself, which
+    /// a member looking up alone would wait in until its deadline.
+    pub(super) fn lookup_map(&self, what: &str) -> Result<&GroupMap> {
+        self.held_group_map().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what}: this communicator's group map is not loaded here (a communicator \
+                 made by split or dup outside host memory gets it by a collective): load it \
+                 first by group_map on all its members"
+            ))
+        })
     }
 }
 
@@ -193,21 +200,6 @@ impl<T: Transport + Blocking> Comm<'_, T> {
     /// See [`Comm::igroup_map`].
     pub fn group_map(&self) -> Result<&GroupMap> {
         block_on(self.t, || self.igroup_map())
-    }
-
-    /// See [`Comm::iworld_rank_of`].
-    pub fn world_rank_of(&self, rank: u32) -> Result<Rank> {
-        block_on(self.t, || self.iworld_rank_of(rank))
-    }
-
-    /// See [`Comm::igroup_rank_of`].
-    pub fn group_rank_of(&self, world: Rank) -> Result<Option<u32>> {
-        block_on(self.t, || self.igroup_rank_of(world))
-    }
-
-    /// See [`Comm::itranslate`].
-    pub fn translate(&self, ranks: &[u32], other: &Comm<'_, T>) -> Result<Vec<Option<u32>>> {
-        block_on(self.t, || self.itranslate(ranks, other))
     }
 }
 

@@ -68,9 +68,10 @@ pub struct Comm<'t, T: Transport> {
     team: Option<Box<Team<'t, T>>>,
     timeout: Duration,
     algorithm: Algorithm,
-    /// The rank-to-world map, made on the first lookup that needs it.
+    /// The rank-to-world map: given at creation, listed from the team, or
+    /// loaded by `group_map`.
     map: OnceCell<GroupMap>,
-    /// Whether a lookup is loading the map.
+    /// Whether `group_map` is loading the map.
     loading: Cell<map::Loading>,
 }
 
@@ -227,8 +228,8 @@ impl<'t, T: Transport> Comm<'t, T> {
                 c.right(),
                 context,
             )?;
-            // A map given at creation is on every member; one loaded by a
-            // lookup may still be loading on some, so the dup loads its own.
+            // A map given at creation is on every member; one group_map
+            // loads may still be loading on some, so the dup loads its own.
             let given = self.loading.get() == map::Loading::Idle;
             Ok(self.derived(chain, self.map.get().filter(|_| given).cloned()))
         }

@@ -16,28 +16,31 @@ use crate::Result;
 
 impl<'t, T: Transport> Comm<'t, T> {
     /// Sends `value` to group rank `to` with `tag`; done once handed to the
-    /// transport. A communicator made by split or dup looks `to` up in its
-    /// map, so its first lookup is collective ([`Comm::igroup_map`]).
+    /// transport. `to` is looked up in the held group map: on a communicator
+    /// made by split or dup outside host memory, load it first by
+    /// [`Comm::igroup_map`] on every member (else `InvalidArgument`).
     pub fn isend<'a, V: Serialize + ?Sized>(
         &'a self,
         to: u32,
         tag: Tag,
         value: &V,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let (map, deadline) = (self.igroup_map(), self.deadline());
-        let bytes = encode(value, "a point-to-point message");
+        let target = self.lookup_map("send").map(|map| map.select(to));
+        let (deadline, bytes) = (self.deadline(), encode(value, "a point-to-point message"));
         async move {
-            let target = map.await?.select(to)?;
+            let target = target??;
             let context = channel(self.context(), Channel::PointToPoint);
             Ok(self.t.send(target, context, tag, &bytes?, deadline).await?)
         }
     }
 
-    /// Receives the value group rank `from` sent with `tag`, in send order.
+    /// Receives the value group rank `from` sent with `tag`, in send order
+    /// (`from` looked up as [`Comm::isend`] looks up its target).
     pub fn irecv<V: Value>(&self, from: u32, tag: Tag) -> impl Future<Output = Result<V>> + '_ {
-        let (map, deadline) = (self.igroup_map(), self.deadline());
+        let source = self.lookup_map("recv").map(|map| map.select(from));
+        let deadline = self.deadline();
         async move {
-            let source = map.await?.select(from)?;
+            let source = source??;
             let context = channel(self.context(), Channel::PointToPoint);
             let message = self.t.recv(Some(source), context, tag, deadline).await?;
             decode(&message.data, "a point-to-point message")
@@ -71,9 +74,9 @@ impl<'t, T: Transport> Comm<'t, T> {
         tag: Tag,
         deadline: catena_fabric::Time,
     ) -> impl Future<Output = Result<(u32, V)>> + '_ {
-        let map = self.igroup_map();
+        let map = self.lookup_map("recv_any");
         async move {
-            let map = map.await?;
+            let map = map?;
             let context = channel(self.context(), Channel::PointToPoint);
             let message = self.t.recv(None, context, tag, deadline).await?;
             let from = map
