@@ -8,6 +8,7 @@
 pub mod alltoall;
 mod blocking;
 pub mod bulk;
+mod call;
 pub mod chain;
 mod codec;
 pub mod comm;
@@ -29,7 +30,7 @@ pub use alltoall::{
     Variant as AlltoallVariant,
 };
 pub use bulk::{
-    ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream,
+    ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream, BulkCall,
 };
 pub use chain::{Chain, Neighbours};
 pub use codec::Wire;

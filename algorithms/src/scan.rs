@@ -10,7 +10,8 @@ use catena_fabric::{Time, Transport};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::chain::{CallTags, Chain, Side};
+use crate::call::Call;
+use crate::chain::{Chain, Side};
 use crate::deadline::check_deadline;
 use crate::error::user_code;
 use crate::Result;
@@ -54,27 +55,29 @@ where
     A: Serialize + DeserializeOwned + Clone + 'a,
     B: Serialize + DeserializeOwned + Clone + 'a,
 {
-    let tags = chain.next_call();
-    double_scan_in(t, chain, tags, x, y, op_lr, op_rl, deadline)
+    let call = Call::new(t, chain, chain.next_call(), deadline);
+    double_scan_in(call, x, y, op_lr, op_rl)
 }
 
 /// [`double_scan`] with the tags of a call reserved before.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn double_scan_in<T, A, B>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     x: A,
     y: B,
     op_lr: impl Fn(&A, &A) -> A,
     op_rl: impl Fn(&B, &B) -> B,
-    deadline: Time,
 ) -> Result<DoubleScan<A, B>>
 where
     T: Transport,
     A: Serialize + DeserializeOwned + Clone,
     B: Serialize + DeserializeOwned + Clone,
 {
+    let Call {
+        t,
+        chain,
+        tags,
+        deadline,
+    } = call;
     let (mut left, mut right) = (chain.left(), chain.right());
     // incl_lr covers the ranks (r - 2^i, r], incl_rl covers [r, r + 2^i).
     let (mut incl_lr, mut incl_rl) = (x, y);
@@ -178,21 +181,18 @@ pub fn allreduce<'a, T: Transport, A: Serialize + DeserializeOwned + Clone + 'a>
     op: impl Fn(&A, &A) -> A + 'a,
     deadline: Time,
 ) -> impl Future<Output = Result<A>> + 'a {
-    let tags = chain.next_call();
-    allreduce_in(t, chain, tags, x, op, deadline)
+    let call = Call::new(t, chain, chain.next_call(), deadline);
+    allreduce_in(call, x, op)
 }
 
 /// [`allreduce`] with the tags of a call reserved before.
 pub(crate) async fn allreduce_in<T: Transport, A: Serialize + DeserializeOwned + Clone>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     x: A,
     op: impl Fn(&A, &A) -> A,
-    deadline: Time,
 ) -> Result<A> {
     let own = x.clone();
-    let s = double_scan_in(t, chain, tags, x.clone(), x, &op, &op, deadline).await?;
+    let s = double_scan_in(call, x.clone(), x, &op, &op).await?;
     let left_and_own = after(s.exclusive_lr.as_ref(), &own, &op)?;
     match s.exclusive_rl {
         Some(right) => user_code("a scan operation", || op(&left_and_own, &right)),

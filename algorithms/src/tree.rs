@@ -12,6 +12,7 @@ use catena_fabric::{Rank, Time, Transport};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::call::Call;
 use crate::chain::{CallTags, Chain, Neighbours, Side};
 use crate::codec::{decode, encode};
 use crate::error::user_code;
@@ -145,20 +146,17 @@ pub fn bcast<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
     value: Option<V>,
     deadline: Time,
 ) -> impl Future<Output = Result<V>> + 'a {
-    bcast_in(t, chain, reserve(chain), root, value, deadline)
+    bcast_in(Call::new(t, chain, reserve(chain), deadline), root, value)
 }
 
 /// [`bcast`] with tags reserved before (and the neighbour search).
 pub(crate) async fn bcast_in<T: Transport, V: Serialize + DeserializeOwned>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     root: u32,
     value: Option<V>,
-    deadline: Time,
 ) -> Result<V> {
     let bytes = value.as_ref().map(|v| encode(v, "a bcast value"));
-    let bytes = bcast_bytes_in(t, chain, tags, root, bytes.transpose()?, deadline).await?;
+    let bytes = bcast_bytes_in(call, root, bytes.transpose()?).await?;
     match value {
         Some(v) => Ok(v),
         None => decode(&bytes, "a bcast value"),
@@ -174,18 +172,21 @@ pub fn bcast_bytes<'a, T: Transport>(
     bytes: Option<Vec<u8>>,
     deadline: Time,
 ) -> impl Future<Output = Result<Vec<u8>>> + 'a {
-    bcast_bytes_in(t, chain, reserve(chain), root, bytes, deadline)
+    bcast_bytes_in(Call::new(t, chain, reserve(chain), deadline), root, bytes)
 }
 
 /// [`bcast_bytes`] with tags reserved before (and the neighbour search).
 async fn bcast_bytes_in<T: Transport>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     root: u32,
     bytes: Option<Vec<u8>>,
-    deadline: Time,
 ) -> Result<Vec<u8>> {
+    let Call {
+        t,
+        chain,
+        tags,
+        deadline,
+    } = call;
     check_root_holds(chain, root, bytes.is_some(), "bcast takes a value")?;
     let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
@@ -212,22 +213,25 @@ pub fn reduce<'a, T: Transport, A: Serialize + DeserializeOwned + 'a>(
     op: impl Fn(&A, &A) -> A + 'a,
     deadline: Time,
 ) -> impl Future<Output = Result<Option<A>>> + 'a {
-    let tags = reserve(chain);
+    let call = Call::new(t, chain, reserve(chain), deadline);
     let combine = move |a: A, b: A| user_code("a reduce operation", || op(&a, &b));
-    reduce_with(t, chain, tags, root, x, combine, deadline)
+    reduce_with(call, root, x, combine)
 }
 
 /// [`reduce`] with tags reserved before (and the neighbour search) and a
 /// fallible operation that consumes its operands (the left one first).
 pub(crate) async fn reduce_with<T: Transport, A: Serialize + DeserializeOwned>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     root: u32,
     x: A,
     mut combine: impl FnMut(A, A) -> Result<A>,
-    deadline: Time,
 ) -> Result<Option<A>> {
+    let Call {
+        t,
+        chain,
+        tags,
+        deadline,
+    } = call;
     check_root(chain, root)?;
     let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
@@ -258,10 +262,10 @@ pub fn gather<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
     x: &V,
     deadline: Time,
 ) -> impl Future<Output = Result<Option<Vec<V>>>> + 'a {
-    let tags = reserve(chain);
+    let call = Call::new(t, chain, reserve(chain), deadline);
     let x = encode(x, "a gather value");
     async move {
-        let blobs = gather_bytes_in(t, chain, tags, root, x?, deadline).await?;
+        let blobs = gather_bytes_in(call, root, x?).await?;
         blobs
             .map(|all| all.iter().map(|b| decode(b, "a gather value")).collect())
             .transpose()
@@ -276,18 +280,21 @@ pub fn gather_bytes<'a, T: Transport>(
     x: Vec<u8>,
     deadline: Time,
 ) -> impl Future<Output = Result<Option<Vec<Vec<u8>>>>> + 'a {
-    gather_bytes_in(t, chain, reserve(chain), root, x, deadline)
+    gather_bytes_in(Call::new(t, chain, reserve(chain), deadline), root, x)
 }
 
 /// [`gather_bytes`] with tags reserved before (and the neighbour search).
 async fn gather_bytes_in<T: Transport>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     root: u32,
     x: Vec<u8>,
-    deadline: Time,
 ) -> Result<Option<Vec<Vec<u8>>>> {
+    let Call {
+        t,
+        chain,
+        tags,
+        deadline,
+    } = call;
     check_root(chain, root)?;
     let nb = chain.reserved_neighbours(t, deadline).await?;
     let me = place(chain, &nb, root)?;
@@ -330,17 +337,14 @@ pub fn scatter<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
     values: Option<Vec<V>>,
     deadline: Time,
 ) -> impl Future<Output = Result<V>> + 'a {
-    scatter_in(t, chain, reserve(chain), root, values, deadline)
+    scatter_in(Call::new(t, chain, reserve(chain), deadline), root, values)
 }
 
 /// [`scatter`] with tags reserved before (and the neighbour search).
 pub(crate) async fn scatter_in<T: Transport, V: Serialize + DeserializeOwned>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     root: u32,
     values: Option<Vec<V>>,
-    deadline: Time,
 ) -> Result<V> {
     let blobs = values
         .map(|all| {
@@ -350,7 +354,7 @@ pub(crate) async fn scatter_in<T: Transport, V: Serialize + DeserializeOwned>(
         })
         .transpose()?;
     decode(
-        &scatter_bytes_in(t, chain, tags, root, blobs, deadline).await?,
+        &scatter_bytes_in(call, root, blobs).await?,
         "a scatter value",
     )
 }
@@ -363,18 +367,21 @@ pub fn scatter_bytes<'a, T: Transport>(
     values: Option<Vec<Vec<u8>>>,
     deadline: Time,
 ) -> impl Future<Output = Result<Vec<u8>>> + 'a {
-    scatter_bytes_in(t, chain, reserve(chain), root, values, deadline)
+    scatter_bytes_in(Call::new(t, chain, reserve(chain), deadline), root, values)
 }
 
 /// [`scatter_bytes`] with tags reserved before (and the neighbour search).
 async fn scatter_bytes_in<T: Transport>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     root: u32,
     values: Option<Vec<Vec<u8>>>,
-    deadline: Time,
 ) -> Result<Vec<u8>> {
+    let Call {
+        t,
+        chain,
+        tags,
+        deadline,
+    } = call;
     check_root_holds(chain, root, values.is_some(), "scatter takes values")?;
     if let Some(v) = &values {
         if v.len() != chain.size() as usize {
@@ -420,22 +427,20 @@ pub fn allgather<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
     x: &V,
     deadline: Time,
 ) -> impl Future<Output = Result<Vec<V>>> + 'a {
-    let tags = [reserve(chain), chain.next_call()];
+    let call = Call::new(t, chain, [reserve(chain), chain.next_call()], deadline);
     let x = encode(x, "an allgather value");
-    async move { allgather_in(t, chain, tags, x?, deadline).await }
+    async move { allgather_in(call, x?).await }
 }
 
 /// [`allgather`] of an encoded value with the tags of its gather and its
 /// broadcast reserved before (and the neighbour search).
 pub(crate) async fn allgather_in<T: Transport, V: DeserializeOwned>(
-    t: &T,
-    chain: &Chain,
-    [gather_tags, bcast_tags]: [CallTags; 2],
+    call: Call<'_, T, [CallTags; 2]>,
     x: Vec<u8>,
-    deadline: Time,
 ) -> Result<Vec<V>> {
-    let all = gather_bytes_in(t, chain, gather_tags, 0, x, deadline).await?;
-    let all = bcast_in(t, chain, bcast_tags, 0, all, deadline).await?;
+    let [gather, bcast] = call.tags;
+    let all = gather_bytes_in(call.on(call.chain, gather), 0, x).await?;
+    let all = bcast_in(call.on(call.chain, bcast), 0, all).await?;
     all.iter()
         .map(|b| decode(b, "an allgather value"))
         .collect()

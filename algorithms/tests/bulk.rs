@@ -9,7 +9,8 @@ mod common;
 use std::time::Duration;
 
 use catena_algorithms::{
-    ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream, Error,
+    ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream, BulkCall,
+    Error,
 };
 use catena_fabric::{Rank, Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
@@ -139,9 +140,18 @@ async fn run_cases<T: Transport>(t: &T, cases: &[Case]) -> Result<(), String> {
             true => expected.clone(),
             false => vec![0xEE; case.len],
         };
-        scatter_allgather(t, &case.ranks, case.root, ctx, &mut data, deadline)
-            .await
-            .map_err(|e| format!("{}: {e}", what("scatter_allgather")))?;
+        scatter_allgather(
+            BulkCall {
+                t,
+                ranks: &case.ranks,
+                context: ctx,
+                deadline,
+            },
+            case.root,
+            &mut data,
+        )
+        .await
+        .map_err(|e| format!("{}: {e}", what("scatter_allgather")))?;
         if data != expected {
             return Err(format!("{}: wrong bytes", what("scatter_allgather")));
         }
@@ -150,17 +160,19 @@ async fn run_cases<T: Transport>(t: &T, cases: &[Case]) -> Result<(), String> {
         let mut got = vec![0u8; case.len];
         let mut delivered = 0;
         scatter_allgather_stream(
-            t,
-            &case.ranks,
+            BulkCall {
+                t,
+                ranks: &case.ranks,
+                context: ctx + 1,
+                deadline,
+            },
             case.root,
-            ctx + 1,
             case.len,
             |offset, out| out.copy_from_slice(&expected[offset..offset + out.len()]),
             |offset, piece| {
                 got[offset..offset + piece.len()].copy_from_slice(piece);
                 delivered += piece.len();
             },
-            deadline,
         )
         .await
         .map_err(|e| format!("{}: {e}", what("scatter_allgather_stream")))?;
@@ -174,12 +186,14 @@ async fn run_cases<T: Transport>(t: &T, cases: &[Case]) -> Result<(), String> {
         // Allreduce in place, i64.
         let mut elements = contribution(case, me);
         ring_allreduce(
-            t,
-            &case.ranks,
-            ctx + 2,
+            BulkCall {
+                t,
+                ranks: &case.ranks,
+                context: ctx + 2,
+                deadline,
+            },
             &mut elements,
             wrapping_sum,
-            deadline,
         )
         .await
         .map_err(|e| format!("{}: {e}", what("ring_allreduce")))?;
@@ -192,9 +206,12 @@ async fn run_cases<T: Transport>(t: &T, cases: &[Case]) -> Result<(), String> {
         let mut sums = vec![0u16; case.len];
         let mut delivered = 0;
         ring_allreduce_stream(
-            t,
-            &case.ranks,
-            ctx + 3,
+            BulkCall {
+                t,
+                ranks: &case.ranks,
+                context: ctx + 3,
+                deadline,
+            },
             case.len,
             |offset, out| out.copy_from_slice(&mine[offset..offset + out.len()]),
             wrapping_sum_u16,
@@ -202,7 +219,6 @@ async fn run_cases<T: Transport>(t: &T, cases: &[Case]) -> Result<(), String> {
                 sums[offset..offset + reduced.len()].copy_from_slice(reduced);
                 delivered += reduced.len();
             },
-            deadline,
         )
         .await
         .map_err(|e| format!("{}: {e}", what("ring_allreduce_stream")))?;
@@ -267,11 +283,31 @@ fn invalid_argument<R: std::fmt::Debug>(r: catena_algorithms::Result<R>, says: &
 fn bad_rank_lists_fail_before_anything_is_sent() {
     let bcast = async |t: &SimRank<'_>, ranks: &[Rank], root: Rank| {
         let mut data = [7u8; 10];
-        scatter_allgather(t, ranks, root, 1, &mut data, short_deadline(t)).await
+        scatter_allgather(
+            BulkCall {
+                t,
+                ranks,
+                context: 1,
+                deadline: short_deadline(t),
+            },
+            root,
+            &mut data,
+        )
+        .await
     };
     let allreduce = async |t: &SimRank<'_>, ranks: &[Rank]| {
         let mut data = [7i64; 10];
-        ring_allreduce(t, ranks, 2, &mut data, wrapping_sum, short_deadline(t)).await
+        ring_allreduce(
+            BulkCall {
+                t,
+                ranks,
+                context: 2,
+                deadline: short_deadline(t),
+            },
+            &mut data,
+            wrapping_sum,
+        )
+        .await
     };
     for r in on_sim(async |t: &SimRank<'_>| bcast(t, &[], 0).await) {
         invalid_argument(r, "an empty rank list");
@@ -318,7 +354,17 @@ fn lengths_that_differ_across_processes_are_a_mismatch() {
     // and the others wait for pieces that never come until the deadline.
     let results = on_sim(async |t: &SimRank<'_>| {
         let mut data = vec![1u8; if t.rank() == 0 { 10 } else { 13 }];
-        scatter_allgather(t, &[0, 1, 2, 3], 0, 1, &mut data, short_deadline(t)).await
+        scatter_allgather(
+            BulkCall {
+                t,
+                ranks: &[0, 1, 2, 3],
+                context: 1,
+                deadline: short_deadline(t),
+            },
+            0,
+            &mut data,
+        )
+        .await
     });
     assert_mismatch(&results, &[1, 2]);
     // Rank 1 sums 6 elements (pieces of 2, 2, 1, 1), the others 4: rank 1
@@ -326,12 +372,14 @@ fn lengths_that_differ_across_processes_are_a_mismatch() {
     let results = on_sim(async |t: &SimRank<'_>| {
         let mut data = vec![1i64; if t.rank() == 1 { 6 } else { 4 }];
         ring_allreduce(
-            t,
-            &[0, 1, 2, 3],
-            2,
+            BulkCall {
+                t,
+                ranks: &[0, 1, 2, 3],
+                context: 2,
+                deadline: short_deadline(t),
+            },
             &mut data,
             wrapping_sum,
-            short_deadline(t),
         )
         .await
     });
@@ -354,14 +402,34 @@ fn assert_mismatch(results: &[catena_algorithms::Result<()>], mismatched: &[Rank
 fn zero_sized_elements_and_panicking_operations_are_errors() {
     for r in on_sim(async |t: &SimRank<'_>| {
         let mut data = [(); 4];
-        ring_allreduce(t, &[0, 1, 2, 3], 2, &mut data, |_, _| {}, short_deadline(t)).await
+        ring_allreduce(
+            BulkCall {
+                t,
+                ranks: &[0, 1, 2, 3],
+                context: 2,
+                deadline: short_deadline(t),
+            },
+            &mut data,
+            |_, _| {},
+        )
+        .await
     }) {
         invalid_argument(r, "zero-sized elements");
     }
     let results = on_sim(async |t: &SimRank<'_>| {
         let mut data = [1i64; 8];
         let op = |_: &mut [i64], _: &[i64]| panic!("no sums today");
-        ring_allreduce(t, &[0, 1, 2, 3], 2, &mut data, op, short_deadline(t)).await
+        ring_allreduce(
+            BulkCall {
+                t,
+                ranks: &[0, 1, 2, 3],
+                context: 2,
+                deadline: short_deadline(t),
+            },
+            &mut data,
+            op,
+        )
+        .await
     });
     // Every rank folds before it can wait on a peer that gave up.
     for r in results {
@@ -379,25 +447,29 @@ fn lengths_memory_cannot_hold_are_errors() {
     let results = on_sim(async |t: &SimRank<'_>| {
         let deadline = short_deadline(t);
         let bcast = scatter_allgather_stream(
-            t,
-            &[t.rank()],
+            BulkCall {
+                t,
+                ranks: &[t.rank()],
+                context: 1,
+                deadline,
+            },
             t.rank(),
-            1,
             usize::MAX,
             |_, _| {},
             |_, _| {},
-            deadline,
         )
         .await;
         let allreduce = ring_allreduce_stream::<_, u64>(
-            t,
-            &[t.rank()],
-            2,
+            BulkCall {
+                t,
+                ranks: &[t.rank()],
+                context: 2,
+                deadline,
+            },
             usize::MAX,
             |_, _| {},
             |_, _| {},
             |_, _| {},
-            deadline,
         )
         .await;
         (bcast, allreduce)

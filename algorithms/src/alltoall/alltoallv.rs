@@ -7,7 +7,8 @@ use catena_fabric::Transport;
 
 use super::outcome::Outcome;
 use super::route::Routed;
-use super::{AlltoallPlan, Call};
+use super::{AlltoallPlan, PlanCall};
+use crate::call::Call;
 use crate::comm::alltoallv::{alltoallv_in, Blocks};
 use crate::groupmap::GroupMap;
 use crate::scan::allreduce_in;
@@ -17,7 +18,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// [`super::Variant::Alltoallv`].
     pub(super) async fn alltoallv(
         &self,
-        call: &Call,
+        call: &PlanCall,
         map: &GroupMap,
         local: Result<()>,
         routed: &Routed<E>,
@@ -52,12 +53,9 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         }
         let chain = comm.chain();
         let agreed = allreduce_in(
-            comm.transport(),
-            chain,
-            call.agree,
+            Call::new(comm.transport(), chain, call.agree, call.deadline),
             outcome,
             Outcome::merge,
-            call.deadline,
         )
         .await?;
         match (local, agreed.error(required, self.capacity as u64)) {

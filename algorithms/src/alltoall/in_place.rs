@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::outcome::Outcome;
 use super::route::Emit;
 use super::window::Layout;
-use super::{AlltoallPlan, Call, Variant};
+use super::{AlltoallPlan, PlanCall, Variant};
+use crate::call::Call;
 use crate::groupmap::GroupMap;
 use crate::join::while_serving;
 use crate::scan::allreduce_in;
@@ -83,7 +84,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                     limit: ROUNDS,
                 });
             }
-            let call = Call {
+            let call = PlanCall {
                 exchange: calls.next()?,
                 agree: calls.next()?,
                 parity: ((first + u64::from(round)) % 2) as usize,
@@ -144,7 +145,11 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                     more: left || unsent > 0,
                 };
                 let chain = self.comm.chain();
-                let agreed = allreduce_in(t, chain, call.agree, mine, Round::merge, deadline);
+                let agreed = allreduce_in(
+                    Call::new(t, chain, call.agree, deadline),
+                    mine,
+                    Round::merge,
+                );
                 Ok((agreed.await?, reserved, taken))
             };
             let serving = receiver.serve(t, context, call.exchange, deadline);

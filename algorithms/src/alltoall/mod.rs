@@ -40,6 +40,7 @@ use std::marker::PhantomData;
 use std::str::FromStr;
 
 use crate::blocking::block_on;
+use crate::call::Call;
 use bytemuck::Pod;
 use catena_fabric::{Blocking, Transport};
 
@@ -172,9 +173,9 @@ pub struct AlltoallPlan<'c, 't, T: Transport, E> {
     _element: PhantomData<E>,
 }
 
-/// What one call works with, taken when it is called (so calls made in
-/// the same order on every process match).
-struct Call {
+/// What one call of a plan works with, taken when it is called (so calls
+/// made in the same order on every process match).
+struct PlanCall {
     /// Tags of the key exchange (or counts) and of the agreement step.
     exchange: CallTags,
     agree: CallTags,
@@ -185,10 +186,10 @@ struct Call {
     deadline: catena_fabric::Time,
 }
 
-impl Call {
-    fn take<T: Transport>(comm: &Comm<'_, T>, number: u64, variant: Variant) -> Call {
+impl PlanCall {
+    fn take<T: Transport>(comm: &Comm<'_, T>, number: u64, variant: Variant) -> PlanCall {
         let chain = comm.chain();
-        Call {
+        PlanCall {
             exchange: chain.next_call(),
             agree: chain.next_call(),
             parity: (number % 2) as usize,
@@ -313,7 +314,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         recv: &'a mut [E],
         route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
     ) -> impl Future<Output = Result<usize>> + 'a {
-        let call = Call::take(self.comm, self.calls.get(), self.variant);
+        let call = PlanCall::take(self.comm, self.calls.get(), self.variant);
         self.calls.set(self.calls.get() + 1);
         // A split's communicator loads its map by a collective step, which
         // this collective call may take for every member: ask for it now,
@@ -329,7 +330,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
     #[allow(clippy::await_holding_refcell_ref)]
     async fn run(
         &self,
-        call: Call,
+        call: PlanCall,
         map: &GroupMap,
         send: &[E],
         recv: &mut [E],
@@ -483,7 +484,8 @@ impl<'t, T: Transport> Comm<'t, T> {
                 .map_or((i64::MIN, 0), |p| p.balance(self.rank()));
             let sum = |a: &(i64, u64), b: &(i64, u64)| (a.0.saturating_add(b.0), a.1 ^ b.1);
             let t = self.transport();
-            let total = allreduce_in(t, self.chain(), tags, balance, sum, deadline).await?;
+            let total =
+                allreduce_in(Call::new(t, self.chain(), tags, deadline), balance, sum).await?;
             let peers = peers?;
             if total != (0, 0) {
                 return Err(Error::Mismatch {
@@ -516,7 +518,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         let plan = AlltoallPlan::new(self, recv.len(), options);
         // The call's tags are taken now, as the plan's own call would.
         let variant = plan.as_ref().map_or(Variant::Auto, |p| p.variant);
-        let (call, map) = (Call::take(self, 0, variant), self.igroup_map());
+        let (call, map) = (PlanCall::take(self, 0, variant), self.igroup_map());
         async move {
             let (plan, map) = (plan?, map.await?);
             plan.run(call, map, send, recv, route).await

@@ -14,7 +14,8 @@ use super::outcome::Outcome;
 use super::route::{Routed, Run};
 use super::sparse::{signal, ABANDONED};
 use super::window::{Layout, Peer, HEADER_BYTES};
-use super::{AlltoallPlan, Call};
+use super::{AlltoallPlan, PlanCall};
+use crate::call::Call;
 use crate::groupmap::GroupMap;
 use crate::join::{join, join_all, while_serving};
 use crate::scan::allreduce_in;
@@ -37,7 +38,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// reservations, or the error every process returns (nothing moved).
     pub(super) async fn reserve(
         &self,
-        call: &Call,
+        call: &PlanCall,
         map: &GroupMap,
         local: Result<()>,
         routed: &Routed<E>,
@@ -67,12 +68,9 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                 }
             }
             let agreed = allreduce_in(
-                t,
-                self.comm.chain(),
-                call.agree,
+                Call::new(t, self.comm.chain(), call.agree, deadline),
                 outcome,
                 Outcome::merge,
-                deadline,
             )
             .await?;
             Ok((agreed, reserved))
@@ -93,7 +91,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// slots where `slots`), all in flight at once.
     pub(super) async fn reserve_runs(
         &self,
-        call: &Call,
+        call: &PlanCall,
         runs: &[Run],
         worlds: &[Rank],
         slots: bool,
@@ -126,7 +124,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// [`super::Variant::Put`] and [`super::Variant::PutStable`].
     pub(super) async fn put(
         &self,
-        call: &Call,
+        call: &PlanCall,
         map: &GroupMap,
         local: Result<()>,
         routed: &Routed<E>,
@@ -226,7 +224,12 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// target counts this process's elements as landed (and learns it was
     /// abandoned), and this process waits for its own sources the same way,
     /// so no late put reaches the window in a later call.
-    async fn abandon(&self, call: &Call, reserved: &[Reservation], failed: Error) -> Result<usize> {
+    async fn abandon(
+        &self,
+        call: &PlanCall,
+        reserved: &[Reservation],
+        failed: Error,
+    ) -> Result<usize> {
         let t = self.comm.transport();
         let receiver = self.window();
         let (landed, me) = (Layout::landed(call.parity), t.rank());

@@ -9,7 +9,7 @@ use catena_fabric::{LocalWindow, Transport};
 
 use super::route::Routed;
 use super::window::Layout;
-use super::{AlltoallPlan, Call};
+use super::{AlltoallPlan, PlanCall};
 use crate::groupmap::GroupMap;
 use crate::join::{join, join_all};
 use crate::{Error, Result};
@@ -21,7 +21,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// [`super::Variant::Sendrecv`].
     pub(super) async fn sendrecv(
         &self,
-        call: &Call,
+        call: &PlanCall,
         map: &GroupMap,
         local: Result<()>,
         routed: &Routed<E>,

@@ -11,7 +11,8 @@ use bytemuck::Pod;
 use catena_fabric::Transport;
 
 use super::route::{add_to_runs, Routed};
-use super::{AlltoallPlan, Call};
+use super::{AlltoallPlan, PlanCall};
+use crate::call::Call;
 use crate::chain::{CallTags, Chain};
 use crate::deadline::check_deadline;
 use crate::groupmap::GroupMap;
@@ -78,7 +79,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// [`super::Variant::Sort`].
     pub(super) async fn sort(
         &self,
-        call: &Call,
+        call: &PlanCall,
         tags: SortTags,
         map: &GroupMap,
         local: Result<()>,
@@ -95,7 +96,12 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             0
         };
         let largest = |a: &u64, b: &u64| *a.max(b);
-        let block = allreduce_in(t, chain, tags.largest, mine as u64, largest, deadline).await?;
+        let block = allreduce_in(
+            Call::new(t, chain, tags.largest, deadline),
+            mine as u64,
+            largest,
+        )
+        .await?;
         let block = block as usize;
         // This process's block, already in key order (runs by target, each
         // in staging order), then padding.

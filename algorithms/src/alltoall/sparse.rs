@@ -12,7 +12,7 @@ use catena_fabric::{LocalWindow, Rank, Signal, Transport};
 use super::put::Reservation;
 use super::route::Routed;
 use super::window::{Layout, Peer};
-use super::{AlltoallPlan, Call};
+use super::{AlltoallPlan, PlanCall};
 use crate::groupmap::GroupMap;
 use crate::join::while_serving;
 use crate::{Error, Result};
@@ -90,7 +90,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// reservations and whether this process may deliver.
     pub(super) async fn reserve_among(
         &self,
-        call: &Call,
+        call: &PlanCall,
         map: &GroupMap,
         mut local: Result<()>,
         routed: &Routed<E>,

@@ -4,8 +4,9 @@
 
 use std::ops::Range;
 
-use catena_fabric::{ContextId, Rank, Tag, Time, Transport};
+use catena_fabric::{Rank, Tag, Transport};
 
+use super::BulkCall;
 use crate::{Error, Result};
 
 /// The scatter's messages, within the caller's context.
@@ -117,17 +118,20 @@ pub(super) fn expect_bytes(got: usize, expected: usize, from: Rank) -> Result<()
 /// process starts with piece `first` (its bytes `data`), sends what it got
 /// last to the right, and hands every piece it receives from the left to
 /// `sink` with the piece's offset in units.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn allgather<T: Transport>(
-    t: &T,
+    call: BulkCall<'_, T>,
     ring: &Ring<'_>,
-    ctx: ContextId,
     len: usize,
     unit: usize,
     (mut k, mut data): (usize, Vec<u8>),
     sink: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
-    deadline: Time,
 ) -> Result<()> {
+    let BulkCall {
+        t,
+        context: ctx,
+        deadline,
+        ..
+    } = call;
     let p = ring.parts();
     for _ in 1..p {
         t.send(ring.right(), ctx, RING, &data, deadline).await?;

@@ -6,38 +6,39 @@
 use std::cell::Cell;
 
 use bytemuck::Pod;
-use catena_fabric::{ContextId, Rank, Time, Transport};
+use catena_fabric::Transport;
 
 use super::ring::{allgather, expect_bytes, piece, zeroed, Ring, RING};
-use super::{read_cells, write_cells};
+use super::{read_cells, write_cells, BulkCall};
 use crate::error::user_code;
 use crate::{Error, Result};
 
-/// Elementwise allreduce of `len` elements over `ranks`:
+/// Elementwise allreduce of `len` elements over `call.ranks`:
 /// `contribution(offset, out)` fills this process's elements from `offset`
 /// on (called once per piece), `op(acc, other)` folds `other` into `acc`,
 /// and `result(offset, data)` gets each piece of the reduced elements once,
 /// in no particular order. `op` must be associative and commutative: each
-/// piece's fold starts at a different process of the ring. Every process of
-/// `ranks` calls it with the same `ranks`, `ctx` and `len`; calls on one
-/// context follow one another. Memory: about two pieces (2M/P).
+/// piece's fold starts at a different process of the ring. Every process
+/// calls it with the same `len`. Memory: about two pieces (2M/P).
 ///
 /// Errors: `InvalidArgument` for an empty rank list, a rank twice, the
 /// calling process not in the list, or zero-sized elements (before
 /// anything is sent), or a piece memory cannot hold; `Transport(InvalidRank)` for a rank outside the job;
 /// `Mismatch` when a piece of the wrong length arrives (processes disagree
 /// on `len` or `ranks`); `UserCode` if a callback or `op` panics.
-#[allow(clippy::too_many_arguments)]
 pub async fn ring_allreduce_stream<T: Transport, E: Pod>(
-    t: &T,
-    ranks: &[Rank],
-    ctx: ContextId,
+    call: BulkCall<'_, T>,
     len: usize,
     mut contribution: impl FnMut(usize, &mut [E]),
     op: impl Fn(&mut [E], &[E]),
     mut result: impl FnMut(usize, &[E]),
-    deadline: Time,
 ) -> Result<()> {
+    let BulkCall {
+        t,
+        ranks,
+        context: ctx,
+        deadline,
+    } = call;
     let unit = size_of::<E>();
     if unit == 0 {
         return Err(Error::InvalidArgument(
@@ -78,29 +79,23 @@ pub async fn ring_allreduce_stream<T: Transport, E: Pod>(
         result(offset, &incoming)
     };
     let first = (k, bytemuck::cast_slice(&partial).to_vec());
-    allgather(t, &ring, ctx, len, unit, first, &mut sink, deadline).await
+    allgather(call, &ring, len, unit, first, &mut sink).await
 }
 
 /// [`ring_allreduce_stream`] in place: `data` holds this process's
 /// elements, then the reduced ones (all pass the same length).
 pub async fn ring_allreduce<T: Transport, E: Pod>(
-    t: &T,
-    ranks: &[Rank],
-    ctx: ContextId,
+    call: BulkCall<'_, T>,
     data: &mut [E],
     op: impl Fn(&mut [E], &[E]),
-    deadline: Time,
 ) -> Result<()> {
     let cells = Cell::from_mut(data).as_slice_of_cells();
     ring_allreduce_stream(
-        t,
-        ranks,
-        ctx,
+        call,
         cells.len(),
         |offset, out| read_cells(&cells[offset..], out),
         op,
         |offset, reduced| write_cells(&cells[offset..], reduced),
-        deadline,
     )
     .await
 }

@@ -5,19 +5,18 @@
 
 use std::cell::Cell;
 
-use catena_fabric::{ContextId, Rank, Time, Transport};
+use catena_fabric::{Rank, Transport};
 
 use super::ring::{allgather, expect_bytes, piece, zeroed, Ring, SCATTER};
-use super::{read_cells, write_cells};
+use super::{read_cells, write_cells, BulkCall};
 use crate::error::user_code;
 use crate::Result;
 
-/// Broadcasts `len` bytes from `root` to every rank of `ranks`: the root's
+/// Broadcasts `len` bytes from `root` to every rank of `call.ranks`: the root's
 /// `source(0, out)` fills the whole message once, and every process (the
 /// root included) gets each piece through `sink(offset, data)`, in no
-/// particular order. Every process of `ranks` calls it with the same
-/// `ranks`, `root`, `ctx` and `len`; calls on one context follow one
-/// another. Memory: the root holds the message; a process at relative
+/// particular order. Every process calls it with the same `root` and
+/// `len`. Memory: the root holds the message; a process at relative
 /// index i (counted from the root) holds its scatter subtree's pieces,
 /// lowbit(i)/P of the message, until it has passed them on; then one piece.
 ///
@@ -27,17 +26,19 @@ use crate::Result;
 /// `Transport(InvalidRank)` for a rank outside the job; `Mismatch` when a
 /// piece of the wrong length arrives (processes disagree on `len`, `root`
 /// or `ranks`); `UserCode` if `source` or `sink` panics.
-#[allow(clippy::too_many_arguments)]
 pub async fn scatter_allgather_stream<T: Transport>(
-    t: &T,
-    ranks: &[Rank],
+    call: BulkCall<'_, T>,
     root: Rank,
-    ctx: ContextId,
     len: usize,
     mut source: impl FnMut(usize, &mut [u8]),
     mut sink: impl FnMut(usize, &[u8]),
-    deadline: Time,
 ) -> Result<()> {
+    let BulkCall {
+        t,
+        ranks,
+        context: ctx,
+        deadline,
+    } = call;
     let ring = Ring::new(ranks, Some(root), t.rank(), t.size())?;
     let (p, me) = (ring.parts(), ring.me);
     // Binomial scatter: relative index i receives pieces [i, i + lowbit(i))
@@ -76,26 +77,21 @@ pub async fn scatter_allgather_stream<T: Transport>(
     let mut sink =
         |offset: usize, data: &[u8]| user_code("a broadcast sink", || sink(offset, data));
     sink(own.start, &data)?;
-    allgather(t, &ring, ctx, len, 1, (me, data), &mut sink, deadline).await
+    allgather(call, &ring, len, 1, (me, data), &mut sink).await
 }
 
 /// [`scatter_allgather_stream`] from the root's `data` into every other
 /// process's `data` (all pass the same length).
 pub async fn scatter_allgather<T: Transport>(
-    t: &T,
-    ranks: &[Rank],
+    call: BulkCall<'_, T>,
     root: Rank,
-    ctx: ContextId,
     data: &mut [u8],
-    deadline: Time,
 ) -> Result<()> {
-    let is_root = t.rank() == root;
+    let is_root = call.t.rank() == root;
     let cells = Cell::from_mut(data).as_slice_of_cells();
     scatter_allgather_stream(
-        t,
-        ranks,
+        call,
         root,
-        ctx,
         cells.len(),
         |offset, out| read_cells(&cells[offset..], out),
         // The root has the message already.
@@ -104,7 +100,6 @@ pub async fn scatter_allgather<T: Transport>(
                 write_cells(&cells[offset..], piece)
             }
         },
-        deadline,
     )
     .await
 }

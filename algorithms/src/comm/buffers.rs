@@ -13,7 +13,7 @@ use catena_fabric::{Blocking, Transport};
 
 use super::collectives::Path;
 use super::Comm;
-use crate::host;
+use crate::host::{self, TeamCall};
 use crate::{scan, tree, Error, Result};
 
 /// `Mismatch` unless `got` elements are what the call needs.
@@ -244,8 +244,12 @@ impl<'t, T: Transport> Comm<'t, T> {
                     };
                     let elem = std::mem::size_of::<E>();
                     team.begin(seq, deadline).await?;
-                    let out =
-                        host::reduce(team, seq, root, send, recv, elem, &combine, deadline).await;
+                    let call = TeamCall {
+                        team,
+                        seq,
+                        deadline,
+                    };
+                    let out = host::reduce(call, root, send, recv, elem, &combine).await;
                     team.end(seq, out)?;
                     wrong.map_or(Ok(()), Err)
                 }
@@ -292,8 +296,12 @@ impl<'t, T: Transport> Comm<'t, T> {
                         or_scratch(recv, send.len(), &mut scratch, "the receive buffer");
                     let elem = std::mem::size_of::<E>();
                     team.begin(seq, deadline).await?;
-                    let out =
-                        host::allreduce(team, seq, send, recv, elem, &combine, deadline).await;
+                    let call = TeamCall {
+                        team,
+                        seq,
+                        deadline,
+                    };
+                    let out = host::allreduce(call, send, recv, elem, &combine).await;
                     team.end(seq, out)?;
                     wrong.map_or(Ok(()), Err)
                 }

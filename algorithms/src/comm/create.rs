@@ -7,6 +7,7 @@
 use std::future::Future;
 
 use crate::blocking::block_on;
+use crate::call::Call;
 use catena_fabric::{Blocking, Rank, Tag, Transport};
 use serde::{Deserialize, Serialize};
 
@@ -219,9 +220,12 @@ impl<'t, T: Transport> Comm<'t, T> {
                     let mine = DirectVotes { votes, places };
                     let agreeing = chain_of(&map, rank, (0, g), context)?;
                     let tags = CallTags::of_call(tag);
-                    let all =
-                        allreduce_in(t, &agreeing, tags, mine, DirectVotes::combine, deadline)
-                            .await?;
+                    let all = allreduce_in(
+                        Call::new(t, &agreeing, tags, deadline),
+                        mine,
+                        DirectVotes::combine,
+                    )
+                    .await?;
                     let context = all.votes.check(t.size())?;
                     let chain = chain_of(&map, rank, (0, g), context)?;
                     let places: Option<Vec<Place>> = all.places.iter().copied().collect();

@@ -8,6 +8,7 @@
 use catena_fabric::{ContextId, Tag, Time, Transport};
 
 use super::create::{chain_of, Votes};
+use crate::call::Call;
 use crate::chain::{CallTags, Chain};
 use crate::context::Proposal;
 use crate::groupmap::GroupMap;
@@ -44,12 +45,9 @@ pub(super) async fn create<T: Transport>(
             // Intercomm_create: the block agrees its side's context...
             let mine = Proposal::new(t);
             let ours = allreduce_in(
-                t,
-                &block,
-                block.next_call(),
+                Call::new(t, &block, block.next_call(), deadline),
                 mine,
                 Proposal::leftmost,
-                deadline,
             )
             .await?;
             // ...its leader swaps it with the other block's leader...
@@ -74,12 +72,9 @@ pub(super) async fn create<T: Transport>(
                 ..votes
             };
             let all = allreduce_in(
-                t,
-                &merging,
-                merging.next_call(),
+                Call::new(t, &merging, merging.next_call(), deadline),
                 fresh,
                 Votes::combine,
-                deadline,
             )
             .await?;
             (lo, hi) = (merged_lo, merged_hi);

@@ -19,16 +19,17 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::blocking::block_on;
+use crate::call::Call;
 use catena_fabric::{Blocking, ContextId, Time, Transport};
 use serde::Serialize;
 
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
 use crate::host::Claim;
-use crate::host::Team;
+use crate::host::{Team, TeamCall};
 use crate::scan::allreduce_in;
 use crate::split::numbering::Offer;
-use crate::split::{dense, split_by_offering, split_offering, Algorithm, Color, Key, Split};
+use crate::split::{dense, split_offering, Algorithm, Color, Key, Request, Split};
 use crate::{Chain, Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
@@ -210,12 +211,9 @@ impl<'t, T: Transport> Comm<'t, T> {
             }
             let (tags, proposal) = on_chain.expect("the chain's when not in host memory");
             let agreed = allreduce_in(
-                self.t,
-                &self.chain,
-                tags,
+                Call::new(self.t, &self.chain, tags, deadline),
                 proposal,
                 Proposal::leftmost,
-                deadline,
             )
             .await?;
             let c = &self.chain;
@@ -274,21 +272,15 @@ impl<'t, T: Transport> Comm<'t, T> {
         K: Wire + Clone + Ord + 'static,
     {
         let deadline = self.deadline();
-        let image = match &key {
-            Key::Is(k) => crate::split::integer_image(k),
-            Key::ParentOrder => None,
-        };
-        let mut args = Some((color, key));
+        let mut request = Some(Request::own_order(color, key, algorithm));
         let mut claim = None;
         let path = self.dense_path(algorithm, || {
-            let (color, key) = args.take().expect("taken once");
+            let request = request.take().expect("taken once");
             let offer = self.offer_into(&mut claim);
             Box::pin(split_offering(
                 self.t,
                 &self.chain,
-                color,
-                key,
-                algorithm,
+                request,
                 offer,
                 deadline,
             ))
@@ -299,20 +291,13 @@ impl<'t, T: Transport> Comm<'t, T> {
                     self.member_of(split.await?, claim.expect("made with the chain's path"))
                 }
                 DensePath::Dense(team, seqs, proposal) => {
-                    let (color, key) = args.take().expect("taken once");
-                    let order = &K::cmp;
-                    let body = dense::split(
+                    let request = request.take().expect("taken once");
+                    let call = TeamCall {
                         team,
-                        seqs,
-                        &self.chain,
-                        proposal,
-                        color,
-                        key,
-                        order,
-                        image,
-                        algorithm,
+                        seq: seqs,
                         deadline,
-                    );
+                    };
+                    let body = dense::split(call, &self.chain, proposal, request);
                     Ok(self.member_of_dense(body.await?))
                 }
             }
@@ -367,19 +352,16 @@ impl<'t, T: Transport> Comm<'t, T> {
         K: Wire + Clone + 'a,
     {
         let deadline = self.deadline();
-        let mut args = Some((color.into(), Key::Is(key), order));
+        let request = Request::by(color.into(), Key::Is(key), order, self.algorithm);
+        let mut request = Some(request);
         let mut claim = None;
         let path = self.dense_path(self.algorithm, || {
-            let (color, key, order) = args.take().expect("taken once");
+            let request = request.take().expect("taken once");
             let offer = self.offer_into(&mut claim);
-            let algorithm = self.algorithm;
-            Box::pin(split_by_offering(
+            Box::pin(split_offering(
                 self.t,
                 &self.chain,
-                color,
-                key,
-                order,
-                algorithm,
+                request,
                 offer,
                 deadline,
             ))
@@ -390,19 +372,13 @@ impl<'t, T: Transport> Comm<'t, T> {
                     self.member_of(split.await?, claim.expect("made with the chain's path"))
                 }
                 DensePath::Dense(team, seqs, proposal) => {
-                    let (color, key, order) = args.take().expect("taken once");
-                    let body = dense::split(
+                    let request = request.take().expect("taken once");
+                    let call = TeamCall {
                         team,
-                        seqs,
-                        &self.chain,
-                        proposal,
-                        color,
-                        key,
-                        &order,
-                        None,
-                        self.algorithm,
+                        seq: seqs,
                         deadline,
-                    );
+                    };
+                    let body = dense::split(call, &self.chain, proposal, request);
                     Ok(self.member_of_dense(body.await?))
                 }
             }

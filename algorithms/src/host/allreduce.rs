@@ -11,37 +11,37 @@ use super::bcast::{bcast_along, poison_along, Value};
 use super::mailbox::{arrived, post, read};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose_mirrored, pull_into, Readers};
-use super::{select, Combine, Team};
+use super::{select, Combine, Team, TeamCall};
 use crate::{Error, Result};
 
 /// Every member's `send` combined in rank order into every member's `recv`
 /// (both of one length everywhere, in whole elements of `elem` bytes).
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn allreduce<T: HostMemory>(
-    team: &Team<'_, T>,
-    seq: u64,
+    call: TeamCall<'_, '_, T>,
     send: &[u8],
     recv: &mut [u8],
     elem: usize,
     combine: Combine<'_>,
-    deadline: Time,
 ) -> Result<()> {
+    let (team, seq) = (call.team, call.seq);
     // Every member's value reached this one, directly or folded in.
-    reduce_everywhere(team, seq, send, recv, elem, combine, deadline).await?;
+    reduce_everywhere(call, send, recv, elem, combine).await?;
     team.all_entered(seq);
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn reduce_everywhere<T: HostMemory>(
-    team: &Team<'_, T>,
-    seq: u64,
+    call: TeamCall<'_, '_, T>,
     send: &[u8],
     recv: &mut [u8],
     elem: usize,
     combine: Combine<'_>,
-    deadline: Time,
 ) -> Result<()> {
+    let TeamCall {
+        team,
+        seq,
+        deadline,
+    } = call;
     let (me, n) = (team.me(), team.size());
     if recv.len() != send.len() {
         return Err(Error::InvalidArgument(format!(

@@ -74,6 +74,15 @@ pub(crate) fn others_then_me(me: u32, n: u32) -> impl Iterator<Item = u32> {
 /// A reduction over bytes: `acc = acc ⊕ x`, `acc` on the left.
 pub(crate) type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8]) -> Result<()>;
 
+/// One call of a team as the steps of its algorithm see it: the team, the
+/// sequence number the call took when it was called (or numbers, for a
+/// call that runs several), and its deadline.
+pub(crate) struct TeamCall<'a, 't, T: HostMemory, Seq = u64> {
+    pub(crate) team: &'a Team<'t, T>,
+    pub(crate) seq: Seq,
+    pub(crate) deadline: Time,
+}
+
 /// What a member keeps of another (or of itself): where its region is, its
 /// arena (mapped on first use), and counts of their traffic.
 struct Member<P> {
@@ -408,7 +417,12 @@ mod future_sizes {
             assert!(size(&mailbox::post(&team, 1, 1, 8, &[0u8; 8], d)) <= 192);
             assert!(size(&mailbox::arrived(&team, 1, 1, d)) <= 192);
             assert!(size(&team.await_finished(1, 1, 1, d)) <= 256);
-            let allreduce = allreduce(&team, 1, &[0u8; 8], &mut sum, 8, &c, d);
+            let call = TeamCall {
+                team: &team,
+                seq: 1,
+                deadline: d,
+            };
+            let allreduce = allreduce(call, &[0u8; 8], &mut sum, 8, &c);
             assert!(size(&allreduce) <= 1024);
             let world = crate::Comm::world(t);
             let (send, mut recv) = ([0u64], [0u64]);

@@ -10,22 +10,24 @@ use catena_fabric::{HostMemory, Time};
 use super::mailbox::{arrived, post, read, POISON};
 use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
 use super::tree::{children, parent};
-use super::{others_then_me, select, Combine, Team};
+use super::{others_then_me, select, Combine, Team, TeamCall};
 use crate::{Error, Result};
 
 /// Every member's `send` (whole elements of `elem` bytes, the same length
 /// everywhere) combined in rank order into the root's `recv`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn reduce<T: HostMemory>(
-    team: &Team<'_, T>,
-    seq: u64,
+    call: TeamCall<'_, '_, T>,
     root: u32,
     send: &[u8],
     recv: Option<&mut [u8]>,
     elem: usize,
     combine: Combine<'_>,
-    deadline: Time,
 ) -> Result<()> {
+    let TeamCall {
+        team,
+        seq,
+        deadline,
+    } = call;
     let me = team.me();
     if send.len() <= team.layout().inline() {
         let mut acc = team.take_buffer();

@@ -3,11 +3,11 @@
 //! (a disagreement fails the call on every process alike), counts members,
 //! and agrees on the new groups' context id: parent rank 0's proposal.
 
-use catena_fabric::{ContextId, Time, Transport};
+use catena_fabric::{ContextId, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::{Algorithm, Color, Key};
-use crate::chain::{CallTags, Chain};
+use crate::call::Call;
 use crate::context::Proposal;
 use crate::scan::allreduce_in;
 use crate::{Error, Result};
@@ -143,18 +143,14 @@ pub(super) fn disagreement<C, K>(
 
 /// `proposal` is this process's offer of the new groups' context id, taken
 /// when the split was called.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn agree<T: Transport, C, K>(
-    t: &T,
-    parent: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     proposal: Proposal,
     color: &Color<C>,
     key: &Key<K>,
     algorithm: Algorithm,
     radix_refused: bool,
     offered: bool,
-    deadline: Time,
 ) -> Result<Agreed> {
     let types = types::<C, K>();
     let modes = modes(color, key, radix_refused, offered);
@@ -166,7 +162,8 @@ pub(crate) async fn agree<T: Transport, C, K>(
         context: proposal,
         members: u32::from(modes != 0),
     };
-    let all = allreduce_in(t, parent, tags, mine, combine, deadline).await?;
+    let t = call.t;
+    let all = allreduce_in(call, mine, combine).await?;
     if let Some(e) = disagreement::<C, K>(all.types, all.algorithm, all.modes, algorithm) {
         return Err(e);
     }

@@ -5,14 +5,15 @@
 //! their links agree (a comparator may answer differently on each process)
 //! and spreads any comparator fault.
 
-use catena_fabric::{Rank, Time, Transport};
+use catena_fabric::{Rank, Transport};
 
 use super::fault::{Fault, Faults};
 use super::item::{sort_items, Item, KeyOrder};
 use super::mix::mix;
 use super::sorted::placements;
 use super::Placement;
-use crate::chain::{Calls, Chain};
+use crate::call::Call;
+use crate::chain::Calls;
 use crate::codec::{encode, Wire};
 use crate::scan::allreduce_in;
 use crate::tree::allgather_in;
@@ -23,16 +24,13 @@ use crate::Result;
 pub(crate) const CALLS: u32 = 3;
 
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
-    t: &T,
-    chain: &Chain,
-    mut calls: Calls,
+    mut call: Call<'_, T, Calls>,
     me: Option<Item<K>>,
     order: KeyOrder<'_, K>,
-    deadline: Time,
 ) -> Result<Option<Placement>> {
-    let tags = [calls.next()?, calls.next()?];
+    let tags = [call.tags.next()?, call.tags.next()?];
     let mine = encode(&me, "an allgather value")?;
-    let all: Vec<Option<Item<K>>> = allgather_in(t, chain, tags, mine, deadline).await?;
+    let all: Vec<Option<Item<K>>> = allgather_in(call.on(call.chain, tags), mine).await?;
     let mut faults = Faults::default();
     let mut placement = None;
     if let Some(mine) = me {
@@ -49,15 +47,10 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
             placement = Some(placements(&group)[at]);
         }
     }
-    let claims = placement.map_or(0, |p| link_claims(chain.address(), &p));
-    let (balance, fault) = allreduce_in(
-        t,
-        chain,
-        calls.next()?,
-        (claims, faults.flags()),
-        |a, b| (a.0.wrapping_add(b.0), a.1.union(b.1)),
-        deadline,
-    )
+    let claims = placement.map_or(0, |p| link_claims(call.chain.address(), &p));
+    let (balance, fault) = allreduce_in(call.next()?, (claims, faults.flags()), |a, b| {
+        (a.0.wrapping_add(b.0), a.1.union(b.1))
+    })
     .await?;
     faults.learn(fault);
     if balance != 0 {

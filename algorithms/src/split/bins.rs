@@ -3,9 +3,10 @@
 //! O(bins) memory and O(log N) rounds. Hash bins colors by hash values,
 //! Radix by digits.
 
-use catena_fabric::{ContextId, Rank, Time, Transport};
+use catena_fabric::{ContextId, Rank, Transport};
 
-use crate::chain::{CallTags, Chain};
+use crate::call::Call;
+use crate::chain::Chain;
 use crate::scan::double_scan_in;
 use crate::Result;
 
@@ -27,14 +28,12 @@ pub(crate) struct BinSplit {
 /// Splits `chain` into one chain per bin (`bins` bins, this process in
 /// `mine`), with the tags of one call on it.
 pub(crate) async fn split_by_bin<T: Transport>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     mine: usize,
     bins: usize,
     context: ContextId,
-    deadline: Time,
 ) -> Result<BinSplit> {
+    let chain = call.chain;
     let mut table: Table = vec![(None, 0); bins];
     table[mine] = (Some(chain.address()), 1);
     // The left part's nearest is its rightmost, the right part's its leftmost.
@@ -50,7 +49,7 @@ pub(crate) async fn split_by_bin<T: Transport>(
             .map(|(a, b)| (a.0.or(b.0), a.1 + b.1))
             .collect()
     };
-    let s = double_scan_in(t, chain, tags, table.clone(), table, lr, rl, deadline).await?;
+    let s = double_scan_in(call, table.clone(), table, lr, rl).await?;
     let count = |side: &Option<Table>, bin: usize| side.as_ref().map_or(0, |e| e[bin].1);
     let nearest = |side: &Option<Table>| side.as_ref().and_then(|e| e[mine].0);
     let (before, after) = (count(&s.exclusive_lr, mine), count(&s.exclusive_rl, mine));

@@ -9,11 +9,11 @@
 
 use std::cmp::Ordering;
 
-use catena_fabric::{Time, Transport};
+use catena_fabric::Transport;
 
 use super::fault::Faults;
 use super::item::{cmp_slots, Item, KeyOrder};
-use crate::chain::{CallTags, Chain};
+use crate::call::Call;
 use crate::codec::Wire;
 use crate::deadline::check_deadline;
 use crate::tree::chain_disagrees;
@@ -111,13 +111,16 @@ pub(crate) fn schedule(p: u32, n: u32) -> impl Iterator<Item = Exchange> {
 /// and what its comparator did wrong. Takes the tags of one call, on a
 /// chain whose neighbour search is reserved ([`crate::tree::reserve`]).
 pub(crate) async fn sort<T: Transport, K: Wire + Clone>(
-    t: &T,
-    chain: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     mine: Option<Item<K>>,
     order: KeyOrder<'_, K>,
-    deadline: Time,
 ) -> Result<(Option<Item<K>>, Faults)> {
+    let Call {
+        t,
+        chain,
+        tags,
+        deadline,
+    } = call;
     let nb = chain.reserved_neighbours(t, deadline).await?;
     // One tag for the whole sort: two partners meet in the same global order
     // and messages between two processes arrive in order.

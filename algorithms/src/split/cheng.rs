@@ -18,6 +18,7 @@ use super::fault::{Fault, Faults};
 use super::item::{merge_items, merge_runs, Item, KeyOrder, Run};
 use super::mix::mix;
 use super::{sorted, Placement};
+use crate::call::Call;
 use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
 use crate::scan::allreduce;
@@ -30,17 +31,14 @@ const LEADER_CALLS: u32 = 2 * FIRST_DERIVED_CALL;
 
 /// Takes `sorted::CALLS` of `calls` on a parent whose neighbour search is
 /// reserved; the block and leader chains are its alone.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
-    t: &T,
-    parent: &Chain,
-    calls: Calls,
+    call: Call<'_, T, Calls>,
     me: Option<Item<K>>,
     agreed: Agreed,
     max_items: u32,
     order: KeyOrder<'_, K>,
-    deadline: Time,
 ) -> Result<Option<Placement>> {
+    let (t, parent, deadline) = (call.t, call.chain, call.deadline);
     let (members, context) = (agreed.members, agreed.context);
     let (n, p) = (parent.size(), parent.rank());
     let blocks = n.div_ceil(max_items);
@@ -63,7 +61,7 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
     let mut faults = Faults::default();
     let run: Run<K> = (me.into_iter().collect(), Fault::NONE);
     let merge = |left, right| merge_runs(left, right, order, &mut faults);
-    let gathered = reduce_with(t, &block, reserve(&block), 0, run, merge, deadline).await?;
+    let gathered = reduce_with(call.on(&block, reserve(&block)), 0, run, merge).await?;
     let shares = match gathered {
         None => None,
         Some((run, fault)) => {
@@ -78,17 +76,9 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
                 context,
             )?
             .counting_calls_from(LEADER_CALLS);
-            let share = sort(
-                t,
-                &leaders,
-                run,
-                members,
-                max_items,
-                order,
-                &mut faults,
-                deadline,
-            )
-            .await?;
+            let share_start =
+                |b: u32| (u64::from(b) * u64::from(max_items)).min(u64::from(members));
+            let share = sort(t, &leaders, run, share_start, order, &mut faults, deadline).await?;
             // A fault travels to the block in place of the items.
             let fault = faults.flags();
             let mut slots: Vec<(Option<Item<K>>, Fault)> =
@@ -97,22 +87,21 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
             Some(slots)
         }
     };
-    let (slot, fault) = scatter_in(t, &block, reserve(&block), 0, shares, deadline).await?;
+    let (slot, fault) = scatter_in(call.on(&block, reserve(&block)), 0, shares).await?;
     faults.learn(fault);
-    sorted::place(t, parent, calls, slot, member, faults, true, deadline).await
+    sorted::place(call, slot, member, faults, true).await
 }
 
 /// Sorts the leaders' runs: leader b ends with the items at sorted
-/// positions [bM, (b+1)M) of the `members` items. After a fault that every
-/// leader learns of, every leader ends with none; after a panic of the
-/// final merge, this leader alone (its block carries the fault on).
-#[allow(clippy::too_many_arguments)]
+/// positions from `share_start(b)` (bM, at most the number of members) up
+/// to `share_start(b + 1)`. After a fault that every leader learns of,
+/// every leader ends with none; after a panic of the final merge, this
+/// leader alone (its block carries the fault on).
 async fn sort<T: Transport, K: Wire + Clone>(
     t: &T,
     leaders: &Chain,
     run: Vec<Item<K>>,
-    members: u32,
-    max_items: u32,
+    share_start: impl Fn(u32) -> u64,
     order: KeyOrder<'_, K>,
     faults: &mut Faults,
     deadline: Time,
@@ -121,8 +110,7 @@ async fn sort<T: Transport, K: Wire + Clone>(
     if blocks == 1 {
         return Ok(run);
     }
-    let share_start = |b: u32| (u64::from(b) * u64::from(max_items)).min(u64::from(members));
-    let targets: Vec<u64> = (1..blocks).map(share_start).collect();
+    let targets: Vec<u64> = (1..blocks).map(&share_start).collect();
     let mut cuts = vec![0];
     cuts.extend(select_cuts(t, leaders, &run, &targets, order, faults, deadline).await?);
     cuts.push(run.len());

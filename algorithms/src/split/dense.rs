@@ -9,19 +9,19 @@
 
 use std::cmp::Ordering;
 
-use catena_fabric::{HostMemory, Rank, Time, Transport};
+use catena_fabric::{HostMemory, Rank, Transport};
 use serde::Serialize;
 
 use super::agreement::{disagreement, modes, types, KEYED, SPLIT};
 use super::item::KeyOrder;
 use super::mix::digest;
-use super::{Algorithm, Color, Group, Key, Split};
+use super::{Color, Group, Key, Request, Split};
 use crate::chain::Chain;
 use crate::codec::{decode, encode_appended, Wire};
 use crate::context::Proposal;
 use crate::error::user_code;
 use crate::groupmap::GroupMap;
-use crate::host::{allgather_any, Claim, Team};
+use crate::host::{allgather_any, Claim, Team, TeamCall};
 use crate::{Error, Result};
 
 /// No region: its owner's arena had no room, so its group gets no team.
@@ -150,59 +150,57 @@ pub(crate) struct Dense<'t, T: HostMemory> {
     pub map: Option<GroupMap>,
 }
 
-/// Splits the communicator of `team` and `parent` (calls `seqs` of the
-/// team, taken when the split was called, as `proposal` was); `image` is
-/// the key's integer image where it has one. Both calls run whatever
-/// happens, so the team's later calls go on.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn split<'t, T, C, K>(
-    team: &Team<'t, T>,
-    seqs: (u64, u64),
+/// Splits the communicator of `call`'s team and `parent` as `request`
+/// asks (in the team's two calls `call.seq`, taken when the split was
+/// called, as `proposal` was). Both calls run whatever happens, so the
+/// team's later calls go on.
+pub(crate) async fn split<'t, T, C, K, O>(
+    call: TeamCall<'_, 't, T, (u64, u64)>,
     parent: &Chain,
     proposal: Proposal,
-    color: Color<C>,
-    key: Key<K>,
-    order: KeyOrder<'_, K>,
-    image: Option<Vec<u8>>,
-    algorithm: Algorithm,
-    deadline: Time,
+    request: Request<C, K, O>,
 ) -> Result<Dense<'t, T>>
 where
     T: Transport,
     C: Serialize,
     K: Wire,
+    O: Fn(&K, &K) -> Ordering,
 {
     let ran = std::cell::Cell::new(0);
-    let out = split_in(
-        team, seqs, &ran, parent, proposal, color, key, order, image, algorithm, deadline,
-    )
-    .await;
-    for seq in [seqs.0, seqs.1].into_iter().skip(ran.get()) {
+    let out = split_in(&call, &ran, parent, proposal, request).await;
+    let TeamCall {
+        team,
+        seq: (first, second),
+        deadline,
+    } = call;
+    for seq in [first, second].into_iter().skip(ran.get()) {
         team.run(seq, deadline, async { Ok(()) }).await?;
     }
     out
 }
 
 /// [`split`], counting in `ran` the calls it ran.
-#[allow(clippy::too_many_arguments)]
-async fn split_in<'t, T, C, K>(
-    team: &Team<'t, T>,
-    seqs: (u64, u64),
+async fn split_in<'t, T, C, K, O>(
+    call: &TeamCall<'_, 't, T, (u64, u64)>,
     ran: &std::cell::Cell<usize>,
     parent: &Chain,
     proposal: Proposal,
-    color: Color<C>,
-    key: Key<K>,
-    order: KeyOrder<'_, K>,
-    image: Option<Vec<u8>>,
-    algorithm: Algorithm,
-    deadline: Time,
+    request: Request<C, K, O>,
 ) -> Result<Dense<'t, T>>
 where
     T: Transport,
     C: Serialize,
     K: Wire,
+    O: Fn(&K, &K) -> Ordering,
 {
+    let (team, seqs, deadline) = (call.team, call.seq, call.deadline);
+    let Request {
+        color,
+        key,
+        order,
+        image,
+        algorithm,
+    } = request;
     let t = team.t();
     let claim = Claim::new(t, team.size());
     let region = claim.offer().unwrap_or(NO_REGION);
@@ -277,7 +275,7 @@ where
             .filter(|&m| records[m as usize].color == mine)
             .collect(),
     };
-    let sorted = sort(&mut group, &records, &keys, keyed, comparing, order);
+    let sorted = sort(&mut group, &records, &keys, keyed, comparing, &order);
     if comparing {
         // Every member shows what order its group came out in; any fault
         // or disagreement fails every process.

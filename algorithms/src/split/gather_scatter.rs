@@ -4,30 +4,29 @@
 //! at the root; a baseline. A comparator fault travels up in place of the
 //! items and comes back down to every process.
 
-use catena_fabric::{Time, Transport};
+use catena_fabric::Transport;
 
 use super::fault::{Fault, Faults};
 use super::item::{merge_runs, Item, KeyOrder, Run};
 use super::sorted::placements;
 use super::Placement;
-use crate::chain::{Calls, Chain};
+use crate::call::Call;
+use crate::chain::Calls;
 use crate::codec::Wire;
 use crate::tree::{reduce_with, scatter_in};
 use crate::{Error, Result};
 
 /// Takes two of `calls`, on a parent whose neighbour search is reserved.
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
-    t: &T,
-    parent: &Chain,
-    mut calls: Calls,
+    mut call: Call<'_, T, Calls>,
     me: Option<Item<K>>,
     order: KeyOrder<'_, K>,
-    deadline: Time,
 ) -> Result<Option<Placement>> {
+    let parent = call.chain;
     let mut faults = Faults::default();
     let run: Run<K> = (me.into_iter().collect(), Fault::NONE);
     let merge = |left, right| merge_runs(left, right, order, &mut faults);
-    let sorted = reduce_with(t, parent, calls.next()?, 0, run, merge, deadline).await?;
+    let sorted = reduce_with(call.next()?, 0, run, merge).await?;
     let by_parent_rank = match sorted {
         None => None,
         Some((sorted, fault)) => {
@@ -51,8 +50,7 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
             Some(out)
         }
     };
-    let (placement, fault) =
-        scatter_in(t, parent, calls.next()?, 0, by_parent_rank, deadline).await?;
+    let (placement, fault) = scatter_in(call.next()?, 0, by_parent_rank).await?;
     faults.learn(fault);
     faults.check()?;
     Ok(placement)

@@ -12,6 +12,7 @@ use super::agreement::Agreed;
 use super::bins::split_by_bin;
 use super::item::{Item, KeyOrder};
 use super::{allgather_group, bitonic, sorted, Placement};
+use crate::call::Call;
 use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
 use crate::scan::allreduce;
@@ -68,31 +69,19 @@ async fn one_color<T: Transport>(
 
 /// Takes one of `calls` on the parent; the chains it derives reserve their
 /// own calls as it goes (they are its alone).
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
-    t: &T,
-    parent: &Chain,
-    mut calls: Calls,
+    mut call: Call<'_, T, Calls>,
     me: Option<Item<K>>,
     agreed: Agreed,
     order: KeyOrder<'_, K>,
     serial_below: Option<u32>,
-    deadline: Time,
 ) -> Result<Option<Placement>> {
+    let (t, parent, deadline) = (call.t, call.chain, call.deadline);
     // Iteration 0 also separates members from non-members (an extra bin).
     let first_bin = me.as_ref().map_or(BINS, |i| bin(&i.color, 0));
-    let tags = calls.next()?;
-    let mut chain = split_by_bin(
-        t,
-        parent,
-        tags,
-        first_bin,
-        BINS + 1,
-        agreed.context,
-        deadline,
-    )
-    .await?
-    .chain;
+    let mut chain = split_by_bin(call.next()?, first_bin, BINS + 1, agreed.context)
+        .await?
+        .chain;
     let Some(item) = me else {
         return Ok(None);
     };
@@ -111,17 +100,8 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
         }
         previous_size = chain.size();
         let mine = bin(&item.color, iteration);
-        chain = split_by_bin(
-            t,
-            &chain,
-            chain.next_call(),
-            mine,
-            BINS,
-            agreed.context,
-            deadline,
-        )
-        .await?
-        .chain;
+        let call = Call::new(t, &chain, chain.next_call(), deadline);
+        chain = split_by_bin(call, mine, BINS, agreed.context).await?.chain;
         iteration += 1;
     }
     if agreed.reorder && chain.size() > 1 {
@@ -148,7 +128,7 @@ async fn serially<T: Transport, K: Wire + Clone>(
 ) -> Result<Option<Placement>> {
     chain.reserve_neighbours();
     let calls = chain.reserve(allgather_group::CALLS);
-    allgather_group::place(t, chain, calls, Some(item), order, deadline).await
+    allgather_group::place(Call::new(t, chain, calls, deadline), Some(item), order).await
 }
 
 /// Sorts a chain by Bitonic and places its members.
@@ -159,8 +139,8 @@ async fn by_bitonic<T: Transport, K: Wire + Clone>(
     order: KeyOrder<'_, K>,
     deadline: Time,
 ) -> Result<Option<Placement>> {
-    let (slot, faults) =
-        bitonic::sort(t, chain, reserve(chain), Some(item), order, deadline).await?;
-    let calls = chain.reserve(sorted::CALLS);
-    sorted::place(t, chain, calls, slot, true, faults, true, deadline).await
+    let sort = Call::new(t, chain, reserve(chain), deadline);
+    let (slot, faults) = bitonic::sort(sort, Some(item), order).await?;
+    let calls = Call::new(t, chain, chain.reserve(sorted::CALLS), deadline);
+    sorted::place(calls, slot, true, faults, true).await
 }

@@ -20,7 +20,6 @@ mod item;
 mod mix;
 pub(crate) mod numbering;
 mod radix;
-pub(crate) use radix::integer_image;
 mod sorted;
 
 use std::cmp::Ordering;
@@ -31,6 +30,7 @@ use std::str::FromStr;
 use catena_fabric::{Rank, Time, Transport};
 use serde::{Deserialize, Serialize};
 
+use crate::call::Call;
 use crate::chain::{Calls, Chain};
 use crate::codec::{encode, Wire};
 use crate::context::Proposal;
@@ -301,6 +301,48 @@ impl Reserved {
     }
 }
 
+/// What the caller asks of a split: the same on the chain's path and on a
+/// team's dense one, so both agree and place alike.
+pub(crate) struct Request<C, K, O> {
+    pub(crate) color: Color<C>,
+    pub(crate) key: Key<K>,
+    pub(crate) order: O,
+    /// The key's order-preserving integer image, where the order is the
+    /// key's own and the key an integer: Radix and the dense path sort by it.
+    pub(crate) image: Option<Vec<u8>>,
+    pub(crate) algorithm: Algorithm,
+}
+
+impl<C, K: Ord + 'static> Request<C, K, fn(&K, &K) -> Ordering> {
+    /// A split by the key's own order.
+    pub(crate) fn own_order(color: Color<C>, key: Key<K>, algorithm: Algorithm) -> Self {
+        let image = match &key {
+            Key::Is(k) => radix::integer_image(k),
+            Key::ParentOrder => None,
+        };
+        Request {
+            color,
+            key,
+            order: K::cmp,
+            image,
+            algorithm,
+        }
+    }
+}
+
+impl<C, K, O: Fn(&K, &K) -> Ordering> Request<C, K, O> {
+    /// A split by the caller's `order` on the keys.
+    pub(crate) fn by(color: Color<C>, key: Key<K>, order: O, algorithm: Algorithm) -> Self {
+        Request {
+            color,
+            key,
+            order,
+            image: None,
+            algorithm,
+        }
+    }
+}
+
 /// [`split_by`] with the key's own order; Radix needs this form and a
 /// primitive integer key.
 pub fn split<'a, T, C, K>(
@@ -316,41 +358,8 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + Ord + 'static,
 {
-    split_offering(
-        t,
-        parent,
-        color,
-        key,
-        algorithm,
-        numbering::NoOffer,
-        deadline,
-    )
-}
-
-/// [`split`], offering a region of this rank's host arena to its new group.
-pub(crate) fn split_offering<'a, T, C, K>(
-    t: &'a T,
-    parent: &'a Chain,
-    color: Color<C>,
-    key: Key<K>,
-    algorithm: Algorithm,
-    offer: impl numbering::Offering,
-    deadline: Time,
-) -> impl Future<Output = Result<Split>> + 'a
-where
-    T: Transport,
-    C: Serialize + 'a,
-    K: Wire + Clone + Ord + 'static,
-{
-    let reserved = Reserved::on(t, parent);
-    let radix_key = match &key {
-        Key::Is(k) => radix::integer_image(k),
-        Key::ParentOrder => None,
-    };
-    let order = &K::cmp;
-    run(
-        t, parent, reserved, color, key, order, radix_key, algorithm, offer, deadline,
-    )
+    let request = Request::own_order(color, key, algorithm);
+    split_offering(t, parent, request, numbering::NoOffer, deadline)
 }
 
 /// Splits `parent` by color, ordering each group by `order` on the keys,
@@ -372,65 +381,48 @@ where
     C: Serialize + 'a,
     K: Wire + Clone + 'a,
 {
-    split_by_offering(
-        t,
-        parent,
-        color,
-        key,
-        order,
-        algorithm,
-        numbering::NoOffer,
-        deadline,
-    )
+    let request = Request::by(color, key, order, algorithm);
+    split_offering(t, parent, request, numbering::NoOffer, deadline)
 }
 
-/// [`split_by`], offering a region of this rank's host arena to its new
-/// group.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn split_by_offering<'a, T, C, K>(
+/// The split `request` asks for, offering a region of this rank's host
+/// arena to its new group.
+pub(crate) fn split_offering<'a, T, C, K, O>(
     t: &'a T,
     parent: &'a Chain,
-    color: Color<C>,
-    key: Key<K>,
-    order: impl Fn(&K, &K) -> Ordering + 'a,
-    algorithm: Algorithm,
-    offer: impl numbering::Offering,
+    request: Request<C, K, O>,
+    offer: impl numbering::Offering + 'a,
     deadline: Time,
 ) -> impl Future<Output = Result<Split>> + 'a
 where
     T: Transport,
     C: Serialize + 'a,
     K: Wire + Clone + 'a,
+    O: Fn(&K, &K) -> Ordering + 'a,
 {
-    let reserved = Reserved::on(t, parent);
-    async move {
-        run(
-            t, parent, reserved, color, key, &order, None, algorithm, offer, deadline,
-        )
-        .await
-    }
+    let call = Call::new(t, parent, Reserved::on(t, parent), deadline);
+    run(call, request, offer)
 }
 
-/// The split; `radix_key` is the key's order-preserving image where the
-/// order is the key's own and the key an integer.
-#[allow(clippy::too_many_arguments)]
-async fn run<T, C, K>(
-    t: &T,
-    parent: &Chain,
-    reserved: Reserved,
-    color: Color<C>,
-    key: Key<K>,
-    order: item::KeyOrder<'_, K>,
-    radix_key: Option<Vec<u8>>,
-    algorithm: Algorithm,
+/// The split, with what it reserved when it was called.
+async fn run<T, C, K, O>(
+    call: Call<'_, T, Reserved>,
+    request: Request<C, K, O>,
     offer: impl numbering::Offering,
-    deadline: Time,
 ) -> Result<Split>
 where
     T: Transport,
     C: Serialize,
     K: Wire + Clone,
+    O: Fn(&K, &K) -> Ordering,
 {
+    let Request {
+        color,
+        key,
+        order,
+        image,
+        algorithm,
+    } = request;
     algorithm.check()?;
     let member = !matches!(color, Color::NotMember);
     let packed_color = match &color {
@@ -438,26 +430,29 @@ where
         _ => Vec::new(),
     };
     let digits = match (&key, algorithm) {
-        (Key::Is(_), Algorithm::Radix) if radix_key.is_none() => None,
-        (_, Algorithm::Radix) => radix::digits(&packed_color, radix_key.as_deref()).ok(),
+        (Key::Is(_), Algorithm::Radix) if image.is_none() => None,
+        (_, Algorithm::Radix) => radix::digits(&packed_color, image.as_deref()).ok(),
         _ => None,
     };
     let radix_refused = member && algorithm == Algorithm::Radix && digits.is_none();
-    let mut calls = reserved.calls;
-    let agreed = agreement::agree::<T, C, K>(
+    let Call {
         t,
-        parent,
-        calls.next()?,
-        reserved.context,
+        chain: parent,
+        tags: Reserved { calls, context },
+        deadline,
+    } = call;
+    let mut call = Call::new(t, parent, calls, deadline);
+    let agreed = agreement::agree::<T, C, K>(
+        call.next()?,
+        context,
         &color,
         &key,
         algorithm,
         radix_refused,
         member && offer.offer().is_some(),
-        deadline,
     )
     .await?;
-    let placing = calls.take(PLACEMENT_CALLS)?;
+    let placing = call.take(PLACEMENT_CALLS)?;
     if agreed.radix_refused {
         return Err(radix::refused());
     }
@@ -471,70 +466,43 @@ where
     let placed = if agreed.members == 0 {
         Ok(None)
     } else {
-        place(
-            t, parent, placing, me, digits, member, agreed, order, algorithm, deadline,
-        )
-        .await
+        place(placing, me, digits, member, agreed, &order, algorithm).await
     };
     // A comparator fault goes to every process through the numbering step.
     let mut faults = Faults::default();
     let placement = faults.absorb(placed)?.flatten();
-    numbering::number(
-        t,
-        parent,
-        calls.next()?,
-        placement,
-        faults,
-        agreed,
-        offer,
-        deadline,
-    )
-    .await
+    numbering::number(call.next()?, placement, faults, agreed, offer).await
 }
 
 /// This process's placement by `algorithm` (`me`: its item if a member),
 /// taking at most `PLACEMENT_CALLS` of `calls` on the parent.
-#[allow(clippy::too_many_arguments)]
 async fn place<T, K>(
-    t: &T,
-    parent: &Chain,
-    mut calls: Calls,
+    mut call: Call<'_, T, Calls>,
     me: Option<Item<K>>,
     digits: Option<Vec<u8>>,
     member: bool,
     agreed: agreement::Agreed,
     order: item::KeyOrder<'_, K>,
     algorithm: Algorithm,
-    deadline: Time,
 ) -> Result<Option<Placement>>
 where
     T: Transport,
     K: Wire + Clone,
 {
-    Ok(match algorithm.resolve(parent.size(), agreed.reorder) {
-        Algorithm::AllgatherGroup => {
-            allgather_group::place(t, parent, calls, me, order, deadline).await?
-        }
-        Algorithm::GatherScatter => {
-            gather_scatter::place(t, parent, calls, me, order, deadline).await?
-        }
-        Algorithm::Cheng(max_items) => {
-            cheng::place(t, parent, calls, me, agreed, max_items, order, deadline).await?
-        }
+    Ok(match algorithm.resolve(call.chain.size(), agreed.reorder) {
+        Algorithm::AllgatherGroup => allgather_group::place(call, me, order).await?,
+        Algorithm::GatherScatter => gather_scatter::place(call, me, order).await?,
+        Algorithm::Cheng(max_items) => cheng::place(call, me, agreed, max_items, order).await?,
         Algorithm::Bitonic => {
-            let sort = calls.next()?;
-            let (slot, faults) = bitonic::sort(t, parent, sort, me, order, deadline).await?;
-            let calls = calls.take(sorted::CALLS)?;
-            sorted::place(t, parent, calls, slot, member, faults, true, deadline).await?
+            let (slot, faults) = bitonic::sort(call.next()?, me, order).await?;
+            let calls = call.take(sorted::CALLS)?;
+            sorted::place(calls, slot, member, faults, true).await?
         }
-        Algorithm::Radix => {
-            let mine = me.zip(digits);
-            radix::place(t, parent, calls, mine, agreed, deadline).await?
-        }
-        Algorithm::Hash => hash::place(t, parent, calls, me, agreed, order, None, deadline).await?,
+        Algorithm::Radix => radix::place(call, me.zip(digits), agreed).await?,
+        Algorithm::Hash => hash::place(call, me, agreed, order, None).await?,
         Algorithm::Hash64 => {
             let serial_below = Some(HASH64_SERIAL_BELOW);
-            hash::place(t, parent, calls, me, agreed, order, serial_below, deadline).await?
+            hash::place(call, me, agreed, order, serial_below).await?
         }
         Algorithm::Auto | Algorithm::Dense => unreachable!("resolved above"),
     })

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use super::agreement::Agreed;
 use super::fault::{Fault, Faults};
 use super::{Group, Placement, Split};
-use crate::chain::{CallTags, Chain};
+use crate::call::Call;
+use crate::chain::Chain;
 use crate::scan::{allreduce, double_scan_in};
 use crate::Result;
 
@@ -19,17 +20,14 @@ use crate::Result;
 /// alone until the split returns it. A member that `offer`s a region of its
 /// host arena learns every member's, where the whole group is on its host
 /// and every member offered one (in the same allreduce that numbers it).
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn number<T: Transport>(
-    t: &T,
-    parent: &Chain,
-    tags: CallTags,
+    call: Call<'_, T>,
     placement: Option<Placement>,
     mut faults: Faults,
     agreed: Agreed,
     offer: impl Offering,
-    deadline: Time,
 ) -> Result<Split> {
+    let (t, parent, deadline) = (call.t, call.chain, call.deadline);
     let chain = placement
         .map(|p| {
             Chain::from_links(
@@ -53,7 +51,7 @@ pub(crate) async fn number<T: Transport>(
     };
     let add = |a: &(u32, Fault), b: &(u32, Fault)| (a.0 + b.0, a.1.union(b.1));
     let mine = (u32::from(leads), faults.flags());
-    let leaders = double_scan_in(t, parent, tags, mine, mine, add, add, deadline).await?;
+    let leaders = double_scan_in(call, mine, mine, add, add).await?;
     let (lr, rl) = (leaders.inclusive_lr, leaders.exclusive_rl);
     faults.learn(lr.1.union(rl.map_or(Fault::NONE, |r| r.1)));
     faults.check()?;

@@ -9,13 +9,14 @@
 
 use std::any::Any;
 
-use catena_fabric::{Rank, Time, Transport};
+use catena_fabric::{Rank, Transport};
 
 use super::agreement::Agreed;
 use super::bins::{split_by_bin, FIRST_DERIVED_CALL};
 use super::fault::Faults;
 use super::item::Item;
 use super::{sorted, Placement};
+use crate::call::Call;
 use crate::chain::{Calls, Chain};
 use crate::codec::Wire;
 use crate::scan::allreduce;
@@ -114,17 +115,14 @@ type Ends = Vec<(Option<Rank>, Option<Rank>)>;
 /// member. Takes one of `calls` on the parent; the chains it derives are
 /// its alone.
 pub(crate) async fn place<T: Transport, K: Wire + Clone>(
-    t: &T,
-    parent: &Chain,
-    mut calls: Calls,
+    mut call: Call<'_, T, Calls>,
     mine: Option<(Item<K>, Vec<u8>)>,
     agreed: Agreed,
-    deadline: Time,
 ) -> Result<Option<Placement>> {
+    let (t, parent, deadline) = (call.t, call.chain, call.deadline);
     let (members, context) = (agreed.members, agreed.context);
     let bin = usize::from(mine.is_none());
-    let tags = calls.next()?;
-    let members_chain = split_by_bin(t, parent, tags, bin, 2, context, deadline).await?;
+    let members_chain = split_by_bin(call.next()?, bin, 2, context).await?;
     let Some((item, digits)) = mine else {
         return Ok(None);
     };
@@ -145,8 +143,8 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
             break;
         };
         let bin = digit(&digits, position);
-        let tags = chain.next_call();
-        let split = split_by_bin(t, &chain, tags, bin, BINS, context, deadline).await?;
+        let call = Call::new(t, &chain, chain.next_call(), deadline);
+        let split = split_by_bin(call, bin, BINS, context).await?;
         let next = split
             .chain
             .counting_calls_from(level_calls(path.len() as u32 + 1));
@@ -189,16 +187,11 @@ pub(crate) async fn place<T: Transport, K: Wire + Clone>(
         .counting_calls_from(FIRST_DERIVED_CALL);
     // Radix runs no user code and orders colors by length, then bytes.
     let faults = Faults::default();
-    let calls = sorted_chain.reserve(sorted::CALLS);
-    sorted::place(
+    let calls = Call::new(
         t,
         &sorted_chain,
-        calls,
-        Some(item),
-        true,
-        faults,
-        false,
+        sorted_chain.reserve(sorted::CALLS),
         deadline,
-    )
-    .await
+    );
+    sorted::place(calls, Some(item), true, faults, false).await
 }

@@ -6,14 +6,15 @@
 //! in order, every member's item held exactly once) and spreads any fault,
 //! so a bad comparator fails every process here, alike.
 
-use catena_fabric::{Rank, Time, Transport};
+use catena_fabric::{Rank, Transport};
 use serde::{Deserialize, Serialize};
 
 use super::fault::{Fault, Faults};
 use super::item::Item;
 use super::mix::{digest, mix};
 use super::Placement;
-use crate::chain::{Calls, Chain};
+use crate::call::Call;
+use crate::chain::Calls;
 use crate::scan::double_scan_in;
 use crate::Result;
 
@@ -77,18 +78,15 @@ pub(crate) const CALLS: u32 = 2;
 /// this process's placement if it is a `member`. `faults` are what the sort
 /// saw here; `digest_sorted` says the sort ordered colors by (digest,
 /// bytes), which is then checked. Any fault anywhere fails every process.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn place<T: Transport, K>(
-    t: &T,
-    parent: &Chain,
-    mut calls: Calls,
+    mut call: Call<'_, T, Calls>,
     slot: Option<Item<K>>,
     member: bool,
     mut faults: Faults,
     digest_sorted: bool,
-    deadline: Time,
 ) -> Result<Option<Placement>> {
-    let tags = calls.next()?;
+    let (t, parent, deadline) = (call.t, call.chain, call.deadline);
+    let tags = call.tags.next()?;
     // Each position tells its neighbours its item's color and owner.
     let mine: Option<(&[u8], Rank)> = slot.as_ref().map(|i| (i.color.as_slice(), i.address));
     for side in [parent.left(), parent.right()].into_iter().flatten() {
@@ -127,14 +125,11 @@ pub(crate) async fn place<T: Transport, K>(
         balance,
     };
     let runs = double_scan_in(
-        t,
-        parent,
-        calls.next()?,
+        call.next()?,
         mine(left.is_none()),
         mine(right.is_none()),
         after,
         |a, b| after(b, a),
-        deadline,
     )
     .await?;
     // The whole chain: this rank and left of it, plus right of it.

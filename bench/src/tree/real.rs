@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use catena_algorithms::{
-    ring_allreduce, scatter_allgather, torus_plan, Chain, PipelineConfig, TreeCollective,
+    ring_allreduce, scatter_allgather, torus_plan, BulkCall, Chain, PipelineConfig, TreeCollective,
 };
 use catena_fabric::{block_on, Blocking, Provider, Rank, Transport, WithProvider};
 use catena_topo::trees::{auto, binomial};
@@ -199,10 +199,30 @@ async fn one_call<T: Transport>(
     let started = Instant::now();
     match (algo, op) {
         (Algo::Ring, Op::Bcast) => {
-            scatter_allgather(t, &s.ranks, s.root, CTX + 0x100, &mut data, deadline).await?
+            scatter_allgather(
+                BulkCall {
+                    t,
+                    ranks: &s.ranks,
+                    context: CTX + 0x100,
+                    deadline,
+                },
+                s.root,
+                &mut data,
+            )
+            .await?
         }
         (Algo::Ring, Op::Allreduce) => {
-            ring_allreduce(t, &s.ranks, CTX + 0x100, &mut elements, sum, deadline).await?
+            ring_allreduce(
+                BulkCall {
+                    t,
+                    ranks: &s.ranks,
+                    context: CTX + 0x100,
+                    deadline,
+                },
+                &mut elements,
+                sum,
+            )
+            .await?
         }
         (_, Op::Bcast) => tc.bcast(&mut data, deadline).await?,
         (_, Op::Allreduce) => tc.allreduce(&mut elements, sum, deadline).await?,

@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use catena_algorithms::{
-    ring_allreduce_stream, scatter_allgather_stream, torus_plan, Chain, PipelineConfig,
+    ring_allreduce_stream, scatter_allgather_stream, torus_plan, BulkCall, Chain, PipelineConfig,
     TreeCollective,
 };
 use catena_fabric::{Rank, Rma, Time};
@@ -124,27 +124,31 @@ pub fn run(torus: &Torus, case: &Case, algo: Algo, op: Op, bytes: usize) -> Resu
                 match op {
                     Op::Bcast => {
                         scatter_allgather_stream(
-                            t,
-                            members,
+                            BulkCall {
+                                t,
+                                ranks: members,
+                                context: ctx,
+                                deadline,
+                            },
                             g.root,
-                            ctx,
                             bytes,
                             &mut source,
                             &mut sink,
-                            deadline,
                         )
                         .await
                     }
                     Op::Allreduce => {
                         ring_allreduce_stream(
-                            t,
-                            members,
-                            ctx,
+                            BulkCall {
+                                t,
+                                ranks: members,
+                                context: ctx,
+                                deadline,
+                            },
                             elements,
                             &mut contribution,
                             wrapping_sum,
                             &mut result,
-                            deadline,
                         )
                         .await
                     }
