@@ -14,7 +14,7 @@ pub const WORLD_CONTEXT: ContextId = DERIVED - CHANNELS;
 
 /// Ids from here up are made by [`Proposal::context`]; those below
 /// [`WORLD_CONTEXT`] are free for callers that pick their own (e.g.
-/// [`crate::Chain::world`] in tests and benchmarks).
+/// [`crate::chain::Chain::world`] in tests and benchmarks).
 const DERIVED: ContextId = 1 << 63;
 
 /// Ids per communicator: collectives, point-to-point, group creation.

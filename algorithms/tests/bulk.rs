@@ -8,10 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use catena_algorithms::{
+use catena_algorithms::chain::{
     ring_allreduce, ring_allreduce_stream, scatter_allgather, scatter_allgather_stream, BulkCall,
-    Error,
 };
+use catena_algorithms::Error;
 use catena_fabric::{Rank, Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 use common::{deadline, Rng};

@@ -6,7 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use catena_algorithms::{allreduce, bcast, Chain, Error};
+use catena_algorithms::chain::{allreduce, bcast, Chain};
+use catena_algorithms::Error;
 use catena_fabric::{Rank, Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 
@@ -119,7 +120,7 @@ fn shm_broken_chains_fail_on_every_member_by_the_deadline() {
             // Meet on a sound chain, so nobody leaves while others still wait.
             let world = Chain::world(t, 990);
             let deadline = common::deadline(t);
-            catena_fabric::block_on(t, catena_algorithms::barrier(t, &world, deadline))
+            catena_fabric::block_on(t, catena_algorithms::chain::barrier(t, &world, deadline))
                 .map_err(common::to_fabric)?;
             if wrong.is_empty() {
                 Ok(())

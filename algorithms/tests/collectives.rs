@@ -4,7 +4,7 @@
 
 mod common;
 
-use catena_algorithms::{
+use catena_algorithms::chain::{
     allgather, allreduce, barrier, bcast, double_scan, exscan, exscan_rl, gather, reduce, scan,
     scan_rl, scatter, Chain,
 };

@@ -5,9 +5,8 @@
 
 mod common;
 
-use catena_algorithms::{
-    allgather, allreduce, bcast, scan, split, Algorithm, Chain, Color, Key, Split,
-};
+use catena_algorithms::chain::{allgather, allreduce, bcast, scan, split, Chain, Split};
+use catena_algorithms::{Algorithm, Color, Key};
 use catena_fabric::{Rank, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 use common::join;

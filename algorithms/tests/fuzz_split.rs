@@ -11,7 +11,8 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 use std::time::Duration;
 
-use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key, Split};
+use catena_algorithms::chain::{split, split_by, Chain, Split};
+use catena_algorithms::{Algorithm, Color, Error, Key};
 use catena_fabric::Rma;
 use catena_fuzz::proptest::prelude::*;
 use catena_sim::{LogGp, Sim, SimRank};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use catena_algorithms::shift;
+use catena_algorithms::chain::shift;
 use catena_fabric::{block_on, Rma};
 use catena_testkit::run_case;
 

@@ -9,7 +9,8 @@ mod split_reference;
 use std::cmp::Ordering;
 use std::time::Duration;
 
-use catena_algorithms::{split, split_by, Algorithm, Chain, Color, Error, Key};
+use catena_algorithms::chain::{split, split_by, Chain};
+use catena_algorithms::{Algorithm, Color, Error, Key};
 use catena_fabric::{Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 use proptest::prelude::*;
@@ -355,7 +356,7 @@ fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
                 t.rank()
             );
             let ok = u8::from(got.is_ok());
-            let agreed = catena_algorithms::allreduce(
+            let agreed = catena_algorithms::chain::allreduce(
                 t,
                 &world(5030 + i as u64),
                 (ok, ok),
@@ -415,7 +416,11 @@ fn bad_input_fails_everywhere<T: Transport + catena_fabric::Blocking>(
     // Stale messages of the failed calls are in other contexts; meet once more.
     catena_fabric::block_on(
         t,
-        catena_algorithms::barrier(t, &Chain::world(t, 5003), t.deadline_in(common::TIMEOUT)),
+        catena_algorithms::chain::barrier(
+            t,
+            &Chain::world(t, 5003),
+            t.deadline_in(common::TIMEOUT),
+        ),
     )
     .map_err(common::to_fabric)
 }

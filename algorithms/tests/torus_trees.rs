@@ -5,7 +5,8 @@
 
 mod common;
 
-use catena_algorithms::{torus_plan, Chain, PipelineConfig, TreeCollective};
+use catena_algorithms::chain::Chain;
+use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
 use catena_fabric::{Rank, Rma, Transport};
 use catena_sim::{Routed, Sim, SimRank};
 use catena_topo::trees::{

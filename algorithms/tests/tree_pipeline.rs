@@ -10,7 +10,8 @@ use std::ops::Range;
 use std::time::Duration;
 
 use bytemuck::{Pod, Zeroable};
-use catena_algorithms::{Chain, Error, PipelineConfig, TreeCollective, TreePlace, TreePlan};
+use catena_algorithms::chain::Chain;
+use catena_algorithms::{Error, PipelineConfig, TreeCollective, TreePlace, TreePlan};
 use catena_fabric::{Rank, Rma, Transport};
 use catena_sim::{LogGp, Sim, SimRank};
 use common::{deadline, Rng};

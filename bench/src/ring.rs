@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use catena_algorithms::shift;
+use catena_algorithms::chain::shift;
 use catena_fabric::{block_on, Error, Provider, WithProvider};
 
 use crate::report::{quantile, Table};

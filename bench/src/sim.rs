@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use catena_algorithms::{split, Algorithm, Chain, Split};
+use catena_algorithms::chain::{split, Chain, Split};
+use catena_algorithms::Algorithm;
 use catena_fabric::Rma;
 use catena_sim::{ComputeFactor, CostModel, LogGp, Report, Routed, Sim, SimRank};
 use catena_topo::{FatTree, Torus};

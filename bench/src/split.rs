@@ -9,7 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use catena_algorithms::{allreduce, barrier, split, Algorithm, Chain, Color, Group, Key, Split};
+use catena_algorithms::chain::{allreduce, barrier, split, Chain, Group, Split};
+use catena_algorithms::{Algorithm, Color, Key};
 use catena_fabric::{block_on, Blocking, Provider, Transport, WithProvider};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;

@@ -12,9 +12,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::Comm;
+use crate::chain::DoubleScan;
 use crate::codec::encode;
 use crate::host::{self, values, Team};
-use crate::{scan, tree, DoubleScan, PipelineConfig, Result, TreeCollective, TreePlan};
+use crate::{scan, tree, PipelineConfig, Result, TreeCollective, TreePlan};
 
 /// A value the collectives carry.
 pub trait Value: Serialize + DeserializeOwned {}

@@ -23,6 +23,7 @@ use crate::call::Call;
 use catena_fabric::{Blocking, ContextId, Time, Transport};
 use serde::Serialize;
 
+use crate::chain::Chain;
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
 use crate::host::Claim;
@@ -30,7 +31,7 @@ use crate::host::{Team, TeamCall};
 use crate::scan::allreduce_in;
 use crate::split::numbering::Offer;
 use crate::split::{dense, split_offering, Algorithm, Color, Key, Request, Split};
-use crate::{Chain, Error, Result, Wire};
+use crate::{Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
 pub(crate) use map::listed as listed_map;

@@ -5,7 +5,7 @@
 
 use std::cmp::Ordering;
 
-use catena_algorithms::Split;
+use catena_algorithms::chain::Split;
 
 /// What one process should get, as the sequential reference computes it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,9 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use catena_algorithms::{
-    ring_allreduce, scatter_allgather, torus_plan, BulkCall, Chain, PipelineConfig, TreeCollective,
-};
+use catena_algorithms::chain::{ring_allreduce, scatter_allgather, BulkCall, Chain};
+use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
 use catena_fabric::{block_on, Blocking, Provider, Rank, Transport, WithProvider};
 use catena_topo::trees::{auto, binomial};
 use catena_topo::{Node, RankMap, Schedule, Torus};

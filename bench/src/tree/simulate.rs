@@ -7,10 +7,8 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use catena_algorithms::{
-    ring_allreduce_stream, scatter_allgather_stream, torus_plan, BulkCall, Chain, PipelineConfig,
-    TreeCollective,
-};
+use catena_algorithms::chain::{ring_allreduce_stream, scatter_allgather_stream, BulkCall, Chain};
+use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
 use catena_fabric::{Rank, Rma, Time};
 use catena_sim::{Routed, Sim, SimRank};
 use catena_topo::{check, Members, RankMap, Schedule, Topology, Torus};

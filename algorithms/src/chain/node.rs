@@ -1,4 +1,4 @@
-//! A group as a chain: a distributed doubly-linked list (seed 000, section 2).
+//! A chain's node: a distributed doubly-linked list (seed 000, section 2).
 //! Each process holds its rank, the group size and three addresses (its own
 //! and its neighbours'): O(1). Tree collectives add, on first use, the
 //! addresses at distances 2^d on both sides: O(log N).
