@@ -1,8 +1,6 @@
-//! The chain level: a group as a [`Chain`], a distributed doubly-linked
-//! list, and every collective that runs on one, as free functions of the
-//! transport, the chain and a deadline. A [`Comm`](crate::Comm) is made of
-//! a chain and calls these for its members; this module is for programs
-//! that build and keep their own chains (tests, benchmarks, runtimes).
+//! The chain level: [`Chain`], a group as a distributed doubly-linked list,
+//! and every algorithm that runs on one. [`Comm`](crate::Comm) is built on
+//! it; programs that keep their own chains (tests, benchmarks) work here.
 
 mod node;
 
