@@ -16,11 +16,13 @@ use catena_algorithms::{AlltoallOptions, AlltoallPlan, AlltoallVariant, Comm, Er
 use catena_fabric::Transport;
 
 use crate::boundary::{
-    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, with_instance,
+    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, run, with_instance,
 };
 use crate::catena_comm_t;
 use crate::handles::Handle;
-use crate::requests::{catena_request_t, post_into};
+use crate::instance::Api;
+use crate::operation::Operation;
+use crate::requests::{catena_request_t, post};
 use crate::status::Failure;
 
 /// A persistent alltoall on one communicator (its receive window and
@@ -404,12 +406,11 @@ pub unsafe extern "C" fn catena_alltoall_specific(
 ) -> c_int {
     call(|| {
         // SAFETY: per this function's contract.
-        let received = unsafe { out_arg(received, "received") }?;
-        // SAFETY: per this function's contract.
-        let (target, exchange) =
-            unsafe { once(comm, send, count, elem_size, route, ctx, recv, capacity) }?;
-        *received = with_instance(|i| i.alltoall(target, exchange))?;
-        Ok(())
+        run(|_| unsafe {
+            once(
+                comm, send, count, elem_size, route, ctx, recv, capacity, received,
+            )
+        })
     })
 }
 
@@ -432,18 +433,17 @@ pub unsafe extern "C" fn catena_alltoall_specific_post(
     received: *mut usize,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        if received.is_null() {
-            return Err(Failure::arg("received is NULL"));
-        }
-        // SAFETY: per this function's contract, until the request is done.
-        let (target, exchange) =
-            unsafe { once(comm, send, count, elem_size, route, ctx, recv, capacity) }?;
-        post_into(request, |i| i.alltoall_post(target, exchange, received))
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            once(
+                comm, send, count, elem_size, route, ctx, recv, capacity, received,
+            )
+        })
     })
 }
 
-/// A one-shot call's target and exchange, checked.
+/// A one-shot alltoall_specific's operation.
 ///
 /// # Safety
 /// As `catena_alltoall_specific`'s contract, for `'a`.
@@ -457,7 +457,10 @@ unsafe fn once<'a>(
     ctx: *mut c_void,
     recv: *mut c_void,
     capacity: usize,
-) -> Result<(AlltoallTarget, Exchange<'a>), Failure> {
+    received: *mut usize,
+) -> Result<Operation<'a>, Failure> {
+    // SAFETY: per this function's contract.
+    let received = unsafe { out_arg(received, "received") }?;
     let route = route.ok_or_else(|| Failure::arg("the route function is NULL"))?;
     // SAFETY: per this function's contract.
     let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
@@ -467,7 +470,11 @@ unsafe fn once<'a>(
         options: AlltoallOptions::default(),
     };
     let route = one_target(route, ctx);
-    Ok((target, Exchange { send, recv, route }))
+    Ok(Operation::Alltoall {
+        target,
+        exchange: Exchange { send, recv, route },
+        received,
+    })
 }
 
 /// Makes a plan on `comm` for repeated alltoalls of `elem_size`-byte
@@ -512,13 +519,14 @@ fn plan_arg(plan: *const catena_alltoall_plan_t) -> Result<Handle, Failure> {
 /// `send` is valid for `count` elements of the plan's size, `recv` for its
 /// capacity, until the exchange is done.
 unsafe fn plan_args<'a>(
+    instance: &dyn Api,
     plan: Handle,
     send: *const c_void,
     count: usize,
     recv: *mut c_void,
     route: impl FnOnce(usize) -> Route<'a>,
 ) -> Result<Exchange<'a>, Failure> {
-    let (elem_size, capacity) = with_instance(|i| i.plan_shape(plan))?;
+    let (elem_size, capacity) = instance.plan_shape(plan)?;
     // SAFETY: per the caller's contract.
     let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
     Ok(Exchange {
@@ -528,48 +536,24 @@ unsafe fn plan_args<'a>(
     })
 }
 
-/// One blocking exchange of `plan`, of the buffers and route `args` makes
-/// for it; `*received` is the count that arrived.
+/// One exchange of `plan`, of the buffers and route `args` makes for it;
+/// the count that arrived goes to `*received`.
 ///
 /// # Safety
-/// `received` is NULL or valid for a write; `args` makes buffers valid for
-/// the call.
-unsafe fn exchange_plan<'a>(
+/// `received` is NULL or valid for a write for `'a`; `args` makes buffers
+/// valid for `'a`.
+unsafe fn plan_exchange<'a>(
     plan: *const catena_alltoall_plan_t,
     received: *mut usize,
     args: impl FnOnce(Handle) -> Result<Exchange<'a>, Failure>,
-) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let received = unsafe { out_arg(received, "received") }?;
-        let plan = plan_arg(plan)?;
-        let exchange = args(plan)?;
-        *received = with_instance(|i| i.alltoall(AlltoallTarget::Plan(plan), exchange))?;
-        Ok(())
-    })
-}
-
-/// `exchange_plan`, posted: `*received` is written when the request is
-/// done.
-///
-/// # Safety
-/// As `exchange_plan`, until the request is done; `request` is NULL or
-/// valid for a write.
-unsafe fn post_plan(
-    plan: *const catena_alltoall_plan_t,
-    received: *mut usize,
-    request: *mut *mut catena_request_t,
-    args: impl FnOnce(Handle) -> Result<Exchange<'static>, Failure>,
-) -> c_int {
-    call(|| {
-        if received.is_null() {
-            return Err(Failure::arg("received is NULL"));
-        }
-        let plan = plan_arg(plan)?;
-        let exchange = args(plan)?;
-        post_into(request, |i| {
-            i.alltoall_post(AlltoallTarget::Plan(plan), exchange, received)
-        })
+) -> Result<Operation<'a>, Failure> {
+    // SAFETY: per this function's contract.
+    let received = unsafe { out_arg(received, "received") }?;
+    let plan = plan_arg(plan)?;
+    Ok(Operation::Alltoall {
+        exchange: args(plan)?,
+        target: AlltoallTarget::Plan(plan),
+        received,
     })
 }
 
@@ -599,13 +583,17 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange(
     recv: *mut c_void,
     received: *mut usize,
 ) -> c_int {
-    // SAFETY: per this function's contract.
-    unsafe {
-        exchange_plan(plan, received, |plan| {
-            let route = route_arg(route)?;
-            plan_args(plan, send, count, recv, |size| emitting(route, ctx, size))
+    call(|| {
+        // SAFETY: per this function's contract.
+        run(|instance| unsafe {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_args(instance, plan, send, count, recv, |size| {
+                    emitting(route, ctx, size)
+                })
+            })
         })
-    }
+    })
 }
 
 /// `catena_alltoall_plan_exchange`, nonblocking: `route` runs while the
@@ -627,12 +615,16 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     // SAFETY: per this function's contract, until the request is done.
-    unsafe {
-        post_plan(plan, received, request, |plan| {
-            let route = route_arg(route)?;
-            plan_args(plan, send, count, recv, |size| emitting(route, ctx, size))
+    call(|| unsafe {
+        post(request, |instance| {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_args(instance, plan, send, count, recv, |size| {
+                    emitting(route, ctx, size)
+                })
+            })
         })
-    }
+    })
 }
 
 /// `catena_alltoall_plan_exchange` with one target per element, all of
@@ -653,13 +645,18 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch(
     recv: *mut c_void,
     received: *mut usize,
 ) -> c_int {
-    // SAFETY: per this function's contract.
-    unsafe {
-        exchange_plan(plan, received, |plan| {
-            let route = route_arg(route)?;
-            plan_args(plan, send, count, recv, |_| Route::Batch { route, ctx })
+    call(|| {
+        // SAFETY: per this function's contract.
+        run(|instance| unsafe {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_args(instance, plan, send, count, recv, |_| Route::Batch {
+                    route,
+                    ctx,
+                })
+            })
         })
-    }
+    })
 }
 
 /// `catena_alltoall_plan_exchange_batch`, nonblocking: `route` runs while
@@ -680,12 +677,17 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     // SAFETY: per this function's contract, until the request is done.
-    unsafe {
-        post_plan(plan, received, request, |plan| {
-            let route = route_arg(route)?;
-            plan_args(plan, send, count, recv, |_| Route::Batch { route, ctx })
+    call(|| unsafe {
+        post(request, |instance| {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_args(instance, plan, send, count, recv, |_| Route::Batch {
+                    route,
+                    ctx,
+                })
+            })
         })
-    }
+    })
 }
 
 /// Frees `*plan` and sets it to NULL (an exchange in flight keeps it until

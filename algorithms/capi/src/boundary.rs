@@ -4,11 +4,13 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::catena_comm_t;
 use crate::handles::Handle;
 use crate::instance::Api;
+use crate::operation::Operation;
 use crate::status::{self, Failure, CATENA_ERR_INTERNAL, CATENA_ERR_STATE, CATENA_SUCCESS};
 
 thread_local! {
@@ -53,6 +55,18 @@ pub(crate) fn with_instance<R>(
             )
         })?;
         body(instance.as_mut())
+    })
+}
+
+/// Runs the operation `build` makes of a call's arguments to completion on
+/// this thread's instance: a blocking call. The instance is found first, so
+/// a call from a callback is `CATENA_ERR_STATE` whatever its arguments.
+pub(crate) fn run<'a>(
+    build: impl FnOnce(&dyn Api) -> Result<Operation<'a>, Failure>,
+) -> Result<(), Failure> {
+    with_instance(|i| {
+        let operation = build(i)?;
+        i.run(operation)
     })
 }
 
@@ -118,8 +132,46 @@ pub(crate) unsafe fn bytes_mut_arg<'a>(
     Ok(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })
 }
 
+/// A receive buffer as C passed it, checked once the operation knows its
+/// length and whether this member receives at all (elsewhere it may be
+/// NULL, as MPI's non-root buffers may).
+pub(crate) struct RecvBuffer<'a> {
+    data: *mut c_void,
+    writable: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> RecvBuffer<'a> {
+    /// # Safety
+    /// `data` is NULL or valid for writes, for `'a`, of as many bytes as
+    /// [`RecvBuffer::take`] is asked for (where this member receives).
+    pub(crate) unsafe fn new(data: *mut c_void) -> RecvBuffer<'a> {
+        RecvBuffer {
+            data,
+            writable: PhantomData,
+        }
+    }
+
+    /// The buffer as `len` bytes, where this member receives.
+    pub(crate) fn take(self, len: usize) -> Result<&'a mut [u8], Failure> {
+        // SAFETY: per `new`'s contract.
+        unsafe { bytes_mut_arg(self.data, len, "recvbuf") }
+    }
+}
+
 pub(crate) fn rank_from_c(rank: c_int, what: &str) -> Result<u32, Failure> {
     u32::try_from(rank).map_err(|_| Failure::arg(format!("{what} {rank} is negative")))
+}
+
+/// `rank`, checked to be below `size` (a rank of a communicator, or of the
+/// world).
+pub(crate) fn rank_arg(rank: u32, size: u32, what: &str) -> Result<u32, Failure> {
+    if rank < size {
+        Ok(rank)
+    } else {
+        Err(Failure::arg(format!(
+            "{what} {rank} is not below the size {size}"
+        )))
+    }
 }
 
 pub(crate) fn int_to_c(value: u32) -> c_int {

@@ -1,19 +1,27 @@
 //! The blocking collectives: barrier, bcast, reduce and allreduce (built-in
-//! and user operations), gather and allgather.
+//! and user operations), gather and allgather; and the conversions of
+//! their C arguments, which their posted forms share.
 
 use std::ffi::{c_int, c_void};
 
 use crate::boundary::{
-    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, rank_from_c, with_instance,
+    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, rank_from_c, run, RecvBuffer,
 };
 use crate::catena_comm_t;
+use crate::operation::Operation;
 use crate::ops::{catena_user_op_fn, Reduction};
 use crate::status::Failure;
 
 /// Returns once every member of `comm` has entered.
 #[no_mangle]
 pub extern "C" fn catena_barrier(comm: *const catena_comm_t) -> c_int {
-    call(|| with_instance(|i| i.barrier(comm_arg(comm)?)))
+    call(|| {
+        run(|_| {
+            Ok(Operation::Barrier {
+                comm: comm_arg(comm)?,
+            })
+        })
+    })
 }
 
 /// The root's `bytes` bytes at `buffer` into every member's `buffer`.
@@ -27,40 +35,52 @@ pub unsafe extern "C" fn catena_bcast(
     bytes: usize,
     root: c_int,
 ) -> c_int {
-    call(|| {
+    // SAFETY: per this function's contract.
+    call(|| run(|_| unsafe { bcast(comm, buffer, bytes, root) }))
+}
+
+/// A bcast's operation.
+///
+/// # Safety
+/// `buffer` is valid for `bytes` bytes of reads and writes for `'a`.
+pub(crate) unsafe fn bcast<'a>(
+    comm: *const catena_comm_t,
+    buffer: *mut c_void,
+    bytes: usize,
+    root: c_int,
+) -> Result<Operation<'a>, Failure> {
+    Ok(Operation::Bcast {
         // SAFETY: per this function's contract.
-        let buffer = unsafe { bytes_mut_arg(buffer, bytes, "buffer") }?;
-        let root = rank_from_c(root, "root")?;
-        with_instance(|i| i.bcast(comm_arg(comm)?, buffer, root))
+        buffer: unsafe { bytes_mut_arg(buffer, bytes, "buffer") }?,
+        root: rank_from_c(root, "root")?,
+        comm: comm_arg(comm)?,
     })
 }
 
-/// The reduction of every member's `count` elements at `sendbuf` into
-/// `recvbuf`, on every member (`root` < 0) or at `root` only.
+/// An (all)reduce's operation: every member's `count` elements at
+/// `sendbuf` reduced into `recvbuf`, on every member (`root` `None`) or at
+/// `root` only.
 ///
 /// # Safety
-/// As `catena_allreduce`; `recvbuf` is used at the root only.
-unsafe fn reduce_into(
+/// `sendbuf` is valid for `count` elements of the reduction for `'a`;
+/// `recvbuf` too, where this member receives.
+pub(crate) unsafe fn reduce<'a>(
     comm: *const catena_comm_t,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: usize,
     reduction: Reduction,
     root: Option<c_int>,
-) -> Result<(), Failure> {
+) -> Result<Operation<'a>, Failure> {
     let bytes = element_bytes(count, reduction.element_size()?)?;
-    // SAFETY: per the callers' contract.
-    let send = unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?;
-    let root = root.map(|r| rank_from_c(r, "root")).transpose()?;
-    with_instance(|i| {
-        let comm = comm_arg(comm)?;
-        let receives = root.is_none_or(|r| i.rank(comm).is_ok_and(|me| me == r));
-        // SAFETY: per the callers' contract.
-        let out = match receives {
-            true => Some(unsafe { bytes_mut_arg(recvbuf, bytes, "recvbuf") }?),
-            false => None,
-        };
-        i.reduce(comm, send, out, reduction, root)
+    Ok(Operation::Reduce {
+        // SAFETY: per this function's contract.
+        send: unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?,
+        root: root.map(|r| rank_from_c(r, "root")).transpose()?,
+        comm: comm_arg(comm)?,
+        // SAFETY: per this function's contract.
+        recv: unsafe { RecvBuffer::new(recvbuf) },
+        reduction,
     })
 }
 
@@ -78,17 +98,9 @@ pub unsafe extern "C" fn catena_allreduce(
     datatype: c_int,
     op: c_int,
 ) -> c_int {
+    let reduction = Reduction::Builtin { datatype, op };
     // SAFETY: per this function's contract.
-    call(|| unsafe {
-        reduce_into(
-            comm,
-            sendbuf,
-            recvbuf,
-            count,
-            Reduction::Builtin { datatype, op },
-            None,
-        )
-    })
+    call(|| run(|_| unsafe { reduce(comm, sendbuf, recvbuf, count, reduction, None) }))
 }
 
 /// As `catena_allreduce`, into `recvbuf` at `root` only (ignored elsewhere).
@@ -105,17 +117,9 @@ pub unsafe extern "C" fn catena_reduce(
     op: c_int,
     root: c_int,
 ) -> c_int {
+    let reduction = Reduction::Builtin { datatype, op };
     // SAFETY: per this function's contract.
-    call(|| unsafe {
-        reduce_into(
-            comm,
-            sendbuf,
-            recvbuf,
-            count,
-            Reduction::Builtin { datatype, op },
-            Some(root),
-        )
-    })
+    call(|| run(|_| unsafe { reduce(comm, sendbuf, recvbuf, count, reduction, Some(root)) }))
 }
 
 /// `catena_allreduce` with a user operation on elements of `elem_size`
@@ -135,9 +139,11 @@ pub unsafe extern "C" fn catena_allreduce_user(
     ctx: *mut c_void,
 ) -> c_int {
     call(|| {
-        let reduction = Reduction::user(op, ctx, elem_size)?;
         // SAFETY: per this function's contract.
-        unsafe { reduce_into(comm, sendbuf, recvbuf, count, reduction, None) }
+        run(|_| unsafe {
+            let reduction = Reduction::user(op, ctx, elem_size)?;
+            reduce(comm, sendbuf, recvbuf, count, reduction, None)
+        })
     })
 }
 
@@ -157,40 +163,35 @@ pub unsafe extern "C" fn catena_reduce_user(
     root: c_int,
 ) -> c_int {
     call(|| {
-        let reduction = Reduction::user(op, ctx, elem_size)?;
         // SAFETY: per this function's contract.
-        unsafe { reduce_into(comm, sendbuf, recvbuf, count, reduction, Some(root)) }
+        run(|_| unsafe {
+            let reduction = Reduction::user(op, ctx, elem_size)?;
+            reduce(comm, sendbuf, recvbuf, count, reduction, Some(root))
+        })
     })
 }
 
-/// Every member's `bytes` bytes at `sendbuf`, in rank order, into `recvbuf`
-/// (size × `bytes`) at `root` (`root` < 0: on every member).
+/// An (all)gather's operation: every member's `bytes` bytes at `sendbuf`,
+/// in rank order, into `recvbuf` (size × `bytes`) at `root` (`None`: on
+/// every member).
 ///
 /// # Safety
-/// `sendbuf` is valid for `bytes` bytes; `recvbuf`, where used, for size ×
-/// `bytes`.
-unsafe fn gather_into(
+/// `sendbuf` is valid for `bytes` bytes for `'a`; `recvbuf`, where this
+/// member receives, for size × `bytes`.
+pub(crate) unsafe fn gather<'a>(
     comm: *const catena_comm_t,
     sendbuf: *const c_void,
     bytes: usize,
     recvbuf: *mut c_void,
     root: Option<c_int>,
-) -> Result<(), Failure> {
-    // SAFETY: per the callers' contract.
-    let send = unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?;
-    let root = root.map(|r| rank_from_c(r, "root")).transpose()?;
-    with_instance(|i| {
-        let comm = comm_arg(comm)?;
-        let (me, size) = (i.rank(comm)?, i.size(comm)?);
-        let out = match root.is_none_or(|r| r == me) {
-            true => {
-                let total = element_bytes(size as usize, bytes)?;
-                // SAFETY: per the callers' contract.
-                Some(unsafe { bytes_mut_arg(recvbuf, total, "recvbuf") }?)
-            }
-            false => None,
-        };
-        i.gather(comm, send, out, root)
+) -> Result<Operation<'a>, Failure> {
+    Ok(Operation::Gather {
+        // SAFETY: per this function's contract.
+        send: unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?,
+        root: root.map(|r| rank_from_c(r, "root")).transpose()?,
+        comm: comm_arg(comm)?,
+        // SAFETY: per this function's contract.
+        recv: unsafe { RecvBuffer::new(recvbuf) },
     })
 }
 
@@ -209,7 +210,7 @@ pub unsafe extern "C" fn catena_gather(
     root: c_int,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    call(|| unsafe { gather_into(comm, sendbuf, bytes, recvbuf, Some(root)) })
+    call(|| run(|_| unsafe { gather(comm, sendbuf, bytes, recvbuf, Some(root)) }))
 }
 
 /// `catena_gather` into every member's `recvbuf`.
@@ -224,5 +225,5 @@ pub unsafe extern "C" fn catena_allgather(
     recvbuf: *mut c_void,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    call(|| unsafe { gather_into(comm, sendbuf, bytes, recvbuf, None) })
+    call(|| run(|_| unsafe { gather(comm, sendbuf, bytes, recvbuf, None) }))
 }

@@ -1,6 +1,7 @@
 //! Communicators: the world, ranks and their translation, splits of every
 //! kind (integer and byte-string colors, integer and user-ordered keys),
-//! the split algorithm and timeout, dup and free.
+//! the split algorithm and timeout, dup and free; and the conversions of
+//! the creation calls' C arguments, which their posted forms share.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::time::Duration;
@@ -8,10 +9,9 @@ use std::time::Duration;
 use catena_algorithms::Algorithm;
 
 use crate::boundary::{
-    answer, bytes_arg, call, comm_arg, int_to_c, out_arg, rank_from_c, with_instance,
+    answer, bytes_arg, call, comm_arg, int_to_c, out_arg, rank_from_c, run, with_instance,
 };
-use crate::handles::Handle;
-use crate::instance::{SplitColor, SplitKey};
+use crate::operation::{Operation, SplitColor, SplitKey};
 use crate::status::Failure;
 
 /// A communicator. Handles are never dereferenced: a freed or forged one
@@ -114,18 +114,32 @@ pub unsafe extern "C" fn catena_comm_group_rank(
     }
 }
 
-/// Stores a split's result: the new handle, or NULL for no group.
-fn split_into(
-    newcomm: *mut *mut catena_comm_t,
+/// A split's operation: the new handle, or NULL for no group, goes to
+/// `*newcomm`.
+///
+/// # Safety
+/// `newcomm` is NULL or valid for a write for `'a`.
+pub(crate) unsafe fn split<'a>(
     comm: *const catena_comm_t,
-    color: SplitColor,
+    color: SplitColor<'a>,
     key: SplitKey,
-) -> Result<(), Failure> {
-    // SAFETY: the callers' contract: `newcomm` is NULL or valid for a write.
-    let out = unsafe { out_arg(newcomm, "newcomm") }?;
-    let new = with_instance(|i| i.split(comm_arg(comm)?, color, key))?;
-    *out = new.map_or(std::ptr::null_mut(), Handle::to_ptr);
-    Ok(())
+    newcomm: *mut *mut catena_comm_t,
+) -> Result<Operation<'a>, Failure> {
+    Ok(Operation::Split {
+        // SAFETY: per this function's contract.
+        newcomm: unsafe { out_arg(newcomm, "newcomm") }?,
+        comm: comm_arg(comm)?,
+        color,
+        key,
+    })
+}
+
+/// An integer color (`CATENA_UNDEFINED`: no group).
+pub(crate) fn int_color<'a>(color: i64) -> SplitColor<'a> {
+    match color {
+        c if c == i64::from(CATENA_UNDEFINED) => SplitColor::Undefined,
+        c => SplitColor::Int(c),
+    }
 }
 
 /// `MPI_Comm_split`: members of equal `color` form one communicator, ranked
@@ -141,13 +155,8 @@ pub unsafe extern "C" fn catena_comm_split(
     key: i64,
     newcomm: *mut *mut catena_comm_t,
 ) -> c_int {
-    call(|| {
-        let color = match color {
-            c if c == i64::from(CATENA_UNDEFINED) => SplitColor::Undefined,
-            c => SplitColor::Int(c),
-        };
-        split_into(newcomm, comm, color, SplitKey::Int(key))
-    })
+    // SAFETY: per this function's contract.
+    call(|| run(|_| unsafe { split(comm, int_color(color), SplitKey::Int(key), newcomm) }))
 }
 
 /// A split whose colors are byte strings (`color` NULL: no group).
@@ -165,8 +174,10 @@ pub unsafe extern "C" fn catena_comm_split_bytes(
 ) -> c_int {
     call(|| {
         // SAFETY: per this function's contract.
-        let color = unsafe { bytes_color(color, color_len) }?;
-        split_into(newcomm, comm, color, SplitKey::Int(key))
+        run(|_| unsafe {
+            let color = bytes_color(color, color_len)?;
+            split(comm, color, SplitKey::Int(key), newcomm)
+        })
     })
 }
 
@@ -191,8 +202,10 @@ pub unsafe extern "C" fn catena_comm_split_compare(
 ) -> c_int {
     call(|| {
         // SAFETY: per this function's contract.
-        let (color, key) = unsafe { compared(color, color_len, key, key_len, compare, ctx) }?;
-        split_into(newcomm, comm, color, key)
+        run(|_| unsafe {
+            let (color, key) = compared(color, color_len, key, key_len, compare, ctx)?;
+            split(comm, color, key, newcomm)
+        })
     })
 }
 
@@ -231,7 +244,7 @@ pub(crate) unsafe fn compared<'a>(
     let key = unsafe { bytes_arg(key, key_len, "key") }?.to_vec();
     let compare = Box::new(move |a: &[u8], b: &[u8]| {
         // SAFETY: the caller vouches for `compare` and `ctx`; keys reach
-        // it only in pairs of equal lengths (see `instance::split`).
+        // it only in pairs of equal lengths (see `operation::compared_order`).
         unsafe { compare(a.as_ptr().cast(), b.as_ptr().cast(), ctx) }.cmp(&0)
     });
     Ok((color, SplitKey::Compared { key, compare }))
@@ -285,11 +298,22 @@ pub unsafe extern "C" fn catena_comm_dup(
     newcomm: *mut *mut catena_comm_t,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    unsafe {
-        answer(newcomm, "newcomm", || {
-            Ok(with_instance(|i| i.dup(comm_arg(comm)?))?.to_ptr())
-        })
-    }
+    call(|| run(|_| unsafe { dup(comm, newcomm) }))
+}
+
+/// A dup's operation: the new handle goes to `*newcomm`.
+///
+/// # Safety
+/// `newcomm` is NULL or valid for a write for `'a`.
+pub(crate) unsafe fn dup<'a>(
+    comm: *const catena_comm_t,
+    newcomm: *mut *mut catena_comm_t,
+) -> Result<Operation<'a>, Failure> {
+    Ok(Operation::Dup {
+        // SAFETY: per this function's contract.
+        newcomm: unsafe { out_arg(newcomm, "newcomm") }?,
+        comm: comm_arg(comm)?,
+    })
 }
 
 /// Frees `*comm` and sets it to NULL. Freeing NULL, a freed handle or the

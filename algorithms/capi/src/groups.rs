@@ -1,13 +1,15 @@
 //! Group maps (seed 003) as C sees them: built from a rank list, MPI range
 //! triples or a stride, looked up both ways; and the communicator that a
-//! group's members alone create from one (seed 004).
+//! group's members alone create from one (seed 004), blocking (its posted
+//! form shares the conversion of its arguments).
 
 use std::ffi::c_int;
 
 use catena_algorithms::groupmap::{GroupMap, RankRange, Strategy};
 
-use crate::boundary::{answer, call, comm_arg, int_to_c, out_arg, rank_from_c, with_instance};
+use crate::boundary::{answer, call, comm_arg, int_to_c, out_arg, rank_from_c, run, with_instance};
 use crate::handles::Handle;
+use crate::operation::Operation;
 use crate::status::Failure;
 use crate::{catena_comm_t, CATENA_UNDEFINED};
 
@@ -272,13 +274,27 @@ pub unsafe extern "C" fn catena_comm_create_group(
     newcomm: *mut *mut catena_comm_t,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    unsafe {
-        answer(newcomm, "newcomm", || {
-            let tag = rank_from_c(tag, "tag")?;
-            let new = with_instance(|i| i.create_group(comm_arg(comm)?, group_arg(group)?, tag))?;
-            Ok(new.map_or(std::ptr::null_mut(), Handle::to_ptr))
-        })
-    }
+    call(|| run(|_| unsafe { create_group(comm, group, tag, newcomm) }))
+}
+
+/// A create_group's operation: the new handle, or NULL for a caller that
+/// is not a member, goes to `*newcomm`.
+///
+/// # Safety
+/// `newcomm` is NULL or valid for a write for `'a`.
+pub(crate) unsafe fn create_group<'a>(
+    comm: *const catena_comm_t,
+    group: *const catena_group_t,
+    tag: c_int,
+    newcomm: *mut *mut catena_comm_t,
+) -> Result<Operation<'a>, Failure> {
+    Ok(Operation::CreateGroup {
+        // SAFETY: per this function's contract.
+        newcomm: unsafe { out_arg(newcomm, "newcomm") }?,
+        tag: rank_from_c(tag, "tag")?,
+        comm: comm_arg(comm)?,
+        group: group_arg(group)?,
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! catena's C API (`catena.h`, `libcatena.so` / `libcatena.a`): opaque
-//! communicator handles, error codes, and blocking calls over the Rust
-//! `Comm`. Every function catches panics and checks every pointer and
-//! handle; see docs/c-api.md.
+//! communicator handles, error codes, and blocking and posted calls over
+//! the Rust `Comm`. Every function catches panics and checks every pointer
+//! and handle; see docs/c-api.md.
 #![allow(non_camel_case_types)]
 
 mod alltoall;
@@ -11,6 +11,7 @@ mod comm;
 mod groups;
 mod handles;
 mod instance;
+mod operation;
 mod ops;
 mod requests;
 mod status;

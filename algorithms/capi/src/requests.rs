@@ -5,42 +5,40 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::boundary::{
-    bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, rank_from_c, with_instance,
-};
-use crate::comm::{bytes_color, catena_compare_fn, compared};
+use crate::boundary::{call, comm_arg, out_arg, with_instance};
+use crate::collectives::{bcast, gather, reduce};
+use crate::comm::{bytes_color, catena_compare_fn, compared, dup, int_color, split};
+use crate::groups::create_group;
 use crate::handles::Handle;
-use crate::instance::{SplitColor, SplitKey};
+use crate::instance::Api;
+use crate::operation::{Operation, SplitKey};
 use crate::ops::{catena_user_op_fn, Reduction};
 use crate::status::Failure;
-use crate::{catena_comm_t, catena_group_t, CATENA_UNDEFINED};
+use crate::{catena_comm_t, catena_group_t};
 
 /// A nonblocking operation in flight. Handles are never dereferenced.
 pub struct catena_request_t {
     _private: [u8; 0],
 }
 
-/// Stores the request `post` made.
-pub(crate) fn post_into(
+/// Starts the operation `build` makes of a call's arguments as a request,
+/// stored at `request`. The instance is found before the arguments are
+/// checked, as by a blocking call.
+///
+/// # Safety
+/// `request` is NULL or valid for a write.
+pub(crate) unsafe fn post(
     request: *mut *mut catena_request_t,
-    post: impl FnOnce(&mut dyn crate::instance::Api) -> Result<Handle, Failure>,
+    build: impl FnOnce(&dyn Api) -> Result<Operation<'static>, Failure>,
 ) -> Result<(), Failure> {
-    // SAFETY: the callers' contract: `request` is NULL or valid for a write.
+    // SAFETY: per this function's contract.
     let out = unsafe { out_arg(request, "request") }?;
-    *out = with_instance(post)?.to_ptr();
+    let posted = with_instance(|i| {
+        let operation = build(i)?;
+        i.post(operation)
+    })?;
+    *out = posted.to_ptr();
     Ok(())
-}
-
-/// Posts a call whose result, a communicator, goes to `*newcomm`.
-fn post_comm(
-    newcomm: *mut *mut catena_comm_t,
-    request: *mut *mut catena_request_t,
-    post: impl FnOnce(&mut dyn crate::instance::Api) -> Result<Handle, Failure>,
-) -> Result<(), Failure> {
-    if newcomm.is_null() {
-        return Err(Failure::arg("newcomm is NULL"));
-    }
-    post_into(request, post)
 }
 
 /// `catena_comm_split`, nonblocking: `*newcomm` is written when the
@@ -57,13 +55,10 @@ pub unsafe extern "C" fn catena_comm_split_post(
     newcomm: *mut *mut catena_comm_t,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        let color = match color {
-            c if c == i64::from(CATENA_UNDEFINED) => SplitColor::Undefined,
-            c => SplitColor::Int(c),
-        };
-        post_comm(newcomm, request, |i| {
-            i.split_post(comm_arg(comm)?, color, SplitKey::Int(key), newcomm)
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            split(comm, int_color(color), SplitKey::Int(key), newcomm)
         })
     })
 }
@@ -82,11 +77,11 @@ pub unsafe extern "C" fn catena_comm_split_bytes_post(
     newcomm: *mut *mut catena_comm_t,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let color = unsafe { bytes_color(color, color_len) }?;
-        post_comm(newcomm, request, |i| {
-            i.split_post(comm_arg(comm)?, color, SplitKey::Int(key), newcomm)
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            let color = bytes_color(color, color_len)?;
+            split(comm, color, SplitKey::Int(key), newcomm)
         })
     })
 }
@@ -109,11 +104,11 @@ pub unsafe extern "C" fn catena_comm_split_compare_post(
     newcomm: *mut *mut catena_comm_t,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let (color, key) = unsafe { compared(color, color_len, key, key_len, compare, ctx) }?;
-        post_comm(newcomm, request, |i| {
-            i.split_post(comm_arg(comm)?, color, key, newcomm)
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            let (color, key) = compared(color, color_len, key, key_len, compare, ctx)?;
+            split(comm, color, key, newcomm)
         })
     })
 }
@@ -129,7 +124,8 @@ pub unsafe extern "C" fn catena_comm_dup_post(
     newcomm: *mut *mut catena_comm_t,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| post_comm(newcomm, request, |i| i.dup_post(comm_arg(comm)?, newcomm)))
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe { post(request, |_| dup(comm, newcomm)) })
 }
 
 /// `catena_comm_create_group`, nonblocking (members only).
@@ -144,13 +140,8 @@ pub unsafe extern "C" fn catena_comm_create_group_post(
     newcomm: *mut *mut catena_comm_t,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        let tag = rank_from_c(tag, "tag")?;
-        let group = Handle::from_ptr(group).ok_or_else(|| Failure::arg("the group is NULL"))?;
-        post_comm(newcomm, request, |i| {
-            i.create_group_post(comm_arg(comm)?, group, tag, newcomm)
-        })
-    })
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe { post(request, |_| create_group(comm, group, tag, newcomm)) })
 }
 
 /// `catena_barrier`, nonblocking.
@@ -162,7 +153,14 @@ pub unsafe extern "C" fn catena_barrier_post(
     comm: *const catena_comm_t,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| post_into(request, |i| i.barrier_post(comm_arg(comm)?)))
+    // SAFETY: per this function's contract.
+    call(|| unsafe {
+        post(request, |_| {
+            Ok(Operation::Barrier {
+                comm: comm_arg(comm)?,
+            })
+        })
+    })
 }
 
 /// `catena_bcast`, nonblocking: the root's buffer is read at the post,
@@ -178,44 +176,8 @@ pub unsafe extern "C" fn catena_bcast_post(
     root: c_int,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        // SAFETY: per this function's contract.
-        let buffer = unsafe { bytes_mut_arg(buffer, bytes, "buffer") }?;
-        let root = rank_from_c(root, "root")?;
-        post_into(request, |i| {
-            i.bcast_post(comm_arg(comm)?, buffer.as_mut_ptr(), bytes, root)
-        })
-    })
-}
-
-/// Posts an (all)reduce: `sendbuf` read now, `recvbuf` (every member, or
-/// the root) written when done.
-///
-/// # Safety
-/// `sendbuf` is valid for the elements now, `recvbuf` until done.
-unsafe fn reduce_post(
-    comm: *const catena_comm_t,
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: usize,
-    reduction: Reduction,
-    root: Option<c_int>,
-    request: *mut *mut catena_request_t,
-) -> Result<(), Failure> {
-    let bytes = element_bytes(count, reduction.element_size()?)?;
-    // SAFETY: per the callers' contract.
-    let send = unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?;
-    let root = root.map(|r| rank_from_c(r, "root")).transpose()?;
-    post_into(request, |i| {
-        let comm = comm_arg(comm)?;
-        let receives = root.is_none_or(|r| i.rank(comm).is_ok_and(|me| me == r));
-        let recv = match receives {
-            // SAFETY: per the callers' contract.
-            true => unsafe { bytes_mut_arg(recvbuf, bytes, "recvbuf") }?.as_mut_ptr(),
-            false => std::ptr::null_mut(),
-        };
-        i.reduce_post(comm, send, recv, reduction, root)
-    })
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe { post(request, |_| bcast(comm, buffer, bytes, root)) })
 }
 
 /// `catena_allreduce`, nonblocking.
@@ -234,8 +196,12 @@ pub unsafe extern "C" fn catena_allreduce_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     let reduction = Reduction::Builtin { datatype, op };
-    // SAFETY: per this function's contract.
-    call(|| unsafe { reduce_post(comm, sendbuf, recvbuf, count, reduction, None, request) })
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            reduce(comm, sendbuf, recvbuf, count, reduction, None)
+        })
+    })
 }
 
 /// `catena_reduce`, nonblocking (`recvbuf` at the root only).
@@ -254,17 +220,11 @@ pub unsafe extern "C" fn catena_reduce_post(
     request: *mut *mut catena_request_t,
 ) -> c_int {
     let reduction = Reduction::Builtin { datatype, op };
-    // SAFETY: per this function's contract.
+    // SAFETY: per this function's contract, until the request is done.
     call(|| unsafe {
-        reduce_post(
-            comm,
-            sendbuf,
-            recvbuf,
-            count,
-            reduction,
-            Some(root),
-            request,
-        )
+        post(request, |_| {
+            reduce(comm, sendbuf, recvbuf, count, reduction, Some(root))
+        })
     })
 }
 
@@ -284,10 +244,12 @@ pub unsafe extern "C" fn catena_allreduce_user_post(
     ctx: *mut c_void,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        let reduction = Reduction::user(op, ctx, elem_size)?;
-        // SAFETY: per this function's contract.
-        unsafe { reduce_post(comm, sendbuf, recvbuf, count, reduction, None, request) }
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            let reduction = Reduction::user(op, ctx, elem_size)?;
+            reduce(comm, sendbuf, recvbuf, count, reduction, None)
+        })
     })
 }
 
@@ -307,51 +269,12 @@ pub unsafe extern "C" fn catena_reduce_user_post(
     root: c_int,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    call(|| {
-        let reduction = Reduction::user(op, ctx, elem_size)?;
-        // SAFETY: per this function's contract.
-        unsafe {
-            reduce_post(
-                comm,
-                sendbuf,
-                recvbuf,
-                count,
-                reduction,
-                Some(root),
-                request,
-            )
-        }
-    })
-}
-
-/// Posts an (all)gather: `sendbuf` read now, `recvbuf` (size × `bytes`, on
-/// every member or at the root) written when done.
-///
-/// # Safety
-/// `sendbuf` is valid for `bytes` bytes now, `recvbuf` until done.
-unsafe fn gather_post(
-    comm: *const catena_comm_t,
-    sendbuf: *const c_void,
-    bytes: usize,
-    recvbuf: *mut c_void,
-    root: Option<c_int>,
-    request: *mut *mut catena_request_t,
-) -> Result<(), Failure> {
-    // SAFETY: per the callers' contract.
-    let send = unsafe { bytes_arg(sendbuf, bytes, "sendbuf") }?;
-    let root = root.map(|r| rank_from_c(r, "root")).transpose()?;
-    post_into(request, |i| {
-        let comm = comm_arg(comm)?;
-        let (me, size) = (i.rank(comm)?, i.size(comm)?);
-        let recv = match root.is_none_or(|r| r == me) {
-            true => {
-                let total = element_bytes(size as usize, bytes)?;
-                // SAFETY: per the callers' contract.
-                unsafe { bytes_mut_arg(recvbuf, total, "recvbuf") }?.as_mut_ptr()
-            }
-            false => std::ptr::null_mut(),
-        };
-        i.gather_post(comm, send, recv, root)
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            let reduction = Reduction::user(op, ctx, elem_size)?;
+            reduce(comm, sendbuf, recvbuf, count, reduction, Some(root))
+        })
     })
 }
 
@@ -368,8 +291,12 @@ pub unsafe extern "C" fn catena_gather_post(
     root: c_int,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    // SAFETY: per this function's contract.
-    call(|| unsafe { gather_post(comm, sendbuf, bytes, recvbuf, Some(root), request) })
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |_| {
+            gather(comm, sendbuf, bytes, recvbuf, Some(root))
+        })
+    })
 }
 
 /// `catena_allgather`, nonblocking.
@@ -384,8 +311,8 @@ pub unsafe extern "C" fn catena_allgather_post(
     recvbuf: *mut c_void,
     request: *mut *mut catena_request_t,
 ) -> c_int {
-    // SAFETY: per this function's contract.
-    call(|| unsafe { gather_post(comm, sendbuf, bytes, recvbuf, None, request) })
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe { post(request, |_| gather(comm, sendbuf, bytes, recvbuf, None)) })
 }
 
 /// Progresses `*request`; `*done` is 1 once it is done, and then the
