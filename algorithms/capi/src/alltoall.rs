@@ -3,25 +3,19 @@
 //! order, a capacity kept across calls) whose route callback emits any
 //! number of targets or modified copies; blocking and posted forms.
 
-use std::any::Any;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::future::Future;
-use std::pin::Pin;
-use std::rc::Rc;
 
-use bytemuck::Pod;
-use catena_algorithms::alltoall::Emit;
-use catena_algorithms::{AlltoallOptions, AlltoallPlan, AlltoallVariant, Comm, Error};
-use catena_fabric::Transport;
+use catena_algorithms::{AlltoallOptions, AlltoallVariant};
 
 use crate::boundary::{
     bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, run, with_instance,
 };
+use crate::byte_plan::{Exchange, Route, Targets};
 use crate::catena_comm_t;
 use crate::handles::Handle;
 use crate::instance::Api;
-use crate::operation::Operation;
+use crate::operation::{AlltoallTarget, Operation};
 use crate::requests::{catena_request_t, post};
 use crate::status::Failure;
 
@@ -67,169 +61,6 @@ pub type catena_emit_fn = Option<
         ctx: *mut c_void,
     ) -> c_int,
 >;
-
-/// Where a route sends one element, whatever the element's size.
-pub(crate) trait Targets {
-    fn to(&mut self, rank: u32);
-    /// Sends `copy` (one element's bytes) in the element's place.
-    fn modified(&mut self, rank: u32, copy: &[u8]);
-}
-
-impl<const N: usize> Targets for Emit<'_, [u8; N]> {
-    fn to(&mut self, rank: u32) {
-        Emit::to(self, rank);
-    }
-
-    fn modified(&mut self, rank: u32, copy: &[u8]) {
-        let copy: [u8; N] = copy.try_into().expect("copies are read one element long");
-        Emit::modified(self, rank, copy);
-    }
-}
-
-/// How the elements of one call find their targets.
-pub(crate) enum Route<'a> {
-    /// A callback per element, over its bytes.
-    Each(EachRoute<'a>),
-    /// One C callback for the whole send buffer, which fills one target
-    /// per element: no call per element, and none through a pointer.
-    Batch { route: BatchRoute, ctx: *mut c_void },
-}
-
-type EachRoute<'a> = Box<dyn FnMut(&[u8], &mut dyn Targets) + 'a>;
-type BatchRoute = unsafe extern "C" fn(*const c_void, usize, *mut i32, *mut c_void) -> c_int;
-
-/// One call's buffers and route, as bytes.
-pub(crate) struct Exchange<'a> {
-    pub(crate) send: &'a [u8],
-    /// Room for the capacity's elements.
-    pub(crate) recv: &'a mut [u8],
-    pub(crate) route: Route<'a>,
-}
-
-/// What an alltoall runs on: a communicator once, or a plan.
-pub(crate) enum AlltoallTarget {
-    Once {
-        comm: Handle,
-        elem_size: usize,
-        options: AlltoallOptions,
-    },
-    Plan(Handle),
-}
-
-type Exchanging<'a> = Pin<Box<dyn Future<Output = catena_algorithms::Result<usize>> + 'a>>;
-
-/// An [`AlltoallPlan`] of byte-array elements, their size known at run time.
-pub(crate) trait BytePlan {
-    fn elem_size(&self) -> usize;
-    fn capacity(&self) -> usize;
-    fn iexchange<'a>(&'a self, exchange: Exchange<'a>) -> Exchanging<'a>;
-}
-
-impl<T: Transport, const N: usize> BytePlan for AlltoallPlan<'_, '_, T, [u8; N]>
-where
-    [u8; N]: Pod,
-{
-    fn elem_size(&self) -> usize {
-        N
-    }
-
-    fn capacity(&self) -> usize {
-        AlltoallPlan::capacity(self)
-    }
-
-    fn iexchange<'a>(&'a self, x: Exchange<'a>) -> Exchanging<'a> {
-        let send: &[[u8; N]] = bytemuck::cast_slice(x.send);
-        let recv: &mut [[u8; N]] = bytemuck::cast_slice_mut(x.recv);
-        match x.route {
-            Route::Each(mut route) => {
-                Box::pin(self.iexchange(send, recv, move |e, emit| route(e, emit)))
-            }
-            Route::Batch { route, ctx } => {
-                // The route pass takes the elements once each, in send order:
-                // the first asks the callback for all of them.
-                let (mut targets, mut next) = (Vec::new(), 0);
-                Box::pin(self.iexchange(send, recv, move |_, emit| {
-                    if next == 0 {
-                        targets.resize(send.len(), -1);
-                        // SAFETY: the caller vouches for `route` and `ctx`;
-                        // `send` is the whole send buffer and `targets` holds
-                        // one i32 per element.
-                        let rc = unsafe {
-                            route(send.as_ptr().cast(), send.len(), targets.as_mut_ptr(), ctx)
-                        };
-                        if rc != 0 {
-                            // Unwinds to the alltoall's guard of user code:
-                            // `CATENA_ERR_USER` on every member.
-                            let why = format!("the batch route callback returned {rc}");
-                            std::panic::resume_unwind(Box::new(why));
-                        }
-                    }
-                    // A negative target drops the element.
-                    if let Ok(rank) = u32::try_from(targets[next]) {
-                        emit.to(rank);
-                    }
-                    next += 1;
-                }))
-            }
-        }
-    }
-}
-
-/// A plan on `comm` for elements of `size` bytes: a byte array of one of
-/// these sizes (Rust's alltoall moves `Pod` values of a size known when
-/// compiled).
-pub(crate) fn byte_plan<'c, T: Transport>(
-    comm: &'c Comm<'static, T>,
-    size: usize,
-    capacity: usize,
-    options: AlltoallOptions,
-) -> catena_algorithms::Result<Box<dyn BytePlan + 'c>> {
-    macro_rules! sized {
-        ($($n:literal)*) => {
-            match size {
-                $($n => Ok(Box::new(comm.alltoall_plan::<[u8; $n]>(capacity, options)?)),)*
-                _ => Err(Error::InvalidArgument(format!(
-                    "alltoall_specific elements of {size} bytes; sizes are {}",
-                    [$($n),*].map(|n: usize| n.to_string()).join(", ")
-                ))),
-            }
-        };
-    }
-    sized!(1 2 4 8 12 16 24 32 48 64 96 128 256)
-}
-
-type PlanOf<'c> = Box<dyn BytePlan + 'c>;
-
-self_cell::self_cell!(
-    /// A plan and the communicator it runs on, which it keeps alive (a
-    /// request in flight on the plan keeps both).
-    pub(crate) struct PlanCell {
-        owner: Rc<dyn Any>,
-        #[covariant]
-        dependent: PlanOf,
-    }
-);
-
-impl PlanCell {
-    /// A plan on `comm` (a `Comm<'static, T>`).
-    pub(crate) fn make<T: Transport + 'static>(
-        comm: Rc<Comm<'static, T>>,
-        size: usize,
-        capacity: usize,
-        options: AlltoallOptions,
-    ) -> catena_algorithms::Result<PlanCell> {
-        PlanCell::try_new(comm, |owner| {
-            let comm = owner
-                .downcast_ref::<Comm<'static, T>>()
-                .expect("made from a communicator of this transport");
-            byte_plan(comm, size, capacity, options)
-        })
-    }
-
-    pub(crate) fn plan(&self) -> &dyn BytePlan {
-        self.borrow_dependent().as_ref()
-    }
-}
 
 /// A route calling the C callback for one target per element.
 fn one_target<'a>(

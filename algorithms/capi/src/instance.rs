@@ -11,8 +11,8 @@ use catena_algorithms::comm::DEFAULT_TIMEOUT;
 use catena_algorithms::{Algorithm, AlltoallOptions, Comm, GroupMap};
 use catena_fabric::{block_on, Provider};
 
-use crate::alltoall::PlanCell;
 use crate::boundary::rank_arg;
+use crate::byte_plan::PlanCell;
 use crate::handles::{Handle, Handles};
 use crate::operation::{Finished, Operation, Running};
 use crate::status::{Failure, CATENA_ERR_HANDLE, CATENA_ERR_STATE};

@@ -6,6 +6,7 @@
 
 mod alltoall;
 mod boundary;
+mod byte_plan;
 mod collectives;
 mod comm;
 mod groups;

@@ -10,8 +10,8 @@ use std::rc::Rc;
 use catena_algorithms::{AlltoallOptions, Comm, CreateAlgorithm, GroupMap};
 use catena_fabric::Provider;
 
-use crate::alltoall::{byte_plan, AlltoallTarget, Exchange, PlanCell};
 use crate::boundary::{element_bytes, rank_arg, RecvBuffer};
+use crate::byte_plan::{byte_plan, Exchange, PlanCell};
 use crate::catena_comm_t;
 use crate::handles::Handle;
 use crate::instance::{Api, Instance};
@@ -72,6 +72,16 @@ pub(crate) enum Operation<'a> {
         exchange: Exchange<'a>,
         received: &'a mut usize,
     },
+}
+
+/// What an alltoall runs on: a communicator once, or a plan.
+pub(crate) enum AlltoallTarget {
+    Once {
+        comm: Handle,
+        elem_size: usize,
+        options: AlltoallOptions,
+    },
+    Plan(Handle),
 }
 
 /// A split's color, as C passes it.
