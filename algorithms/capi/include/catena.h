@@ -535,7 +535,18 @@ int catena_comm_rank(const catena_comm_t *comm, int *rank);
 int catena_comm_size(const catena_comm_t *comm, int *size);
 
 /**
- * The world rank of `comm`'s rank `rank`.
+ * Loads `comm`'s group map, in which `catena_comm_world_rank` and
+ * `catena_comm_group_rank` look ranks up: on a communicator made by split
+ * or dup outside host memory (across hosts) a collective over `comm`,
+ * every member calling it at the same point of its calls; at once where
+ * the map is held already (the world's, a created group's, one made on
+ * one host). Before it, those lookups fail with `CATENA_ERR_ARG`.
+ */
+int catena_comm_load_group_map(const catena_comm_t *comm);
+
+/**
+ * The world rank of `comm`'s rank `rank`: a local lookup in its group map
+ * (see `catena_comm_load_group_map`).
  *
  * # Safety
  * `world_rank` is NULL or valid for a write.
@@ -543,7 +554,8 @@ int catena_comm_size(const catena_comm_t *comm, int *size);
 int catena_comm_world_rank(const catena_comm_t *comm, int rank, int *world_rank);
 
 /**
- * The rank in `comm` of world rank `world_rank`, or `CATENA_UNDEFINED`.
+ * The rank in `comm` of world rank `world_rank`, or `CATENA_UNDEFINED`: a
+ * local lookup, as `catena_comm_world_rank`.
  *
  * # Safety
  * `rank` is NULL or valid for a write.

@@ -161,6 +161,9 @@ static int create_for(MPI_Comm parent, catena_comm_t *sub, MPI_Comm *newcomm) {
         world = heap;
         in_parent = heap + size;
     }
+    /* Every member of `sub` is here: the map's load is collective over it. */
+    if ((rc = catena_comm_load_group_map(sub)) != CATENA_SUCCESS)
+        goto out;
     for (int r = 0; r < size; r++)
         if ((rc = catena_comm_world_rank(sub, r, &world[r])) != CATENA_SUCCESS)
             goto out;

@@ -73,7 +73,25 @@ pub unsafe extern "C" fn catena_comm_size(comm: *const catena_comm_t, size: *mut
     }
 }
 
-/// The world rank of `comm`'s rank `rank`.
+/// Loads `comm`'s group map, in which `catena_comm_world_rank` and
+/// `catena_comm_group_rank` look ranks up: on a communicator made by split
+/// or dup outside host memory (across hosts) a collective over `comm`,
+/// every member calling it at the same point of its calls; at once where
+/// the map is held already (the world's, a created group's, one made on
+/// one host). Before it, those lookups fail with `CATENA_ERR_ARG`.
+#[no_mangle]
+pub extern "C" fn catena_comm_load_group_map(comm: *const catena_comm_t) -> c_int {
+    call(|| {
+        run(|_| {
+            Ok(Operation::LoadGroupMap {
+                comm: comm_arg(comm)?,
+            })
+        })
+    })
+}
+
+/// The world rank of `comm`'s rank `rank`: a local lookup in its group map
+/// (see `catena_comm_load_group_map`).
 ///
 /// # Safety
 /// `world_rank` is NULL or valid for a write.
@@ -94,7 +112,8 @@ pub unsafe extern "C" fn catena_comm_world_rank(
     }
 }
 
-/// The rank in `comm` of world rank `world_rank`, or `CATENA_UNDEFINED`.
+/// The rank in `comm` of world rank `world_rank`, or `CATENA_UNDEFINED`: a
+/// local lookup, as `catena_comm_world_rank`.
 ///
 /// # Safety
 /// `rank` is NULL or valid for a write.

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use catena_algorithms::comm::DEFAULT_TIMEOUT;
 use catena_algorithms::{Algorithm, AlltoallOptions, Comm, GroupMap};
-use catena_fabric::{block_on, Provider};
+use catena_fabric::Provider;
 
 use crate::boundary::rank_arg;
 use crate::byte_plan::PlanCell;
 use crate::handles::{Handle, Handles};
-use crate::operation::{Finished, Operation, Running};
+use crate::operation::{Boxed, Finished, InPlace, Operation, Running};
 use crate::status::{Failure, CATENA_ERR_HANDLE, CATENA_ERR_STATE};
 
 /// The C API's calls on a started instance, whatever its provider.
@@ -252,8 +252,7 @@ impl<P: Provider + 'static> Api for Instance<P> {
     // here: a callback that calls catena is refused at the boundary, which
     // holds this instance.
     fn run(&mut self, operation: Operation<'_>) -> Result<(), Failure> {
-        let running = operation.start(self)?;
-        let finished = block_on(self.transport, running)?;
+        let finished = operation.start(self, InPlace(self.transport))??;
         self.finish(finished);
         Ok(())
     }
@@ -261,7 +260,9 @@ impl<P: Provider + 'static> Api for Instance<P> {
     // Polled once now, so that the operation takes its tags in call order,
     // as a collective must.
     fn post(&mut self, operation: Operation<'static>) -> Result<Handle, Failure> {
-        let request = self.requests.insert(Pending::new(operation.start(self)?));
+        let request = self
+            .requests
+            .insert(Pending::new(operation.start(self, Boxed)?));
         match self.test(request)? {
             None => Ok(request),
             // Finished at once: its handle is gone, so the caller gets one of

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use catena_algorithms::{AlltoallOptions, Comm, CreateAlgorithm, GroupMap};
-use catena_fabric::Provider;
+use catena_fabric::{block_on, Provider};
 
 use crate::boundary::{element_bytes, rank_arg, RecvBuffer};
 use crate::byte_plan::{byte_plan, Exchange, PlanCell};
@@ -40,6 +40,11 @@ pub(crate) enum Operation<'a> {
         newcomm: &'a mut *mut catena_comm_t,
     },
     Barrier {
+        comm: Handle,
+    },
+    /// Loads the communicator's group map where it is not held
+    /// ([`Comm::igroup_map`]).
+    LoadGroupMap {
         comm: Handle,
     },
     /// The root's `buffer` (read when the operation starts) into every
@@ -106,10 +111,49 @@ pub(crate) enum SplitKey {
     },
 }
 
-/// An operation running: it writes its results into the caller's buffers
-/// itself and leaves a communicator it made to the instance.
+/// An operation posted as a request: it writes its results into the
+/// caller's buffers itself and leaves a communicator it made to the
+/// instance.
 pub(crate) type Running<'a, P> =
     Pin<Box<dyn Future<Output = Result<Finished<'a, P>, Failure>> + 'a>>;
+
+/// What becomes of an operation's future once it is made: a blocking call
+/// drives it in place, a posted one boxes it as a request. A generic
+/// method, so that the blocking form does not pay a box (about 40 ns a
+/// split, whose future is some kilobytes) for the posted one's sake.
+pub(crate) trait Launch<'a, P: Provider + 'static> {
+    type Output;
+    fn launch<F>(self, operation: F) -> Self::Output
+    where
+        F: Future<Output = Result<Finished<'a, P>, Failure>> + 'a;
+}
+
+/// A blocking call: the operation driven to completion in place by the
+/// transport's executor.
+pub(crate) struct InPlace<'t, P>(pub(crate) &'t P);
+
+impl<'a, P: Provider + 'static> Launch<'a, P> for InPlace<'_, P> {
+    type Output = Result<Finished<'a, P>, Failure>;
+    fn launch<F>(self, operation: F) -> Self::Output
+    where
+        F: Future<Output = Result<Finished<'a, P>, Failure>> + 'a,
+    {
+        block_on(self.0, operation)
+    }
+}
+
+/// Posting: the operation boxed, to be kept as a request.
+pub(crate) struct Boxed;
+
+impl<'a, P: Provider + 'static> Launch<'a, P> for Boxed {
+    type Output = Running<'a, P>;
+    fn launch<F>(self, operation: F) -> Running<'a, P>
+    where
+        F: Future<Output = Result<Finished<'a, P>, Failure>> + 'a,
+    {
+        Box::pin(operation)
+    }
+}
 
 /// What a finished operation leaves to the instance.
 pub(crate) enum Finished<'a, P: Provider + 'static> {
@@ -126,10 +170,11 @@ impl<'a> Operation<'a> {
     /// Checks the arguments on `instance`'s communicators and makes the
     /// future that runs the operation, started by its first poll (which
     /// takes its tags in call order, as a collective must).
-    pub(crate) fn start<P: Provider + 'static>(
+    pub(crate) fn start<P: Provider + 'static, L: Launch<'a, P>>(
         self,
         instance: &Instance<P>,
-    ) -> Result<Running<'a, P>, Failure> {
+        launch: L,
+    ) -> Result<L::Output, Failure> {
         // Shared with the running operation, which keeps it alive if the
         // caller frees its handle meanwhile.
         let shared = |handle| instance.comm(handle).map(Rc::clone);
@@ -139,8 +184,8 @@ impl<'a> Operation<'a> {
                 color,
                 key,
                 newcomm,
-            } => Ok(split(shared(comm)?, color, key, newcomm)),
-            Operation::Dup { comm, newcomm } => Ok(dup(shared(comm)?, newcomm)),
+            } => Ok(launch.launch(split(shared(comm)?, color, key, newcomm))),
+            Operation::Dup { comm, newcomm } => Ok(launch.launch(dup(shared(comm)?, newcomm))),
             Operation::CreateGroup {
                 comm,
                 group,
@@ -148,23 +193,26 @@ impl<'a> Operation<'a> {
                 newcomm,
             } => {
                 let map = instance.group(group)?.clone();
-                Ok(create_group(shared(comm)?, map, tag, newcomm))
+                Ok(launch.launch(create_group(shared(comm)?, map, tag, newcomm)))
             }
-            Operation::Barrier { comm } => Ok(barrier(shared(comm)?)),
-            Operation::Bcast { comm, buffer, root } => bcast(shared(comm)?, buffer, root),
+            Operation::Barrier { comm } => Ok(launch.launch(barrier(shared(comm)?))),
+            Operation::LoadGroupMap { comm } => Ok(launch.launch(load_group_map(shared(comm)?))),
+            Operation::Bcast { comm, buffer, root } => {
+                Ok(launch.launch(bcast(shared(comm)?, buffer, root)?))
+            }
             Operation::Reduce {
                 comm,
                 send,
                 recv,
                 reduction,
                 root,
-            } => reduce(shared(comm)?, send, recv, reduction, root),
+            } => Ok(launch.launch(reduce(shared(comm)?, send, recv, reduction, root)?)),
             Operation::Gather {
                 comm,
                 send,
                 recv,
                 root,
-            } => gather(shared(comm)?, send, recv, root),
+            } => Ok(launch.launch(gather(shared(comm)?, send, recv, root)?)),
             Operation::Alltoall {
                 target:
                     AlltoallTarget::Once {
@@ -174,20 +222,20 @@ impl<'a> Operation<'a> {
                     },
                 exchange,
                 received,
-            } => Ok(alltoall_once(
+            } => Ok(launch.launch(alltoall_once(
                 shared(comm)?,
                 elem_size,
                 options,
                 exchange,
                 received,
-            )),
+            ))),
             Operation::Alltoall {
                 target: AlltoallTarget::Plan(plan),
                 exchange,
                 received,
             } => {
                 let plan = Rc::clone(instance.plan(plan)?);
-                Ok(plan_exchange(plan, exchange, received))
+                Ok(launch.launch(plan_exchange(plan, exchange, received)))
             }
         }
     }
@@ -198,9 +246,9 @@ fn split<'a, P: Provider + 'static>(
     color: SplitColor,
     key: SplitKey,
     newcomm: &'a mut *mut catena_comm_t,
-) -> Running<'a, P> {
+) -> impl Future<Output = Result<Finished<'a, P>, Failure>> + 'a {
     let color = color_bytes(color);
-    Box::pin(async move {
+    async move {
         let made = match key {
             SplitKey::Int(k) => comm.isplit(color, k).await?,
             SplitKey::Compared { key, compare } => {
@@ -208,7 +256,7 @@ fn split<'a, P: Provider + 'static>(
             }
         };
         Ok(Finished::Comm { made, at: newcomm })
-    })
+    }
 }
 
 /// Colors of both kinds travel as bytes, so that an int on one member and
@@ -228,49 +276,52 @@ fn compared_order(compare: Box<Comparator>) -> impl Fn(&Vec<u8>, &Vec<u8>) -> Or
     move |a: &Vec<u8>, b: &Vec<u8>| a.len().cmp(&b.len()).then_with(|| compare(a, b))
 }
 
-fn dup<'a, P: Provider + 'static>(
+async fn dup<'a, P: Provider + 'static>(
     comm: Rc<Comm<'static, P>>,
     newcomm: &'a mut *mut catena_comm_t,
-) -> Running<'a, P> {
-    Box::pin(async move {
-        let made = Some(comm.idup().await?);
-        Ok(Finished::Comm { made, at: newcomm })
-    })
+) -> Result<Finished<'a, P>, Failure> {
+    let made = Some(comm.idup().await?);
+    Ok(Finished::Comm { made, at: newcomm })
 }
 
-fn create_group<'a, P: Provider + 'static>(
+async fn create_group<'a, P: Provider + 'static>(
     comm: Rc<Comm<'static, P>>,
     map: GroupMap,
     tag: u32,
     newcomm: &'a mut *mut catena_comm_t,
-) -> Running<'a, P> {
-    Box::pin(async move {
-        let made = comm
-            .icreate_group(map, tag, CreateAlgorithm::Direct)
-            .await?;
-        Ok(Finished::Comm { made, at: newcomm })
-    })
+) -> Result<Finished<'a, P>, Failure> {
+    let made = comm
+        .icreate_group(map, tag, CreateAlgorithm::Direct)
+        .await?;
+    Ok(Finished::Comm { made, at: newcomm })
 }
 
-fn barrier<'a, P: Provider + 'static>(comm: Rc<Comm<'static, P>>) -> Running<'a, P> {
-    Box::pin(async move {
-        comm.ibarrier().await?;
-        Ok(Finished::Done)
-    })
+async fn barrier<'a, P: Provider + 'static>(
+    comm: Rc<Comm<'static, P>>,
+) -> Result<Finished<'a, P>, Failure> {
+    comm.ibarrier().await?;
+    Ok(Finished::Done)
+}
+
+async fn load_group_map<'a, P: Provider + 'static>(
+    comm: Rc<Comm<'static, P>>,
+) -> Result<Finished<'a, P>, Failure> {
+    comm.igroup_map().await?;
+    Ok(Finished::Done)
 }
 
 fn bcast<'a, P: Provider + 'static>(
     comm: Rc<Comm<'static, P>>,
     buffer: &'a mut [u8],
     root: u32,
-) -> Result<Running<'a, P>, Failure> {
+) -> Result<impl Future<Output = Result<Finished<'a, P>, Failure>> + 'a, Failure> {
     let root = rank_arg(root, comm.size(), "root")?;
     let value = (comm.rank() == root).then(|| buffer.to_vec());
-    Ok(Box::pin(async move {
+    Ok(async move {
         let got: Vec<u8> = comm.ibcast(root, value).await?;
         deliver("bcast", &got, buffer)?;
         Ok(Finished::Done)
-    }))
+    })
 }
 
 fn reduce<'a, P: Provider + 'static>(
@@ -279,14 +330,14 @@ fn reduce<'a, P: Provider + 'static>(
     recv: RecvBuffer<'a>,
     reduction: Reduction,
     root: Option<u32>,
-) -> Result<Running<'a, P>, Failure> {
+) -> Result<impl Future<Output = Result<Finished<'a, P>, Failure>> + 'a, Failure> {
     let root = root.map(|r| rank_arg(r, comm.size(), "root")).transpose()?;
     let recv = match root.is_none_or(|r| r == comm.rank()) {
         true => Some(recv.take(send.len())?),
         false => None,
     };
     let mine = Some(send.to_vec());
-    Ok(Box::pin(async move {
+    Ok(async move {
         let op = |a: &Option<Vec<u8>>, b: &Option<Vec<u8>>| reduction.combine(a, b);
         let reduced = match root {
             Some(root) => comm.ireduce(root, mine, op).await?,
@@ -302,7 +353,7 @@ fn reduce<'a, P: Provider + 'static>(
             reduced.ok_or_else(|| mismatch("reduce: members passed buffers of different sizes"))?;
         deliver("reduce", &bytes, recv)?;
         Ok(Finished::Done)
-    }))
+    })
 }
 
 fn gather<'a, P: Provider + 'static>(
@@ -310,14 +361,14 @@ fn gather<'a, P: Provider + 'static>(
     send: &[u8],
     recv: RecvBuffer<'a>,
     root: Option<u32>,
-) -> Result<Running<'a, P>, Failure> {
+) -> Result<impl Future<Output = Result<Finished<'a, P>, Failure>> + 'a, Failure> {
     let root = root.map(|r| rank_arg(r, comm.size(), "root")).transpose()?;
     let recv = match root.is_none_or(|r| r == comm.rank()) {
         true => Some(recv.take(element_bytes(comm.size() as usize, send.len())?)?),
         false => None,
     };
     let mine = send.to_vec();
-    Ok(Box::pin(async move {
+    Ok(async move {
         let gathered = match root {
             Some(root) => comm.igather(root, &mine).await?,
             None => Some(comm.iallgather(&mine).await?),
@@ -331,7 +382,7 @@ fn gather<'a, P: Provider + 'static>(
         }
         deliver("gather", &parts.concat(), recv)?;
         Ok(Finished::Done)
-    }))
+    })
 }
 
 fn alltoall_once<'a, P: Provider + 'static>(
@@ -340,24 +391,22 @@ fn alltoall_once<'a, P: Provider + 'static>(
     options: AlltoallOptions,
     exchange: Exchange<'a>,
     received: &'a mut usize,
-) -> Running<'a, P> {
+) -> impl Future<Output = Result<Finished<'a, P>, Failure>> + 'a {
     let capacity = exchange.recv.len() / elem_size.max(1);
-    Box::pin(async move {
+    async move {
         let plan = byte_plan(&comm, elem_size, capacity, options)?;
         *received = plan.iexchange(exchange).await?;
         Ok(Finished::Done)
-    })
+    }
 }
 
-fn plan_exchange<'a, P: Provider + 'static>(
+async fn plan_exchange<'a, P: Provider + 'static>(
     plan: Rc<PlanCell>,
     exchange: Exchange<'a>,
     received: &'a mut usize,
-) -> Running<'a, P> {
-    Box::pin(async move {
-        *received = plan.plan().iexchange(exchange).await?;
-        Ok(Finished::Done)
-    })
+) -> Result<Finished<'a, P>, Failure> {
+    *received = plan.plan().iexchange(exchange).await?;
+    Ok(Finished::Done)
 }
 
 /// Copies what arrived into the caller's buffer, which must be its size:

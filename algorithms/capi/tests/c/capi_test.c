@@ -54,6 +54,8 @@ static void check_split(catena_comm_t *got, const long *color, const long *key,
     reference_split(me, color, key, &want_rank, &want_size);
     CHECK(rank == want_rank && size == want_size, "%s: rank %d of %d, want %d of %d",
           what, rank, size, want_rank, want_size);
+    /* Collective over the new group's members where its map is not held. */
+    OK(catena_comm_load_group_map(got));
     for (int q = 0; q < n; q++) {
         int q_rank, q_size, world, in_new;
         if (color[q] != color[me])
@@ -93,6 +95,7 @@ static void check_against_mpich(catena_comm_t *got, const long *color, const lon
     MPI_Group world_group, group;
     MPI_Comm_group(MPI_COMM_WORLD, &world_group);
     MPI_Comm_group(mpi, &group);
+    OK(catena_comm_load_group_map(got));
     for (int r = 0; r < size; r++) {
         int world, mworld;
         OK(catena_comm_world_rank(got, r, &world));
@@ -357,6 +360,7 @@ int main(int argc, char **argv) {
         FAILS(catena_comm_free(&null_comm), CATENA_ERR_ARG);
         catena_comm_t *world_copy = world;
         FAILS(catena_comm_free(&world_copy), CATENA_ERR_ARG);
+        FAILS(catena_comm_load_group_map(NULL), CATENA_ERR_ARG);
         FAILS(catena_comm_world_rank(world, n, &rank), CATENA_ERR_ARG);
         FAILS(catena_comm_world_rank(world, -1, &rank), CATENA_ERR_ARG);
         FAILS(catena_comm_set_timeout(world, -1.0), CATENA_ERR_ARG);

@@ -77,6 +77,7 @@ int main(int argc, char **argv) {
     int srank, ssize, mrank, msize;
     OK(catena_comm_rank(sub, &srank));
     OK(catena_comm_size(sub, &ssize));
+    OK(catena_comm_load_group_map(sub));
     MPI_Comm_rank(mpi_sub, &mrank);
     MPI_Comm_size(mpi_sub, &msize);
     CHECK(srank == mrank && ssize == msize, "split %d of %d, MPI %d of %d", srank, ssize, mrank,
