@@ -28,7 +28,7 @@ mod tree;
 use std::process::ExitCode;
 
 use catena_fabric::bootstrap::LaunchEnv;
-use catena_fabric::launch::LaunchSpec;
+use catena_run::launch::LaunchSpec;
 use catena_run::{exit_code, run_job, LaunchArgs, Outcome};
 use clap::{Parser, Subcommand};
 
@@ -96,7 +96,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // Before parsing: a proxy is started without the benchmark's arguments.
-    if let Some(code) = catena_fabric::launch::serve_as_proxy() {
+    if let Some(code) = catena_run::launch::serve_as_proxy() {
         return ExitCode::from(code as u8);
     }
     let cli = Cli::parse();
@@ -191,7 +191,7 @@ impl JobArgs {
             "catena-bench {what}: {} processes{across} on {cores} cores{flag}{detail} ...",
             self.ranks
         );
-        let report = catena_fabric::launch::launch(&spec)?;
+        let report = catena_run::launch::launch(&spec)?;
         if !report.lost_hosts.is_empty() {
             return Err(format!("lost hosts: {}", report.lost_hosts.join(", ")).into());
         }

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use catena_fabric::launch::{launch, LaunchSpec};
 use catena_fabric::{
     block_on, Blocking, LocalWindow, Provider, RemoteKey, Result, Signal, Transport, WithProvider,
 };
+use catena_run::launch::{launch, LaunchSpec};
 
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 use crate::native;

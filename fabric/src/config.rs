@@ -22,7 +22,7 @@ pub const ENV_LAUNCHER: &str = "CATENA_LAUNCHER";
 pub const ENV_JOB_KEY: &str = "CATENA_JOB_KEY";
 /// Set in the process the launcher starts on each host of a job that spans
 /// hosts: the launcher's address, which makes the process serve as the
-/// host's proxy (see `launch::serve_as_proxy`).
+/// host's proxy (see `catena_run::launch::serve_as_proxy`).
 pub const ENV_PROXY: &str = "CATENA_PROXY";
 /// The index of a proxy's host in the launcher's host list.
 pub const ENV_PROXY_HOST: &str = "CATENA_PROXY_HOST";

@@ -143,7 +143,9 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+    /// An [`Error::Io`] saying what was being done (`context`) when `source`
+    /// happened.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             context: context.into(),
             source,

@@ -21,7 +21,6 @@ pub mod host;
 pub mod job;
 mod key;
 mod kit;
-pub mod launch;
 mod names;
 #[cfg(feature = "ofi")]
 pub mod ofi;

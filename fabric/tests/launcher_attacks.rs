@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use catena_fabric::bootstrap::wire::{Frame, Peer, NONCE_BYTES};
 use catena_fabric::bootstrap::{self, Bootstrap};
-use catena_fabric::launch::{launch, serve_as_proxy, LaunchSpec};
+use catena_run::launch::{launch, serve_as_proxy, LaunchSpec};
 use catena_testkit::{fake_hosts_permitted, skip_unavailable, FAKEHOST, LOOPBACK_ONLY};
 
 const TEST: &str = "attacks_by_another_local_user_get_nothing";

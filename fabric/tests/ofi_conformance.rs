@@ -189,8 +189,8 @@ fn shm_regions_are_unguessable_and_owned() {
 /// dereferenced the missing region: the survivor died of SIGSEGV.
 #[test]
 fn shm_a_peer_gone_before_first_contact_is_peer_gone() {
-    use catena_fabric::launch::{launch, LaunchSpec};
     use catena_fabric::{block_on, Error, Rma, Transport};
+    use catena_run::launch::{launch, LaunchSpec};
     use std::time::{Duration, Instant};
 
     const CASE: &str = "shm_a_peer_gone_before_first_contact_is_peer_gone";

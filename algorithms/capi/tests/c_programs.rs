@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use catena_fabric::launch::{launch, LaunchSpec};
+use catena_run::launch::{launch, LaunchSpec};
 
 /// Where cargo put this build's `libcatena.so`: next to the test binary's
 /// directory (`target/<profile>/deps/..`).

@@ -1,140 +1,17 @@
-//! catena's launcher as a command: the command line `catena-run` and its
-//! alias `catena-bench run` share, so both start a job the same way, on
-//! `catena_fabric::launch`. A crate of its own so that the launcher builds
-//! with clap alone, none of the benchmarks' plotting or progress bars.
+//! catena's launcher: the library that starts N ranks of a program as one
+//! job (on this machine, or across hosts through a proxy on each) and
+//! waits for them, and the command line `catena-run` and `catena-bench
+//! run` share. A crate of its own beside the transport it starts jobs for,
+//! so the launcher builds with clap alone and the transport holds no
+//! launcher.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-use std::ffi::OsString;
-use std::process::ExitCode;
+mod cli;
+// Forking ranks takes a pre-exec hook, and the proxy polls its standard
+// input: the crate's only unsafe code, each with its SAFETY comment.
+#[allow(unsafe_code)]
+pub mod launch;
 
-use catena_fabric::launch::{launch, LaunchSpec};
-
-/// What a command returns: the exit code to leave with, or an error to print.
-pub type Outcome = Result<u8, Box<dyn std::error::Error>>;
-
-/// `-n N [--pin] -- PROGRAM ARGS...`: the job to start.
-#[derive(clap::Args, Debug)]
-pub struct LaunchArgs {
-    /// Number of ranks.
-    #[arg(short = 'n', long = "ranks", default_value_t = 2)]
-    pub ranks: u32,
-    /// Pin rank r to core r mod cores.
-    #[arg(long)]
-    pub pin: bool,
-    /// The hosts to span (none: this machine only).
-    #[command(flatten)]
-    pub hosts: HostArgs,
-    /// Set NAME to VALUE for every rank (repeat for more; Hydra's -genv).
-    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_setting)]
-    pub env: Vec<(OsString, OsString)>,
-    /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-    pub command: Vec<OsString>,
-}
-
-/// Starts the job `args` describe and waits for it; `who` names the
-/// command in messages.
-pub fn run(args: LaunchArgs, who: &str) -> Outcome {
-    let (program, rest) = args.command.split_first().ok_or("no program to run")?;
-    let mut spec = LaunchSpec::new(args.ranks, program);
-    spec.args = rest.to_vec();
-    spec.pin = args.pin;
-    spec.env = args.env;
-    args.hosts.apply(&mut spec)?;
-    run_job(&spec, who)
-}
-
-/// `--hosts A,B,... [--remote-exec CMD] [--bootstrap-address IP]`: a job
-/// that spans hosts, started through a proxy on each.
-#[derive(clap::Args, Debug, Default)]
-pub struct HostArgs {
-    /// Run on these hosts, rank r on host r mod hosts (as `mpiexec -hosts`).
-    #[arg(long, value_delimiter = ',')]
-    pub hosts: Vec<String>,
-    /// The command that runs a command on a host: it is given the host name,
-    /// then the command's words, shell-quoted (ssh's convention).
-    #[arg(long, default_value = "ssh", requires = "hosts")]
-    pub remote_exec: String,
-    /// The address the launcher listens on, which every host must reach
-    /// (default: what this machine's host name resolves to).
-    #[arg(long, requires = "hosts")]
-    pub bootstrap_address: Option<std::net::IpAddr>,
-    /// Across hosts, forward these of the launcher's variables to every
-    /// rank besides the allow-list (Hydra's -genvlist; docs/hosts.md).
-    #[arg(long, value_delimiter = ',', requires = "hosts")]
-    pub envlist: Vec<OsString>,
-}
-
-impl HostArgs {
-    /// The same hosts for MPICH's `mpiexec` (Hydra's ssh launcher run
-    /// through the remote-exec command's program).
-    pub fn mpiexec_args(&self) -> Vec<String> {
-        let Some(exec) = self.remote_exec.split_whitespace().next() else {
-            return Vec::new();
-        };
-        if self.hosts.is_empty() {
-            return Vec::new();
-        }
-        vec![
-            "-launcher".into(),
-            "ssh".into(),
-            "-launcher-exec".into(),
-            exec.into(),
-            "-hosts".into(),
-            self.hosts.join(","),
-        ]
-    }
-
-    /// Makes `spec` span the hosts asked for, if any.
-    pub fn apply(&self, spec: &mut LaunchSpec) -> Result<(), Box<dyn std::error::Error>> {
-        if self.hosts.is_empty() {
-            return Ok(());
-        }
-        spec.hosts = self.hosts.clone();
-        spec.remote_exec = self
-            .remote_exec
-            .split_whitespace()
-            .map(Into::into)
-            .collect();
-        if spec.remote_exec.is_empty() {
-            return Err("--remote-exec is empty".into());
-        }
-        spec.bootstrap_address = self.bootstrap_address;
-        spec.env_names = self.envlist.clone();
-        Ok(())
-    }
-}
-
-/// `NAME=VALUE` as a variable and its value.
-fn parse_setting(setting: &str) -> Result<(OsString, OsString), String> {
-    match setting.split_once('=') {
-        Some((name, value)) if !name.is_empty() => Ok((name.into(), value.into())),
-        _ => Err(format!("{setting:?} is not NAME=VALUE")),
-    }
-}
-
-/// Launches `spec` and returns the launcher's exit code: 0, or the first
-/// failed rank's (128 + signal if it was killed), which is also reported.
-pub fn run_job(spec: &LaunchSpec, who: &str) -> Outcome {
-    let report = launch(spec)?;
-    for host in &report.lost_hosts {
-        eprintln!("{who}: host {host} was lost: its proxy ended, or stopped answering, before its ranks were reported");
-    }
-    if let Some((rank, status)) = report.first_failure {
-        eprintln!("{who}: rank {rank} failed ({status}); the job was stopped");
-    }
-    Ok(report.exit_code().clamp(0, 255) as u8)
-}
-
-/// The process's exit code for `outcome`, printing an error as `who: error`.
-pub fn exit_code(outcome: Outcome, who: &str) -> ExitCode {
-    match outcome {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("{who}: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
+pub use cli::{exit_code, run, run_job, HostArgs, LaunchArgs, Outcome};

@@ -19,7 +19,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    if let Some(code) = catena_fabric::launch::serve_as_proxy() {
+    if let Some(code) = catena_run::launch::serve_as_proxy() {
         return ExitCode::from(code as u8);
     }
     exit_code(run(Cli::parse().launch, "catena-run"), "catena-run")

@@ -25,7 +25,7 @@ pub use pmix::PmixBootstrap;
 #[cfg(feature = "mpi")]
 pub type MpiComm = ::mpi::ffi::MPI_Comm;
 use handshake::JobKey;
-pub(crate) use tcp::join_launcher;
+pub use tcp::join_launcher;
 pub use tcp::TcpBootstrap;
 
 use crate::config::{

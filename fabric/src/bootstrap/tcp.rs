@@ -140,7 +140,7 @@ impl TcpBootstrap {
 /// A connection to the launcher at `launcher` on which `peer` proved `key`
 /// (and the launcher proved it back), trying again until
 /// `CONNECT_TIMEOUT`.
-pub(crate) fn join_launcher(launcher: SocketAddr, key: &JobKey, peer: Peer) -> Result<TcpStream> {
+pub fn join_launcher(launcher: SocketAddr, key: &JobKey, peer: Peer) -> Result<TcpStream> {
     let started = Instant::now();
     loop {
         let attempt = TcpStream::connect_timeout(&launcher, CONNECT_TIMEOUT)

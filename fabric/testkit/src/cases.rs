@@ -6,9 +6,9 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use catena_fabric::launch::{launch, LaunchReport, LaunchSpec};
 use catena_fabric::shm::ShmTransport;
 use catena_fabric::{Error, Provider, Result};
+use catena_run::launch::{launch, LaunchReport, LaunchSpec};
 
 use crate::conformance::Check;
 
@@ -179,7 +179,7 @@ pub fn launch_case_across<P: Provider>(
     env: &[(&str, &str)],
     body: impl FnOnce(&P) -> Result<()>,
 ) -> Option<LaunchReport> {
-    if let Some(code) = catena_fabric::launch::serve_as_proxy() {
+    if let Some(code) = catena_run::launch::serve_as_proxy() {
         std::process::exit(code);
     }
     if run_as_rank(case, body) {

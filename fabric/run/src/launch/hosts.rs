@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use super::child::{die_with_launcher, flush, forward, Sink, FORWARD_FLUSH};
 use super::server::{Event, Server};
 use super::{LaunchReport, LaunchSpec, LOST_CHILD_STATUS};
-use crate::bootstrap::handshake::JobKey;
-use crate::bootstrap::wire::{Frame, Peer, ProxyOrder};
-use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_JOB_KEY, ENV_PROXY, ENV_PROXY_HOST};
-use crate::{Error, Rank, Result};
+use catena_fabric::bootstrap::handshake::JobKey;
+use catena_fabric::bootstrap::wire::{Frame, Peer, ProxyOrder};
+use catena_fabric::config::{ENV_JOB, ENV_JOB_FD, ENV_JOB_KEY, ENV_PROXY, ENV_PROXY_HOST};
+use catena_fabric::{Error, Rank, Result};
 
 /// How long a host's proxy may take to connect, and a connection to say
 /// who it is.
@@ -48,7 +48,7 @@ struct Host {
 /// Runs `spec` on `spec.hosts` and waits for it to end.
 pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
     let size = spec.ranks;
-    let job = crate::bootstrap::new_job_id();
+    let job = catena_fabric::bootstrap::new_job_id();
     let key = JobKey::generate();
     let ip = match spec.bootstrap_address {
         Some(ip) => ip,

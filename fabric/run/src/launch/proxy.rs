@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use super::child::{crash_by_signal, die_with_launcher, flush, forward, Sink};
 use super::LOST_CHILD_STATUS;
-use crate::bootstrap::handshake::JobKey;
-use crate::bootstrap::join_launcher;
-use crate::bootstrap::wire::{Frame, Peer, ProxyOrder};
-use crate::config::{
+use catena_fabric::bootstrap::handshake::JobKey;
+use catena_fabric::bootstrap::join_launcher;
+use catena_fabric::bootstrap::wire::{Frame, Peer, ProxyOrder};
+use catena_fabric::config::{
     optional, required, ENV_JOB, ENV_JOB_KEY, ENV_LAUNCHER, ENV_LOCAL_SIZE, ENV_PIN_CORE,
     ENV_PROXY, ENV_PROXY_HOST, ENV_RANK, ENV_SIZE,
 };
-use crate::{owned_name, Error, Result};
+use catena_fabric::{owned_name, Error, Result};
 
 /// How long a proxy waits for the launcher's order.
 const ORDER_TIMEOUT: Duration = Duration::from_secs(60);

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
-use crate::bootstrap::handshake::{nonce, JobKey};
-use crate::bootstrap::wire::{Frame, Nonce, Peer, MAX_HELLO};
-use crate::{Error, Result};
+use catena_fabric::bootstrap::handshake::{nonce, JobKey};
+use catena_fabric::bootstrap::wire::{Frame, Nonce, Peer, MAX_HELLO};
+use catena_fabric::{Error, Result};
 
 /// Newcomers that have not answered their challenge yet, at most: more are
 /// closed at once (a rank or proxy tries again), so that a flood of idle
@@ -379,8 +379,8 @@ fn encode(frame: &Frame) -> Option<Arc<[u8]>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bootstrap::handshake::join;
-    use crate::bootstrap::wire::NONCE_BYTES;
+    use catena_fabric::bootstrap::handshake::join;
+    use catena_fabric::bootstrap::wire::NONCE_BYTES;
     use std::net::TcpStream as StdStream;
 
     /// What a stranger does on its connection.
@@ -570,7 +570,7 @@ mod tests {
             server.connections()
         );
         let genuine = std::thread::spawn(move || {
-            crate::bootstrap::join_launcher(at, &key, Peer::Proxy(0)).map(|_| ())
+            catena_fabric::bootstrap::join_launcher(at, &key, Peer::Proxy(0)).map(|_| ())
         });
         std::thread::sleep(Duration::from_millis(300));
         drop(flood);

@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 use child::{crash_by_signal, die_with_launcher, flush, forward, Sink};
 pub use proxy::serve_as_proxy;
 
-use crate::bootstrap::JobSegment;
-use crate::config::{ENV_JOB, ENV_JOB_FD, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE};
-use crate::{owned_name, Error, Rank, Result};
+use catena_fabric::bootstrap::JobSegment;
+use catena_fabric::config::{
+    ENV_JOB, ENV_JOB_FD, ENV_LOCAL_SIZE, ENV_PIN_CORE, ENV_RANK, ENV_SIZE,
+};
+use catena_fabric::{owned_name, Error, Rank, Result};
 
 /// Wait status reported for a rank that could not be waited for (exit 255).
 const LOST_CHILD_STATUS: i32 = 255 << 8;
@@ -145,7 +147,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchReport> {
         )));
     }
     owned_name::remove_dead();
-    let job = crate::bootstrap::new_job_id();
+    let job = catena_fabric::bootstrap::new_job_id();
     let (job_segment, job_fd) = JobSegment::create(spec.ranks)?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut children: Vec<Option<Child>> = Vec::new();

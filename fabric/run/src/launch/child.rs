@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::Rank;
+use catena_fabric::Rank;
 
 /// Makes the rank `cmd` starts die by SIGKILL when the launcher dies, even
 /// by SIGKILL, which leaves the launcher no chance to stop it. The kernel
