@@ -272,6 +272,16 @@ fn short_deadline<T: Rma>(t: &T) -> catena_fabric::Time {
     t.deadline_in(Duration::from_millis(10))
 }
 
+/// A bulk call among ranks 0 to 3 with a short deadline.
+fn of_four<T: Rma>(t: &T, context: catena_fabric::ContextId) -> BulkCall<'_, T> {
+    BulkCall {
+        t,
+        ranks: &[0, 1, 2, 3],
+        context,
+        deadline: short_deadline(t),
+    }
+}
+
 fn invalid_argument<R: std::fmt::Debug>(r: catena_algorithms::Result<R>, says: &str) {
     match r {
         Err(Error::InvalidArgument(message)) if message.contains(says) => {}
@@ -354,34 +364,14 @@ fn lengths_that_differ_across_processes_are_a_mismatch() {
     // and the others wait for pieces that never come until the deadline.
     let results = on_sim(async |t: &SimRank<'_>| {
         let mut data = vec![1u8; if t.rank() == 0 { 10 } else { 13 }];
-        scatter_allgather(
-            BulkCall {
-                t,
-                ranks: &[0, 1, 2, 3],
-                context: 1,
-                deadline: short_deadline(t),
-            },
-            0,
-            &mut data,
-        )
-        .await
+        scatter_allgather(of_four(t, 1), 0, &mut data).await
     });
     assert_mismatch(&results, &[1, 2]);
     // Rank 1 sums 6 elements (pieces of 2, 2, 1, 1), the others 4: rank 1
     // gets a piece too short from rank 0, and rank 2 one too long from it.
     let results = on_sim(async |t: &SimRank<'_>| {
         let mut data = vec![1i64; if t.rank() == 1 { 6 } else { 4 }];
-        ring_allreduce(
-            BulkCall {
-                t,
-                ranks: &[0, 1, 2, 3],
-                context: 2,
-                deadline: short_deadline(t),
-            },
-            &mut data,
-            wrapping_sum,
-        )
-        .await
+        ring_allreduce(of_four(t, 2), &mut data, wrapping_sum).await
     });
     assert_mismatch(&results, &[1, 2]);
 }
@@ -402,34 +392,14 @@ fn assert_mismatch(results: &[catena_algorithms::Result<()>], mismatched: &[Rank
 fn zero_sized_elements_and_panicking_operations_are_errors() {
     for r in on_sim(async |t: &SimRank<'_>| {
         let mut data = [(); 4];
-        ring_allreduce(
-            BulkCall {
-                t,
-                ranks: &[0, 1, 2, 3],
-                context: 2,
-                deadline: short_deadline(t),
-            },
-            &mut data,
-            |_, _| {},
-        )
-        .await
+        ring_allreduce(of_four(t, 2), &mut data, |_, _| {}).await
     }) {
         invalid_argument(r, "zero-sized elements");
     }
     let results = on_sim(async |t: &SimRank<'_>| {
         let mut data = [1i64; 8];
         let op = |_: &mut [i64], _: &[i64]| panic!("no sums today");
-        ring_allreduce(
-            BulkCall {
-                t,
-                ranks: &[0, 1, 2, 3],
-                context: 2,
-                deadline: short_deadline(t),
-            },
-            &mut data,
-            op,
-        )
-        .await
+        ring_allreduce(of_four(t, 2), &mut data, op).await
     });
     // Every rank folds before it can wait on a peer that gave up.
     for r in results {
