@@ -380,10 +380,12 @@ async fn point_to_point_before_the_map_is_loaded<T: Transport>(t: &T) -> Outcome
     }
     half.isend(next, 4, &rank).await.map_err(&e)?;
     let got: Rank = half.irecv(last, 4).await.map_err(&e)?;
-    let want = half.world_rank_of(last).map_err(&e)?;
-    if got != want {
+    // The reference: the half of one parity, in world order by its keys.
+    let want = rank % 2 + 2 * last;
+    let looked_up = half.world_rank_of(last).map_err(&e)?;
+    if got != want || looked_up != want {
         return Err(format!(
-            "rank {rank}: got {got} from group rank {last}, want {want}"
+            "rank {rank}: got {got} from group rank {last} (world {looked_up}), want {want}"
         ));
     }
     world.ibarrier().await.map_err(&e)
