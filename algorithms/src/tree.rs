@@ -176,7 +176,7 @@ pub fn bcast_bytes<'a, T: Transport>(
 }
 
 /// [`bcast_bytes`] with tags reserved before (and the neighbour search).
-async fn bcast_bytes_in<T: Transport>(
+pub(crate) async fn bcast_bytes_in<T: Transport>(
     call: Call<'_, T>,
     root: u32,
     bytes: Option<Vec<u8>>,

@@ -90,13 +90,19 @@ impl CallTags {
     /// needs (a double scan takes at most 32).
     pub(crate) const ROUNDS: u32 = 256;
 
+    /// The tags of the chain's call number `call`: numbers wrap past 2^24
+    /// calls, as a chain's own count does.
+    pub(crate) fn numbered(call: u32) -> CallTags {
+        CallTags {
+            base: call.wrapping_mul(Self::ROUNDS),
+        }
+    }
+
     /// The tags of call number `call` on a context whose calls the caller
     /// numbers itself (e.g. by a user's tag); `call < 2^24`.
     pub(crate) fn of_call(call: u32) -> CallTags {
         debug_assert!(call < u32::MAX / Self::ROUNDS);
-        CallTags {
-            base: call.wrapping_mul(Self::ROUNDS),
-        }
+        Self::numbered(call)
     }
 
     /// The tag of round `round` of this call; past `ROUNDS` an error, never
@@ -332,9 +338,7 @@ impl Chain {
 
     /// Reserves the tags of one call (see [`Chain::reserve`]).
     pub(crate) fn next_call(&self) -> CallTags {
-        CallTags {
-            base: self.reserve(1).next.wrapping_mul(CallTags::ROUNDS),
-        }
+        CallTags::numbered(self.reserve(1).next)
     }
 
     /// Reserves the tags of the neighbour search if no earlier call did; a

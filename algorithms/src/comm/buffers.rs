@@ -11,13 +11,14 @@ use crate::blocking::block_on;
 use bytemuck::Pod;
 use catena_fabric::{Blocking, Transport};
 
-use super::collectives::Path;
+use super::collectives::{Path, Route};
+use crate::chain::Chain;
 use super::Comm;
 use crate::host::{self, TeamCall};
 use crate::{scan, tree, Error, Result};
 
 /// `Mismatch` unless `got` elements are what the call needs.
-fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
+pub(super) fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
     if got == want {
         return Ok(());
     }
@@ -27,7 +28,7 @@ fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
 }
 
 /// Copies received bytes into `out`, which must be exactly as long.
-fn fill<E: Pod>(out: &mut [E], bytes: &[u8], what: &'static str) -> Result<()> {
+pub(super) fn fill<E: Pod>(out: &mut [E], bytes: &[u8], what: &'static str) -> Result<()> {
     let out: &mut [u8] = bytemuck::cast_slice_mut(out);
     if out.len() != bytes.len() {
         return Err(Error::Mismatch {
@@ -44,7 +45,7 @@ fn fill<E: Pod>(out: &mut [E], bytes: &[u8], what: &'static str) -> Result<()> {
 
 /// A member's buffer as the chain's reductions carry it: its bytes and a
 /// last byte, 0, that says every value folded in had the same length.
-fn tagged<E: Pod>(buf: &[E]) -> Vec<u8> {
+pub(super) fn tagged<E: Pod>(buf: &[E]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(std::mem::size_of_val(buf) + 1);
     bytes.extend_from_slice(bytemuck::cast_slice::<E, u8>(buf));
     bytes.push(FOLDED);
@@ -54,11 +55,11 @@ fn tagged<E: Pod>(buf: &[E]) -> Vec<u8> {
 const FOLDED: u8 = 0;
 /// What values of different lengths fold into: every member whose result
 /// depends on one of them learns it, none gets a partial fold.
-const POISONED: u8 = 1;
+pub(super) const POISONED: u8 = 1;
 
 /// The bytes of `a ⊕ b`, elementwise, for [`tagged`] operands (the chain
 /// fallback: its reductions carry byte vectors).
-fn combine_tagged<E: Pod>(a: &[u8], b: &[u8], op: &impl Fn(&E, &E) -> E) -> Vec<u8> {
+pub(super) fn combine_tagged<E: Pod>(a: &[u8], b: &[u8], op: &impl Fn(&E, &E) -> E) -> Vec<u8> {
     let (Some((&FOLDED, a)), Some((&FOLDED, b))) = (a.split_last(), b.split_last()) else {
         return vec![POISONED];
     };
@@ -74,13 +75,27 @@ fn combine_tagged<E: Pod>(a: &[u8], b: &[u8], op: &impl Fn(&E, &E) -> E) -> Vec<
 
 /// A chain reduction's result without its tag; `Mismatch` if a member's
 /// buffer had another length than the others'.
-fn untagged(mut bytes: Vec<u8>, what: &str) -> Result<Vec<u8>> {
+pub(super) fn untagged(mut bytes: Vec<u8>, what: &str) -> Result<Vec<u8>> {
     match bytes.pop() {
         Some(FOLDED) => Ok(bytes),
         _ => Err(Error::Mismatch {
             what: format!("{what}: a member's buffer has another length than the others'"),
         }),
     }
+}
+
+/// A chain reduction's result into `recv`, for a call (`what`) whose
+/// members sent `sent` elements each: `Mismatch` where a member's buffer
+/// had another length than the others'.
+pub(super) fn fill_folded<E: Pod>(
+    bytes: Vec<u8>,
+    recv: &mut [E],
+    sent: usize,
+    what: &'static str,
+) -> Result<()> {
+    let bytes = untagged(bytes, what)?;
+    check_len("the receive buffer", recv.len(), sent)?;
+    fill(recv, &bytes, what)
 }
 
 /// The elements `bytes` hold (a trailing partial element is dropped).
@@ -98,7 +113,7 @@ fn bytes_of<E: Pod>(buf: &[E]) -> Vec<u8> {
 /// `acc[i] = acc[i] ⊕ x[i]` over the elements two byte slices hold, as
 /// a host reduction combines them (a staging buffer may not be aligned for
 /// `E`, so such slices are read element by element).
-fn combine_pod<E: Pod>(acc: &mut [u8], x: &[u8], op: &impl Fn(&E, &E) -> E) -> Result<()> {
+pub(super) fn combine_pod<E: Pod>(acc: &mut [u8], x: &[u8], op: &impl Fn(&E, &E) -> E) -> Result<()> {
     crate::error::user_code("a reduce operation", || {
         match (
             bytemuck::try_cast_slice_mut::<u8, E>(acc),
@@ -125,7 +140,7 @@ fn combine_pod<E: Pod>(acc: &mut [u8], x: &[u8], op: &impl Fn(&E, &E) -> E) -> R
 
 /// Whether elements of `E` can travel through host memory (whole elements
 /// in a cell; none of zero size).
-fn host_fits<E>() -> bool {
+pub(super) fn host_fits<E>() -> bool {
     let size = std::mem::size_of::<E>();
     size > 0 && crate::host::stream_fits(size)
 }
@@ -136,7 +151,7 @@ fn bad_root(root: u32, size: u32) -> Error {
 
 /// `buf` if it holds `len` bytes; else a scratch buffer of `len` bytes to
 /// take part in the call with, and the error to report after it.
-fn or_scratch<'b>(
+pub(super) fn or_scratch<'b>(
     buf: &'b mut [u8],
     len: usize,
     scratch: &'b mut Vec<u8>,
@@ -162,11 +177,17 @@ impl<'t, T: Transport> Comm<'t, T> {
         buf: &'a mut [E],
     ) -> impl Future<Output = Result<()>> + 'a {
         let deadline = self.deadline();
-        let path = self.path_if(host_fits::<E>(), || {
+        let route = self.route(host_fits::<E>(), tree::reserve, || {
             let value = (self.rank() == root).then(|| bytes_of(buf));
             tree::bcast_bytes(self.t, &self.chain, root, value, deadline)
         });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    return Box::pin(call.bcast_into(self, root, buf, deadline)).await
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => {
                     let bytes = call.await?;
@@ -221,11 +242,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             }
             match path {
                 Path::Chain(call) => match (recv, call.await?) {
-                    (Some(recv), Some(bytes)) => {
-                        let bytes = untagged(bytes, "a reduce")?;
-                        check_len("the receive buffer", recv.len(), send.len())?;
-                        fill(recv, &bytes, "a reduce buffer")
-                    }
+                    (Some(recv), Some(bytes)) => fill_folded(bytes, recv, send.len(), "a reduce"),
                     _ => Ok(()),
                 },
                 Path::Host(team, seq) => {
@@ -267,7 +284,7 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<()>> + 'a {
         let deadline = self.deadline();
         let mut op = Some(op);
-        let path = self.path_if(host_fits::<E>(), || {
+        let route = self.route(host_fits::<E>(), Chain::next_call, || {
             let op = op.take().expect("taken once");
             scan::allreduce(
                 self.t,
@@ -278,13 +295,19 @@ impl<'t, T: Transport> Comm<'t, T> {
             )
         });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let op = op.take().expect("taken once");
+                    let allreduce = call.allreduce_into(self, send, recv, op, deadline);
+                    return Box::pin(allreduce).await;
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => {
                     // Taken part in first, whatever this member's buffer,
                     // so that a wrong one is its owner's error alone.
-                    let bytes = untagged(call.await?, "an allreduce")?;
-                    check_len("the receive buffer", recv.len(), send.len())?;
-                    fill(recv, &bytes, "an allreduce buffer")
+                    fill_folded(call.await?, recv, send.len(), "an allreduce")
                 }
                 Path::Host(team, seq) => {
                     let op = op.take().expect("taken once");

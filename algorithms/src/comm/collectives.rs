@@ -11,8 +11,9 @@ use catena_fabric::{Blocking, Transport};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::levels::LevelsCall;
 use super::Comm;
-use crate::chain::DoubleScan;
+use crate::chain::{CallTags, Chain, DoubleScan};
 use crate::codec::encode;
 use crate::host::{self, values, Team};
 use crate::{scan, tree, PipelineConfig, Result, TreeCollective, TreePlan};
@@ -30,7 +31,29 @@ pub(super) enum Path<'a, 't, T: Transport, F> {
     Chain(std::pin::Pin<Box<F>>),
 }
 
+/// How a call that the host levels can take runs: on them (which may
+/// still find the flat path theirs once built), or as [`Path`] says.
+pub(super) enum Route<'a, 't, T: Transport, F> {
+    Levels(LevelsCall<'a, 't, T>),
+    Flat(Path<'a, 't, T, F>),
+}
+
 impl<'t, T: Transport> Comm<'t, T> {
+    /// [`Comm::path_if`] for a call the host levels can take: theirs where
+    /// the communicator has them (with the flat path's tags, `flat`
+    /// reserves them now, for the levels to fall back on).
+    pub(super) fn route<F>(
+        &self,
+        host_fits: bool,
+        flat: fn(&Chain) -> CallTags,
+        chain: impl FnOnce() -> F,
+    ) -> Route<'_, 't, T, F> {
+        match self.levels.as_deref() {
+            Some(levels) if host_fits => Route::Levels(levels.call(flat(&self.chain))),
+            _ => Route::Flat(self.path_if(host_fits, chain)),
+        }
+    }
+
     /// Chooses the path of a call being made now: the host team when the
     /// communicator has one (every member decides alike), else `chain()`,
     /// which takes the call's tags.
@@ -54,8 +77,14 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// Returns once every member has entered.
     pub fn ibarrier(&self) -> impl Future<Output = Result<()>> + '_ {
         let deadline = self.deadline();
-        let path = self.path(|| scan::barrier(self.t, &self.chain, deadline));
+        let route = self.route(true, Chain::next_call, || {
+            scan::barrier(self.t, &self.chain, deadline)
+        });
         async move {
+            let path = match route {
+                Route::Levels(call) => return Box::pin(call.barrier(self, deadline)).await,
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
@@ -75,9 +104,17 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<V>> + 'a {
         let deadline = self.deadline();
         let mut value = Some(value);
-        let path =
-            self.path(|| tree::bcast(self.t, &self.chain, root, value.take().flatten(), deadline));
+        let route = self.route(true, tree::reserve, || {
+            tree::bcast(self.t, &self.chain, root, value.take().flatten(), deadline)
+        });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let value = value.take().flatten();
+                    return Box::pin(call.bcast_value(self, root, value, deadline)).await;
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
@@ -124,11 +161,18 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<A>> + 'a {
         let deadline = self.deadline();
         let mut args = Some((x, op));
-        let path = self.path(|| {
+        let route = self.route(true, Chain::next_call, || {
             let (x, op) = args.take().expect("taken once");
             scan::allreduce(self.t, &self.chain, x, op, deadline)
         });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let (x, op) = args.take().expect("taken once");
+                    return Box::pin(call.allreduce_value(self, x, op, deadline)).await;
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {

@@ -9,6 +9,7 @@ mod buffers;
 mod collectives;
 mod create;
 mod hierarchy;
+mod levels;
 mod map;
 mod merge;
 mod p2p;
@@ -34,6 +35,7 @@ use crate::split::{dense, split_offering, Algorithm, Color, Key, Request, Split}
 use crate::{Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
+use levels::Levels;
 pub(crate) use map::listed as listed_map;
 
 /// The timeout a communicator gives each call unless told otherwise.
@@ -68,6 +70,9 @@ pub struct Comm<'t, T: Transport> {
     /// The members' shared memory, when they all share this host: the
     /// collectives run through it instead of the chain.
     team: Option<Box<Team<'t, T>>>,
+    /// Where the members span several hosts (a communicator of the whole
+    /// job): the host levels its barrier, broadcasts and allreduces take.
+    levels: Option<Box<Levels<'t, T>>>,
     timeout: Duration,
     algorithm: Algorithm,
     /// The rank-to-world map: given at creation, listed from the team, or
@@ -89,6 +94,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         let map = GroupMap::world_group(t.size());
         let mut world = Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map));
         world.team = Team::world(t).map(Box::new);
+        world.levels = Levels::of_world(t, &world.chain);
         world
     }
 
@@ -97,6 +103,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             t,
             chain,
             team: None,
+            levels: None,
             timeout: DEFAULT_TIMEOUT,
             algorithm: Algorithm::Auto,
             map: map.map(OnceCell::from).unwrap_or_default(),
@@ -490,6 +497,7 @@ impl<T: Transport> std::fmt::Debug for Comm<'_, T> {
             .field("context", &format_args!("{:#x}", self.context()))
             .field("timeout", &self.timeout)
             .field("host_memory", &self.team.is_some())
+            .field("host_levels", &self.levels.is_some())
             .field("map", &self.map.get().map(|m| m.to_string()))
             .finish()
     }

@@ -141,6 +141,19 @@ pub(crate) async fn bcast_along<T: HostMemory>(
     }
 }
 
+/// Tells every member waiting in a [`bcast`] from `root` that the value
+/// will not come (the call failed at the root on a member's value of
+/// another length, as a two-level allreduce does across hosts).
+pub(crate) async fn poison<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    root: u32,
+    deadline: Time,
+) -> Result<()> {
+    let radix = select::tree_radix(team.size(), team.tuning());
+    poison_along(team, seq, root, radix, deadline).await
+}
+
 /// Tells every member waiting in a [`bcast_along`] from `root` that the
 /// value will not come, the call having failed at the root on a member's
 /// value of another length: the poison goes down the same tree.

@@ -32,7 +32,7 @@ use catena_fabric::{wait_until, ContextId, HostMemory, HostRegion, Rank, Time};
 pub(crate) use allgather::{allgather, allgather_any};
 pub(crate) use allreduce::allreduce;
 pub(crate) use barrier::barrier;
-pub(crate) use bcast::{bcast, Value};
+pub(crate) use bcast::{bcast, poison as poison_bcast, Value};
 pub(crate) use claim::Claim;
 pub(crate) use gather::{gather, gather_any};
 pub(crate) use gathered::Gathered;
@@ -133,15 +133,31 @@ impl<'t, T: HostMemory> Team<'t, T> {
     /// nothing but the job's shape and program order, so every rank takes
     /// the same one.
     pub(crate) fn world(t: &'t T) -> Option<Team<'t, T>> {
-        let ranks = t.host_ranks().to_vec();
-        let size = ranks.len() as u32;
+        let size = t.host_ranks().len() as u32;
         if size != t.size() || !(2..=MAX_MEMBERS).contains(&size) {
             return None;
         }
-        let own = t.host_world_region(Layout::new(size).bytes())?;
+        Team::of_host(t).flatten()
+    }
+
+    /// The job's ranks on this host as one team in the host's world
+    /// region, which every rank takes at the same offset, so this needs no
+    /// exchange: `None` where this process's world region is taken (not
+    /// its first world), `Some(None)` where the host has one rank or more
+    /// than a team holds (the region is taken all the same, so that every
+    /// rank's later worlds are alike later ones).
+    pub(crate) fn of_host(t: &'t T) -> Option<Option<Team<'t, T>>> {
+        let ranks = t.host_ranks().to_vec();
+        let size = ranks.len() as u32;
+        let fits = (2..=MAX_MEMBERS).contains(&size);
+        let own = t.host_world_region(Layout::new(if fits { size } else { 1 }).bytes())?;
+        let me = ranks.iter().position(|&r| r == t.rank());
+        let (true, Some(me)) = (fits, me) else {
+            return Some(None);
+        };
         let regions = vec![own.at; ranks.len()];
-        let me = ranks.iter().position(|&r| r == t.rank())? as u32;
-        Some(Team::new(t, ranks, regions, me, own, true, WORLD_CONTEXT))
+        let team = Team::new(t, ranks, regions, me as u32, own, true, WORLD_CONTEXT);
+        Some(Some(team))
     }
 
     /// A team of `ranks` (group order) whose regions are `regions` (one

@@ -280,7 +280,9 @@ pub(crate) struct Placement {
 /// await, so that splits get their tags and contexts in call order however
 /// their futures are polled: the calls it makes on the parent (numbered in
 /// program order) and the neighbour search, and a context id to propose.
-struct Reserved {
+/// A caller that runs a split later (a communicator's two levels, built by
+/// its first collective that needs them) reserves one when it is made.
+pub(crate) struct Reserved {
     calls: Calls,
     context: Proposal,
 }
@@ -292,7 +294,7 @@ const PLACEMENT_CALLS: u32 = 3;
 const NUMBERING_CALLS: u32 = 1;
 
 impl Reserved {
-    fn on<T: Transport>(t: &T, parent: &Chain) -> Reserved {
+    pub(crate) fn on<T: Transport>(t: &T, parent: &Chain) -> Reserved {
         parent.reserve_neighbours();
         Reserved {
             calls: parent.reserve(AGREEMENT_CALLS + PLACEMENT_CALLS + NUMBERING_CALLS),
@@ -405,7 +407,7 @@ where
 }
 
 /// The split, with what it reserved when it was called.
-async fn run<T, C, K, O>(
+pub(crate) async fn run<T, C, K, O>(
     call: Call<'_, T, Reserved>,
     request: Request<C, K, O>,
     offer: impl numbering::Offering,

@@ -151,12 +151,18 @@ impl HostMemory for SimRank<'_> {
 
     fn host_ranks(&self) -> &[Rank] {
         let sim = self.sim();
-        let all = sim
-            .all_ranks
-            .get_or_init(|| sim.as_transport(|| (0..sim.size()).collect()));
-        let per = sim.ranks_per_host as usize;
-        let first = self.rank_id() as usize / per * per;
-        &all[first..(first + per).min(all.len())]
+        let placement = sim.placement;
+        let all = sim.all_ranks.get_or_init(|| {
+            sim.as_transport(|| {
+                let mut all: Vec<Rank> = (0..sim.size()).collect();
+                all.sort_by_key(|&r| placement.host(r));
+                all
+            })
+        });
+        let host = placement.host(self.rank_id());
+        let first = all.partition_point(|&r| placement.host(r) < host);
+        let end = all.partition_point(|&r| placement.host(r) <= host);
+        &all[first..end]
     }
 
     fn host_alloc(&self, len: usize, _reset: usize) -> Result<HostRegion> {
@@ -207,8 +213,8 @@ impl HostMemory for SimRank<'_> {
                 size: self.sim().size(),
             });
         }
-        let per = self.sim().ranks_per_host;
-        if rank / per != self.rank_id() / per {
+        let placement = self.sim().placement;
+        if placement.host(rank) != placement.host(self.rank_id()) {
             return Err(Error::NotOnHost { rank });
         }
         Ok(rank)

@@ -274,12 +274,31 @@ pub struct Sim {
     trace: Option<RefCell<Vec<TraceEvent>>>,
     /// Charges each rank's computation to its clock, when asked to.
     compute: Option<Meter>,
-    /// Consecutive ranks per simulated host (what `Rma::host` tells).
-    ranks_per_host: u32,
+    /// Which simulated host each rank is on (what `Rma::host` tells).
+    placement: Placement,
     /// What host memory costs.
     host_model: HostModel,
-    /// 0..size, made when a rank first asks who shares its host.
+    /// 0..size ordered by host (and rank), made when a rank first asks
+    /// who shares its host.
     all_ranks: OnceCell<Vec<Rank>>,
+}
+
+/// How ranks lie on simulated hosts.
+#[derive(Clone, Copy, Debug)]
+enum Placement {
+    /// This many consecutive ranks on each host.
+    Blocks(u32),
+    /// Ranks dealt over this many hosts in turn.
+    Dealt(u32),
+}
+
+impl Placement {
+    fn host(self, rank: Rank) -> u32 {
+        match self {
+            Placement::Blocks(per) => rank / per,
+            Placement::Dealt(hosts) => rank % hosts,
+        }
+    }
 }
 
 impl Sim {
@@ -318,7 +337,7 @@ impl Sim {
             jitter: RefCell::new(None),
             trace: None,
             compute: None,
-            ranks_per_host: 1,
+            placement: Placement::Blocks(1),
             host_model: HostModel::default(),
             all_ranks: OnceCell::new(),
         }
@@ -335,7 +354,15 @@ impl Sim {
     /// as `Rma::host` reports them; they share host memory, charged by the
     /// [`HostModel`]. The network's cost model does not change with it.
     pub fn with_ranks_per_host(mut self, n: u32) -> Sim {
-        self.ranks_per_host = n.max(1);
+        self.placement = Placement::Blocks(n.max(1));
+        self
+    }
+
+    /// Deals the ranks over `hosts` simulated hosts in turn (rank r on host
+    /// r mod `hosts`), as a launcher placing round-robin does: each host
+    /// holds ranks that are not consecutive.
+    pub fn with_ranks_dealt_over(mut self, hosts: u32) -> Sim {
+        self.placement = Placement::Dealt(hosts.max(1));
         self
     }
 

@@ -146,7 +146,7 @@ impl<'s> Rma for SimRank<'s> {
     }
 
     fn host(&self) -> u64 {
-        u64::from(self.rank / self.sim.ranks_per_host)
+        u64::from(self.sim.placement.host(self.rank))
     }
 
     fn now(&self) -> Time {

@@ -1,0 +1,585 @@
+//! A communicator of the whole job that spans several hosts runs its
+//! barrier, broadcasts and allreduces in two levels (issue 32): inside each
+//! host through the host's shared memory, across hosts on a chain of one
+//! leader per host, so a value crosses the network once per host instead
+//! of once per rank. The host's team is made with the world, without
+//! messages; the leaders' chain is split off by the first call that needs
+//! it, with tags the world reserved when it was made.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use bytemuck::Pod;
+use catena_fabric::{wait_until, Time, Transport};
+
+use super::buffers::{
+    combine_pod, combine_tagged, fill, fill_folded, or_scratch, tagged, untagged, POISONED,
+};
+use super::collectives::Value;
+use super::Comm;
+use crate::call::Call;
+use crate::chain::{CallTags, Chain};
+use crate::codec::{decode, encode};
+use crate::host::{self, values, Team, TeamCall};
+use crate::scan::{allreduce_in, double_scan_in};
+use crate::split::{self, Algorithm, Color, Key, Request, Split};
+use crate::tree::{bcast_bytes_in, bcast_in};
+use crate::{Error, Result};
+
+/// A communicator's two levels. Holds O(members on this host): the host's
+/// team, and on a leader the leaders' chain node.
+pub(super) struct Levels<'t, T: Transport> {
+    /// The members on this host, where it has several that fit a team.
+    team: Option<Team<'t, T>>,
+    state: RefCell<State>,
+    /// Two-level calls taken so far: call k has the host team's sequence
+    /// numbers 2k + 1 and 2k + 2 and the leaders' chain's call
+    /// `leader_base + k`, whichever path it takes in the end.
+    calls: Cell<u64>,
+}
+
+/// Where the levels' build stands (it holds no borrow of the transport, so
+/// a communicator stays covariant in its lifetime).
+enum State {
+    Reserved(Box<Reservation>),
+    Running,
+    Built(Rc<Built>),
+    /// The build failed or was dropped half-way: its messages are spent.
+    Failed,
+}
+
+/// What the build takes on the communicator's chain, reserved when the
+/// communicator is made: the leaders' split and the agreement on the
+/// levels' shape.
+struct Reservation {
+    leaders: split::Reserved,
+    shape: CallTags,
+    /// This member's part of the shape.
+    mine: Shape,
+}
+
+/// The built levels.
+struct Built {
+    /// The leaders' chain, on a leader (the first member of its host).
+    leaders: Option<Chain>,
+    /// The leaders' chain calls made before the first two-level call.
+    leader_base: u32,
+    shape: Shape,
+}
+
+/// What the members agree when the levels are built, so that all take
+/// the same path.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+struct Shape {
+    /// Every host's members share a team, or are alone on it.
+    teams: bool,
+    /// Some host holds more than one member.
+    shared: bool,
+    /// Every host holds consecutive ranks: a fold in two levels is in rank
+    /// order, as an associative operation needs.
+    ordered: bool,
+}
+
+impl Shape {
+    fn combine(a: &Shape, b: &Shape) -> Shape {
+        Shape {
+            teams: a.teams && b.teams,
+            shared: a.shared || b.shared,
+            ordered: a.ordered && b.ordered,
+        }
+    }
+
+    /// Whether two levels serve a call (`folds`: one that folds values).
+    fn serves(self, folds: bool) -> bool {
+        self.teams && self.shared && (self.ordered || !folds)
+    }
+}
+
+impl<'t, T: Transport> Levels<'t, T> {
+    /// The levels of the world on `chain`, if the job spans several hosts
+    /// and this is the process's first world (every member decides alike
+    /// from the job's shape and program order): the host's team takes the
+    /// host's world region, as a one-host world's does, so it needs no
+    /// message; the build's tags are reserved now.
+    pub(super) fn of_world(t: &'t T, chain: &Chain) -> Option<Box<Levels<'t, T>>> {
+        let ranks = t.host_ranks().to_vec();
+        if ranks.len() >= t.size() as usize {
+            return None;
+        }
+        let team = Team::of_host(t)?;
+        let mine = Shape {
+            teams: team.is_some() || ranks.len() == 1,
+            shared: ranks.len() > 1,
+            ordered: ranks.windows(2).all(|w| w[1] == w[0] + 1),
+        };
+        let reservation = Reservation {
+            leaders: split::Reserved::on(t, chain),
+            shape: chain.next_call(),
+            mine,
+        };
+        Some(Box::new(Levels {
+            team,
+            state: RefCell::new(State::Reserved(Box::new(reservation))),
+            calls: Cell::new(0),
+        }))
+    }
+
+    /// Takes the next two-level call, with the tags `flat` its flat path
+    /// reserved; a collective calls this when it is called, before its
+    /// first await.
+    pub(super) fn call(&self, flat: CallTags) -> LevelsCall<'_, 't, T> {
+        let k = self.calls.get();
+        self.calls.set(k + 1);
+        LevelsCall {
+            levels: self,
+            k,
+            flat,
+        }
+    }
+}
+
+/// The build: the leaders' split (a member knows whether it leads from
+/// its host's ranks), then the agreement on the shape.
+async fn build<T: Transport>(
+    t: &T,
+    chain: &Chain,
+    reservation: Reservation,
+    deadline: Time,
+) -> Result<Built> {
+    let leads = t.host_ranks().first() == Some(&t.rank());
+    let color = match leads {
+        true => Color::Is(()),
+        false => Color::NotMember,
+    };
+    let request = Request::own_order(color, Key::<()>::ParentOrder, Algorithm::Auto);
+    let call = Call::new(t, chain, reservation.leaders, deadline);
+    let leaders = match split::run(call, request, split::numbering::NoOffer).await? {
+        Split::Member(group) => Some(group.chain),
+        Split::NotMember { .. } => None,
+    };
+    let call = Call::new(t, chain, reservation.shape, deadline);
+    let shape = allreduce_in(call, reservation.mine, Shape::combine).await?;
+    let leader_base = match &leaders {
+        Some(chain) => {
+            // Its tree broadcasts need the neighbour search, reserved
+            // before any two-level call numbers its calls.
+            chain.reserve_neighbours();
+            chain.calls_made()
+        }
+        None => 0,
+    };
+    Ok(Built {
+        leaders,
+        leader_base,
+        shape,
+    })
+}
+
+/// Sets the levels' state when a build ends or is dropped.
+struct BuildRun<'a, 't, T: Transport> {
+    levels: &'a Levels<'t, T>,
+    built: Option<Rc<Built>>,
+}
+
+impl<T: Transport> Drop for BuildRun<'_, '_, T> {
+    fn drop(&mut self) {
+        *self.levels.state.borrow_mut() = match self.built.take() {
+            Some(built) => State::Built(built),
+            None => State::Failed,
+        };
+    }
+}
+
+fn build_failed() -> Error {
+    Error::Mismatch {
+        what: "the communicator's host levels: their build failed in an earlier call".into(),
+    }
+}
+
+impl Built {
+    /// Two-level call `k` on the leaders' chain, on a leader.
+    fn leaders_call<'c, T: Transport>(
+        &'c self,
+        t: &'c T,
+        k: u64,
+        deadline: Time,
+    ) -> Option<Call<'c, T>> {
+        let chain = self.leaders.as_ref()?;
+        let tags = CallTags::numbered(self.leader_base.wrapping_add(k as u32));
+        Some(Call::new(t, chain, tags, deadline))
+    }
+}
+
+/// Runs `body` as the host team's call `seq` (nothing to order where this
+/// host has one member).
+async fn on_host<T: Transport, R>(
+    team: Option<&Team<'_, T>>,
+    seq: u64,
+    deadline: Time,
+    body: impl std::future::Future<Output = Result<R>>,
+) -> Result<R> {
+    match team {
+        Some(team) => team.run(seq, deadline, body).await,
+        None => body.await,
+    }
+}
+
+/// One collective on the levels, taken when it was called: its number,
+/// and the tags its flat path reserved (which a broadcast from a root other
+/// than rank 0 uses to send it there, when the levels serve it).
+pub(super) struct LevelsCall<'a, 't, T: Transport> {
+    levels: &'a Levels<'t, T>,
+    k: u64,
+    flat: CallTags,
+}
+
+impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
+    /// The levels, building them with the reserved tags if no call has
+    /// started to, else waiting for the call that did.
+    async fn built(&self, comm: &Comm<'t, T>, deadline: Time) -> Result<Rc<Built>> {
+        let t = comm.t;
+        let state = std::mem::replace(&mut *self.levels.state.borrow_mut(), State::Running);
+        match state {
+            State::Reserved(reservation) => {
+                let mut run = BuildRun {
+                    levels: self.levels,
+                    built: None,
+                };
+                let built = Rc::new(build(t, &comm.chain, *reservation, deadline).await?);
+                run.built = Some(built.clone());
+                // Calls waiting for the build (joined futures) are polled
+                // again now, not at their deadline.
+                t.wake_at(t.now());
+                Ok(built)
+            }
+            State::Running => {
+                let what = "a concurrent call's build of the host levels";
+                let built = wait_until(t, deadline, what, || {
+                    Ok(match &*self.levels.state.borrow() {
+                        State::Running => None,
+                        State::Built(built) => Some(Some(built.clone())),
+                        _ => Some(None),
+                    })
+                })
+                .await?;
+                built.ok_or_else(build_failed)
+            }
+            State::Built(built) => {
+                *self.levels.state.borrow_mut() = State::Built(built.clone());
+                Ok(built)
+            }
+            State::Failed => {
+                *self.levels.state.borrow_mut() = State::Failed;
+                Err(build_failed())
+            }
+        }
+    }
+
+    /// The levels where they serve this call (`folds`: one that folds
+    /// values in rank order); else `None`, this call's host calls passed,
+    /// and the call takes the flat path.
+    async fn serving(
+        &self,
+        comm: &Comm<'t, T>,
+        folds: bool,
+        deadline: Time,
+    ) -> Result<Option<Rc<Built>>> {
+        let built = self.built(comm, deadline).await?;
+        if built.shape.serves(folds) {
+            return Ok(Some(built));
+        }
+        self.pass(deadline).await?;
+        Ok(None)
+    }
+
+    /// Passes this call's two host calls without using them, so that later
+    /// calls on the team go on.
+    async fn pass(&self, deadline: Time) -> Result<()> {
+        let (up, down) = self.seqs();
+        on_host(self.levels.team.as_ref(), up, deadline, async { Ok(()) }).await?;
+        on_host(self.levels.team.as_ref(), down, deadline, async { Ok(()) }).await
+    }
+
+    /// The host team's two sequence numbers of this call: one up to the
+    /// leader, one down from it.
+    fn seqs(&self) -> (u64, u64) {
+        (2 * self.k + 1, 2 * self.k + 2)
+    }
+
+    /// The flat path's call on the communicator's chain.
+    fn flat<'c>(&self, comm: &'c Comm<'t, T>, deadline: Time) -> Call<'c, T> {
+        Call::new(comm.t, &comm.chain, self.flat, deadline)
+    }
+
+    /// See [`Comm::ibarrier`].
+    pub(super) async fn barrier(self, comm: &Comm<'t, T>, deadline: Time) -> Result<()> {
+        let Some(built) = self.serving(comm, false, deadline).await? else {
+            let flat = self.flat(comm, deadline);
+            return double_scan_in(flat, (), (), |_, _| (), |_, _| ()).await.map(drop);
+        };
+        let (up, down) = self.seqs();
+        let team = self.levels.team.as_ref();
+        let entered = on_host(team, up, deadline, async {
+            match team {
+                Some(team) => host::barrier(team, up, deadline).await,
+                None => Ok(()),
+            }
+        })
+        .await;
+        let across = match (entered, built.leaders_call(comm.t, self.k, deadline)) {
+            (Ok(()), Some(call)) => double_scan_in(call, (), (), |_, _| (), |_, _| ())
+                .await
+                .map(drop),
+            (entered, _) => entered,
+        };
+        // A member whose part failed leaves the others to their deadline,
+        // as in a flat barrier.
+        let release = across.is_ok();
+        let released = on_host(team, down, deadline, async {
+            match team {
+                Some(team) if release => host::barrier(team, down, deadline).await,
+                _ => Ok(()),
+            }
+        })
+        .await;
+        across.and(released)
+    }
+
+    /// The root's bytes on every member (the root passes `Some`): to rank
+    /// 0 first where the root is another, across the leaders from rank 0,
+    /// then inside each host from its leader.
+    async fn bcast_bytes(
+        &self,
+        comm: &Comm<'t, T>,
+        built: &Built,
+        root: u32,
+        bytes: Option<Vec<u8>>,
+        deadline: Time,
+    ) -> Result<Vec<u8>> {
+        let (t, chain) = (comm.t, &comm.chain);
+        let (up, down) = self.seqs();
+        let team = self.levels.team.as_ref();
+        on_host(team, up, deadline, async { Ok(()) }).await?;
+        let mut value = Ok(bytes);
+        if root != 0 {
+            let tag = self.flat.round(0)?;
+            if let (true, Ok(Some(bytes))) = (comm.rank() == root, &value) {
+                let sent = match comm.world_rank_of(0) {
+                    Ok(first) => chain.send_bytes(t, first, tag, bytes, deadline).await,
+                    Err(e) => Err(e),
+                };
+                value = sent.map(|()| None);
+            } else if comm.rank() == 0 {
+                value = match comm.world_rank_of(root) {
+                    Ok(from) => chain.recv_bytes(t, from, tag, deadline).await.map(Some),
+                    Err(e) => Err(e),
+                };
+            }
+        }
+        if let (Ok(held), Some(call)) = (&mut value, built.leaders_call(comm.t, self.k, deadline)) {
+            let at_first = held.take().filter(|_| comm.rank() == 0);
+            value = bcast_bytes_in(call, 0, at_first).await.map(Some);
+        }
+        let leads = built.leaders.is_some();
+        on_host(team, down, deadline, async {
+            let Some(team) = team else {
+                return value.map(|bytes| bytes.expect("alone, this member leads"));
+            };
+            // A leader that failed across hosts leaves its host's members to
+            // their deadline, as a flat broadcast would.
+            let (mut bytes, own) = match (leads, value) {
+                (true, Ok(bytes)) => (bytes.expect("a leader holds the value"), Ok(())),
+                (true, Err(e)) => return Err(e),
+                (false, own) => (Vec::new(), own.map(drop)),
+            };
+            host::bcast(team, down, 0, host::Value::Any(&mut bytes), deadline).await?;
+            own.map(|()| bytes)
+        })
+        .await
+    }
+
+    /// See [`Comm::ibcast`].
+    pub(super) async fn bcast_value<V: Value>(
+        self,
+        comm: &Comm<'t, T>,
+        root: u32,
+        value: Option<V>,
+        deadline: Time,
+    ) -> Result<V> {
+        let Some(built) = self.serving(comm, false, deadline).await? else {
+            return bcast_in(self.flat(comm, deadline), root, value).await;
+        };
+        let checked = check_root(comm, root).and_then(|()| {
+            if (comm.rank() == root) != value.is_some() {
+                return Err(Error::InvalidArgument(
+                    "bcast takes a value on the root and none elsewhere".into(),
+                ));
+            }
+            value.as_ref().map(|v| encode(v, "a bcast value")).transpose()
+        });
+        let bytes = match checked {
+            Ok(bytes) => bytes,
+            Err(e) => return self.pass(deadline).await.and(Err(e)),
+        };
+        let bytes = self.bcast_bytes(comm, &built, root, bytes, deadline).await?;
+        match value {
+            Some(v) => Ok(v),
+            None => decode(&bytes, "a bcast value"),
+        }
+    }
+
+    /// See [`Comm::ibcast_into`].
+    pub(super) async fn bcast_into<E: Pod>(
+        self,
+        comm: &Comm<'t, T>,
+        root: u32,
+        buf: &mut [E],
+        deadline: Time,
+    ) -> Result<()> {
+        let at_root = comm.rank() == root;
+        let value = at_root.then(|| bytemuck::cast_slice::<E, u8>(buf).to_vec());
+        let bytes = match self.serving(comm, false, deadline).await? {
+            None => bcast_bytes_in(self.flat(comm, deadline), root, value).await?,
+            Some(built) => {
+                if let Err(e) = check_root(comm, root) {
+                    return self.pass(deadline).await.and(Err(e));
+                }
+                self.bcast_bytes(comm, &built, root, value, deadline).await?
+            }
+        };
+        match at_root {
+            true => Ok(()),
+            false => fill(buf, &bytes, "a bcast buffer"),
+        }
+    }
+
+    /// See [`Comm::iallreduce`].
+    pub(super) async fn allreduce_value<A: Value + Clone>(
+        self,
+        comm: &Comm<'t, T>,
+        x: A,
+        op: impl Fn(&A, &A) -> A,
+        deadline: Time,
+    ) -> Result<A> {
+        let Some(built) = self.serving(comm, true, deadline).await? else {
+            return allreduce_in(self.flat(comm, deadline), x, op).await;
+        };
+        let (up, down) = self.seqs();
+        let team = self.levels.team.as_ref();
+        let host_total = on_host(team, up, deadline, async {
+            match team {
+                Some(team) => values::reduce_value(team, up, 0, x, &op, deadline).await,
+                None => Ok(Some(x)),
+            }
+        })
+        .await;
+        let total = match (host_total, built.leaders_call(comm.t, self.k, deadline)) {
+            (Ok(Some(total)), Some(call)) => allreduce_in(call, total, &op).await.map(Some),
+            (other, _) => other,
+        };
+        let leads = built.leaders.is_some();
+        on_host(team, down, deadline, async {
+            let Some(team) = team else {
+                return total.map(|total| total.expect("alone, this member leads"));
+            };
+            // A leader that failed leaves its host's members to their
+            // deadline, as a flat allreduce would.
+            let (total, own) = match (leads, total) {
+                (true, Ok(total)) => (total, Ok(())),
+                (true, Err(e)) => return Err(e),
+                (false, own) => (None, own.map(drop)),
+            };
+            let got = values::bcast_value(team, down, 0, total, deadline).await;
+            own.and(got)
+        })
+        .await
+    }
+
+    /// See [`Comm::iallreduce_into`]. A member's buffer of another length
+    /// poisons the call: every member gets `Mismatch`, none waits.
+    pub(super) async fn allreduce_into<E: Pod>(
+        self,
+        comm: &Comm<'t, T>,
+        send: &[E],
+        recv: &mut [E],
+        op: impl Fn(&E, &E) -> E,
+        deadline: Time,
+    ) -> Result<()> {
+        let fold = |a: &Vec<u8>, b: &Vec<u8>| combine_tagged::<E>(a, b, &op);
+        let Some(built) = self.serving(comm, true, deadline).await? else {
+            let folded = allreduce_in(self.flat(comm, deadline), tagged(send), fold).await?;
+            return fill_folded(folded, recv, send.len(), "an allreduce");
+        };
+        let (up, down) = self.seqs();
+        let team = self.levels.team.as_ref();
+        let leads = built.leaders.is_some();
+        let combine = |acc: &mut [u8], x: &[u8]| combine_pod(acc, x, &op);
+        let send = bytemuck::cast_slice::<E, u8>(send);
+        // A leader folds its host's values into an accumulator of its own.
+        let mut acc = leads.then(|| send.to_vec());
+        let reduced = on_host(team, up, deadline, async {
+            let Some(team) = team else { return Ok(()) };
+            let call = TeamCall {
+                team,
+                seq: up,
+                deadline,
+            };
+            let elem = std::mem::size_of::<E>();
+            host::reduce(call, 0, send, acc.as_deref_mut(), elem, &combine).await
+        })
+        .await;
+        let across = match (reduced, built.leaders_call(comm.t, self.k, deadline)) {
+            (Ok(()), None) => Ok(None),
+            (Ok(()), Some(call)) => {
+                let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
+                let folded = allreduce_in(call, mine, fold).await;
+                folded.and_then(|bytes| untagged(bytes, "an allreduce")).map(Some)
+            }
+            // The other hosts learn it too: the poison folds into theirs.
+            (Err(Error::Mismatch { .. }), Some(call)) => {
+                let folded = allreduce_in(call, vec![POISONED], fold).await;
+                folded.and_then(|bytes| untagged(bytes, "an allreduce")).map(Some)
+            }
+            (Err(e), _) => Err(e),
+        };
+        let mut scratch = Vec::new();
+        let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
+        let (into, wrong) = or_scratch(recv, send.len(), &mut scratch, "the receive buffer");
+        let out = on_host(team, down, deadline, async {
+            let Some(team) = team else {
+                into.copy_from_slice(&across?.expect("alone, this member leads"));
+                return Ok(());
+            };
+            match (leads, across) {
+                (true, Ok(total)) => {
+                    let mut total = total.expect("a leader holds the total");
+                    host::bcast(team, down, 0, host::Value::Fixed(&mut total), deadline).await?;
+                    into.copy_from_slice(&total);
+                    Ok(())
+                }
+                (true, Err(e @ Error::Mismatch { .. })) => {
+                    host::poison_bcast(team, down, 0, deadline).await?;
+                    Err(e)
+                }
+                (true, Err(e)) => Err(e),
+                (false, own) => {
+                    let got = host::bcast(team, down, 0, host::Value::Fixed(into), deadline).await;
+                    own.map(drop).and(got)
+                }
+            }
+        })
+        .await;
+        out.and(wrong.map_or(Ok(()), Err))
+    }
+}
+
+/// `InvalidArgument` unless `root` is a member.
+fn check_root<T: Transport>(comm: &Comm<'_, T>, root: u32) -> Result<()> {
+    if root >= comm.size() {
+        return Err(Error::InvalidArgument(format!(
+            "root {root} in a group of {}",
+            comm.size()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! The world's collectives across hosts, in two levels (inside each host,
+//! then across one leader per host), against sequential references: a
+//! barrier, broadcasts from every root, allreduces with a non-commutative
+//! operation (which shows the fold's order) on hosts of consecutive ranks
+//! and on hosts dealt ranks in turn (where the folds stay flat), calls
+//! joined before the levels are built, a member's buffer of another
+//! length, a bad root, and fewer messages than the flat path; and the
+//! references on real processes across fake hosts.
+
+mod common;
+
+use catena_algorithms::prelude::*;
+use catena_fabric::Rank;
+use catena_sim::{LogGp, Sim, SimRank};
+
+/// A 2x2 matrix product mod 2^64: associative, not commutative.
+fn mul(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
+    let m = |x: u64, y: u64| x.wrapping_mul(y);
+    [
+        m(a[0], b[0]).wrapping_add(m(a[1], b[2])),
+        m(a[0], b[1]).wrapping_add(m(a[1], b[3])),
+        m(a[2], b[0]).wrapping_add(m(a[3], b[2])),
+        m(a[2], b[1]).wrapping_add(m(a[3], b[3])),
+    ]
+}
+
+fn matrix(rank: Rank, i: u64) -> [u64; 4] {
+    let r = u64::from(rank);
+    [r + 1, i + 2 * r, 3 + r * i, r * r + 1]
+}
+
+fn product(n: u32, i: u64) -> [u64; 4] {
+    (0..n).fold([1, 0, 0, 1], |acc, r| mul(&acc, &matrix(r, i)))
+}
+
+fn word(rank: Rank) -> String {
+    format!("<{rank}>")
+}
+
+/// Every two-level collective of the world on `t`, against references.
+async fn check<T: Transport>(t: &T) -> Result<()> {
+    let world = Comm::world(t).with_timeout(common::TIMEOUT);
+    let (rank, n) = (world.rank(), world.size());
+    world.ibarrier().await?;
+    for root in 0..n {
+        let value = (rank == root).then(|| format!("from {root}"));
+        assert_eq!(world.ibcast(root, value).await?, format!("from {root}"));
+        let mut buf: Vec<u64> = match rank == root {
+            true => (0..37).map(|i| i * u64::from(root + 1)).collect(),
+            false => vec![0; 37],
+        };
+        world.ibcast_into(root, &mut buf).await?;
+        let want: Vec<u64> = (0..37).map(|i| i * u64::from(root + 1)).collect();
+        assert_eq!(buf, want, "rank {rank}: bcast_into from {root}");
+    }
+    let all: String = (0..n).map(word).collect();
+    let got = world.iallreduce(word(rank), |a, b| format!("{a}{b}")).await?;
+    assert_eq!(got, all, "rank {rank}: the fold in rank order");
+    let sum = world.iallreduce(u64::from(rank) + 1, |a, b| a + b).await?;
+    assert_eq!(sum, u64::from(n) * u64::from(n + 1) / 2);
+    let send: Vec<[u64; 4]> = (0..5).map(|i| matrix(rank, i)).collect();
+    let mut recv = vec![[0u64; 4]; 5];
+    world.iallreduce_into(&send, &mut recv, mul).await?;
+    let want: Vec<[u64; 4]> = (0..5).map(|i| product(n, i)).collect();
+    assert_eq!(recv, want, "rank {rank}: allreduce_into in rank order");
+    world.ibarrier().await?;
+    Ok(())
+}
+
+fn check_blocking<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
+    catena_fabric::block_on(t, check(t)).map_err(common::to_fabric)
+}
+
+catena_testkit::across_hosts_tests!(levels_across_hosts: check_blocking);
+
+fn run_all(sim: Sim, what: &str) -> catena_sim::Report {
+    let (results, report) = sim
+        .run(async |t: &SimRank<'_>| check(t).await)
+        .unwrap_or_else(|e| panic!("{what}: stuck: {e:?}"));
+    for (rank, r) in results.into_iter().enumerate() {
+        r.unwrap_or_else(|e| panic!("{what}, rank {rank}: {e}"));
+    }
+    report
+}
+
+#[test]
+fn two_levels_match_the_references_on_hosts_of_consecutive_ranks() {
+    for (n, per_host) in [(2, 1), (3, 2), (5, 2), (7, 3), (12, 4), (16, 4), (17, 8), (33, 8)] {
+        let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(per_host);
+        run_all(sim, &format!("{n} ranks, {per_host} a host"));
+    }
+}
+
+#[test]
+fn two_levels_match_the_references_on_hosts_dealt_ranks_in_turn() {
+    for (n, hosts) in [(4, 2), (7, 3), (12, 5), (16, 4)] {
+        let sim = Sim::new(n, LogGp::default()).with_ranks_dealt_over(hosts);
+        run_all(sim, &format!("{n} ranks dealt over {hosts} hosts"));
+    }
+}
+
+#[test]
+fn two_levels_cross_the_network_once_a_host() {
+    // The same calls on 16 ranks, 4 to a host, and on 16 hosts of one
+    // rank (where the levels find nothing to share and stay flat).
+    let messages = |per_host| {
+        let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(per_host);
+        let (results, report) = sim
+            .run(async |t: &SimRank<'_>| -> Result<()> {
+                let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                for i in 0..20u64 {
+                    world.iallreduce(i, |a, b| a + b).await?;
+                    world.ibcast(3, (world.rank() == 3).then_some(i)).await?;
+                    world.ibarrier().await?;
+                }
+                Ok(())
+            })
+            .expect("every rank finishes");
+        results.into_iter().for_each(|r| r.expect("every call succeeds"));
+        report.messages
+    };
+    let (two_level, flat) = (messages(4), messages(1));
+    assert!(
+        two_level * 3 < flat,
+        "{two_level} messages in two levels against {flat} flat"
+    );
+}
+
+#[test]
+fn calls_joined_before_the_build_take_their_places_in_call_order() {
+    for a_first in [true, false] {
+        let sim = Sim::new(12, LogGp::default()).with_ranks_per_host(4);
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| -> Result<()> {
+                let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                let rank = world.rank();
+                let sum = world.iallreduce(u64::from(rank), |a, b| a + b);
+                let value = world.ibcast(5, (rank == 5).then(|| "five".to_string()));
+                let (sum, value) = common::join(sum, value, a_first).await;
+                assert_eq!((sum?, value?), (66, "five".to_string()));
+                let barrier = world.ibarrier();
+                let words = world.iallreduce(word(rank), |a, b| format!("{a}{b}"));
+                let (entered, words) = common::join(barrier, words, !a_first).await;
+                entered?;
+                assert_eq!(words?, (0..12).map(word).collect::<String>());
+                Ok(())
+            })
+            .expect("every rank finishes");
+        for (rank, r) in results.into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("rank {rank}, a_first {a_first}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn a_buffer_of_another_length_fails_every_member_at_once() {
+    for (per_host, odd) in [(4, 0), (4, 6), (4, 11), (1, 3)] {
+        let sim = Sim::new(12, LogGp::default()).with_ranks_per_host(per_host);
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| -> Result<u64> {
+                let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                let len = if world.rank() == odd { 5 } else { 4 };
+                let send = vec![1u64; len];
+                let mut recv = vec![0u64; len];
+                let out = world.iallreduce_into(&send, &mut recv, |a, b| a + b).await;
+                assert!(
+                    matches!(out, Err(Error::Mismatch { .. })),
+                    "rank {}: {out:?}",
+                    world.rank()
+                );
+                // The world goes on.
+                world.iallreduce(1u64, |a, b| a + b).await
+            })
+            .expect("every rank finishes");
+        for (rank, r) in results.into_iter().enumerate() {
+            let got = r.unwrap_or_else(|e| panic!("rank {rank}, odd {odd}: {e}"));
+            assert_eq!(got, 12);
+        }
+    }
+}
+
+#[test]
+fn a_bad_root_fails_every_member_and_the_world_goes_on() {
+    let sim = Sim::new(8, LogGp::default()).with_ranks_per_host(4);
+    let (results, _) = sim
+        .run(async |t: &SimRank<'_>| -> Result<u32> {
+            let world = Comm::world(t).with_timeout(common::TIMEOUT);
+            let out = world.ibcast(8, Some(1u8)).await;
+            assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
+            let mut buf = [0u8; 3];
+            let out = world.ibcast_into(9, &mut buf).await;
+            assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
+            world.ibarrier().await?;
+            world.iallreduce(world.rank(), |a, b| *a.max(b)).await
+        })
+        .expect("every rank finishes");
+    for r in results {
+        assert_eq!(r.expect("the world goes on"), 7);
+    }
+}
