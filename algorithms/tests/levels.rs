@@ -54,7 +54,9 @@ async fn check<T: Transport>(t: &T) -> Result<()> {
         assert_eq!(buf, want, "rank {rank}: bcast_into from {root}");
     }
     let all: String = (0..n).map(word).collect();
-    let got = world.iallreduce(word(rank), |a, b| format!("{a}{b}")).await?;
+    let got = world
+        .iallreduce(word(rank), |a, b| format!("{a}{b}"))
+        .await?;
     assert_eq!(got, all, "rank {rank}: the fold in rank order");
     let sum = world.iallreduce(u64::from(rank) + 1, |a, b| a + b).await?;
     assert_eq!(sum, u64::from(n) * u64::from(n + 1) / 2);
@@ -85,7 +87,16 @@ fn run_all(sim: Sim, what: &str) -> catena_sim::Report {
 
 #[test]
 fn two_levels_match_the_references_on_hosts_of_consecutive_ranks() {
-    for (n, per_host) in [(2, 1), (3, 2), (5, 2), (7, 3), (12, 4), (16, 4), (17, 8), (33, 8)] {
+    for (n, per_host) in [
+        (2, 1),
+        (3, 2),
+        (5, 2),
+        (7, 3),
+        (12, 4),
+        (16, 4),
+        (17, 8),
+        (33, 8),
+    ] {
         let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(per_host);
         run_all(sim, &format!("{n} ranks, {per_host} a host"));
     }
@@ -116,7 +127,9 @@ fn two_levels_cross_the_network_once_a_host() {
                 Ok(())
             })
             .expect("every rank finishes");
-        results.into_iter().for_each(|r| r.expect("every call succeeds"));
+        results
+            .into_iter()
+            .for_each(|r| r.expect("every call succeeds"));
         report.messages
     };
     let (two_level, flat) = (messages(4), messages(1));

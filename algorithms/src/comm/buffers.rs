@@ -12,13 +12,13 @@ use bytemuck::Pod;
 use catena_fabric::{Blocking, Transport};
 
 use super::collectives::{Path, Route};
-use crate::chain::Chain;
 use super::Comm;
+use crate::chain::Chain;
 use crate::host::{self, TeamCall};
 use crate::{scan, tree, Error, Result};
 
 /// `Mismatch` unless `got` elements are what the call needs.
-pub(super) fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
+fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
     if got == want {
         return Ok(());
     }
@@ -113,7 +113,11 @@ fn bytes_of<E: Pod>(buf: &[E]) -> Vec<u8> {
 /// `acc[i] = acc[i] ⊕ x[i]` over the elements two byte slices hold, as
 /// a host reduction combines them (a staging buffer may not be aligned for
 /// `E`, so such slices are read element by element).
-pub(super) fn combine_pod<E: Pod>(acc: &mut [u8], x: &[u8], op: &impl Fn(&E, &E) -> E) -> Result<()> {
+pub(super) fn combine_pod<E: Pod>(
+    acc: &mut [u8],
+    x: &[u8],
+    op: &impl Fn(&E, &E) -> E,
+) -> Result<()> {
     crate::error::user_code("a reduce operation", || {
         match (
             bytemuck::try_cast_slice_mut::<u8, E>(acc),
@@ -140,7 +144,7 @@ pub(super) fn combine_pod<E: Pod>(acc: &mut [u8], x: &[u8], op: &impl Fn(&E, &E)
 
 /// Whether elements of `E` can travel through host memory (whole elements
 /// in a cell; none of zero size).
-pub(super) fn host_fits<E>() -> bool {
+fn host_fits<E>() -> bool {
     let size = std::mem::size_of::<E>();
     size > 0 && crate::host::stream_fits(size)
 }

@@ -315,7 +315,9 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
     pub(super) async fn barrier(self, comm: &Comm<'t, T>, deadline: Time) -> Result<()> {
         let Some(built) = self.serving(comm, false, deadline).await? else {
             let flat = self.flat(comm, deadline);
-            return double_scan_in(flat, (), (), |_, _| (), |_, _| ()).await.map(drop);
+            return double_scan_in(flat, (), (), |_, _| (), |_, _| ())
+                .await
+                .map(drop);
         };
         let (up, down) = self.seqs();
         let team = self.levels.team.as_ref();
@@ -415,13 +417,18 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
                     "bcast takes a value on the root and none elsewhere".into(),
                 ));
             }
-            value.as_ref().map(|v| encode(v, "a bcast value")).transpose()
+            value
+                .as_ref()
+                .map(|v| encode(v, "a bcast value"))
+                .transpose()
         });
         let bytes = match checked {
             Ok(bytes) => bytes,
             Err(e) => return self.pass(deadline).await.and(Err(e)),
         };
-        let bytes = self.bcast_bytes(comm, &built, root, bytes, deadline).await?;
+        let bytes = self
+            .bcast_bytes(comm, &built, root, bytes, deadline)
+            .await?;
         match value {
             Some(v) => Ok(v),
             None => decode(&bytes, "a bcast value"),
@@ -444,7 +451,8 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
                 if let Err(e) = check_root(comm, root) {
                     return self.pass(deadline).await.and(Err(e));
                 }
-                self.bcast_bytes(comm, &built, root, value, deadline).await?
+                self.bcast_bytes(comm, &built, root, value, deadline)
+                    .await?
             }
         };
         match at_root {
@@ -533,12 +541,16 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             (Ok(()), Some(call)) => {
                 let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
                 let folded = allreduce_in(call, mine, fold).await;
-                folded.and_then(|bytes| untagged(bytes, "an allreduce")).map(Some)
+                folded
+                    .and_then(|bytes| untagged(bytes, "an allreduce"))
+                    .map(Some)
             }
             // The other hosts learn it too: the poison folds into theirs.
             (Err(Error::Mismatch { .. }), Some(call)) => {
                 let folded = allreduce_in(call, vec![POISONED], fold).await;
-                folded.and_then(|bytes| untagged(bytes, "an allreduce")).map(Some)
+                folded
+                    .and_then(|bytes| untagged(bytes, "an allreduce"))
+                    .map(Some)
             }
             (Err(e), _) => Err(e),
         };
