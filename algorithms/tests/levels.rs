@@ -4,7 +4,7 @@
 //! operation (which shows the fold's order) on hosts of consecutive ranks
 //! and on hosts dealt ranks in turn (where the folds stay flat), calls
 //! joined before the levels are built, a member's buffer of another
-//! length, a bad root, and fewer messages than the flat path; and the
+//! length, a bad root, a dup, and fewer messages than the flat path; and the
 //! references on real processes across fake hosts.
 
 mod common;
@@ -65,6 +65,19 @@ async fn check<T: Transport>(t: &T) -> Result<()> {
     world.iallreduce_into(&send, &mut recv, mul).await?;
     let want: Vec<[u64; 4]> = (0..5).map(|i| product(n, i)).collect();
     assert_eq!(recv, want, "rank {rank}: allreduce_into in rank order");
+    // A dup has levels of its own; calls on both keep apart.
+    let dup = world.idup().await?;
+    let got = dup.iallreduce(word(rank), |a, b| format!("{a}{b}")).await?;
+    assert_eq!(got, all, "rank {rank}: the dup's fold");
+    let value = (rank == n - 1).then_some(n);
+    let (on_dup, on_world) = common::join(
+        dup.ibcast(n - 1, value),
+        world.iallreduce(1u32, |a, b| a + b),
+        rank % 2 == 0,
+    )
+    .await;
+    assert_eq!((on_dup?, on_world?), (n, n));
+    dup.ibarrier().await?;
     world.ibarrier().await?;
     Ok(())
 }
@@ -119,10 +132,11 @@ fn two_levels_cross_the_network_once_a_host() {
         let (results, report) = sim
             .run(async |t: &SimRank<'_>| -> Result<()> {
                 let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                let dup = world.idup().await?;
                 for i in 0..20u64 {
                     world.iallreduce(i, |a, b| a + b).await?;
                     world.ibcast(3, (world.rank() == 3).then_some(i)).await?;
-                    world.ibarrier().await?;
+                    dup.ibarrier().await?;
                 }
                 Ok(())
             })

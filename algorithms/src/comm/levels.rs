@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use bytemuck::Pod;
-use catena_fabric::{wait_until, Time, Transport};
+use catena_fabric::{wait_until, ContextId, Rank, Time, Transport};
 
 use super::buffers::{
     combine_pod, combine_tagged, fill, fill_folded, or_scratch, tagged, untagged, POISONED,
@@ -20,7 +20,7 @@ use super::Comm;
 use crate::call::Call;
 use crate::chain::{CallTags, Chain};
 use crate::codec::{decode, encode};
-use crate::host::{self, values, Team, TeamCall};
+use crate::host::{self, values, Claim, Team, TeamCall};
 use crate::scan::{allreduce_in, double_scan_in};
 use crate::split::{self, Algorithm, Color, Key, Request, Split};
 use crate::tree::{bcast_bytes_in, bcast_in};
@@ -80,7 +80,20 @@ struct Shape {
     ordered: bool,
 }
 
+/// Where a member that has no region for a dup's team says so.
+const NO_REGION: u64 = u64::MAX;
+
 impl Shape {
+    /// A member's part, on a host of `ranks` (ascending) that has a team
+    /// or not.
+    fn of_host(ranks: &[Rank], team: bool) -> Shape {
+        Shape {
+            teams: team || ranks.len() == 1,
+            shared: ranks.len() > 1,
+            ordered: ranks.windows(2).all(|w| w[1] == w[0] + 1),
+        }
+    }
+
     fn combine(a: &Shape, b: &Shape) -> Shape {
         Shape {
             teams: a.teams && b.teams,
@@ -96,32 +109,86 @@ impl Shape {
 }
 
 impl<'t, T: Transport> Levels<'t, T> {
+    /// Levels with the host's `team` and this member's `mine` part of the
+    /// shape, the build's tags reserved on `chain` now.
+    fn reserved(
+        t: &T,
+        chain: &Chain,
+        team: Option<Team<'t, T>>,
+        mine: Shape,
+    ) -> Box<Levels<'t, T>> {
+        let reservation = Reservation {
+            leaders: split::Reserved::on(t, chain),
+            shape: chain.next_call(),
+            mine,
+        };
+        Box::new(Levels {
+            team,
+            state: RefCell::new(State::Reserved(Box::new(reservation))),
+            calls: Cell::new(0),
+        })
+    }
+
     /// The levels of the world on `chain`, if the job spans several hosts
     /// and this is the process's first world (every member decides alike
     /// from the job's shape and program order): the host's team takes the
     /// host's world region, as a one-host world's does, so it needs no
     /// message; the build's tags are reserved now.
     pub(super) fn of_world(t: &'t T, chain: &Chain) -> Option<Box<Levels<'t, T>>> {
-        let ranks = t.host_ranks().to_vec();
+        let ranks = t.host_ranks();
         if ranks.len() >= t.size() as usize {
             return None;
         }
         let team = Team::of_host(t)?;
-        let mine = Shape {
-            teams: team.is_some() || ranks.len() == 1,
-            shared: ranks.len() > 1,
-            ordered: ranks.windows(2).all(|w| w[1] == w[0] + 1),
+        let mine = Shape::of_host(&ranks, team.is_some());
+        Some(Levels::reserved(t, chain, team, mine))
+    }
+
+    /// Takes a call that makes a dup's levels ([`Levels::of_dup`]); a dup
+    /// calls this when it is called.
+    pub(super) fn dup_call(&self) -> u64 {
+        let k = self.calls.get();
+        self.calls.set(k + 1);
+        k
+    }
+
+    /// The levels of a dup of this communicator on `chain` (its context
+    /// `context`), made by call `k`: the members of this host offer a region
+    /// each and swap where they lie on this host's team (its first call of
+    /// `k`), so the dup's team needs no message across hosts; the build's
+    /// tags are reserved on the dup's chain.
+    pub(super) async fn of_dup(
+        &self,
+        k: u64,
+        t: &'t T,
+        chain: &Chain,
+        context: ContextId,
+        deadline: Time,
+    ) -> Result<Box<Levels<'t, T>>> {
+        let ranks = t.host_ranks();
+        let (up, down) = seqs(k);
+        let team = match &self.team {
+            None => None,
+            Some(team) => {
+                let claim = Claim::new(t, team.size());
+                let offer = claim.offer().unwrap_or(NO_REGION).to_le_bytes();
+                let mut all = vec![0u8; 8 * team.size() as usize];
+                let swap = host::allgather(team, up, &offer, &mut all, deadline);
+                let swapped = team.run(up, deadline, swap).await;
+                let passed = team.run(down, deadline, async { Ok(()) }).await;
+                swapped.and(passed)?;
+                let regions: Vec<u64> = all
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                    .collect();
+                match regions.contains(&NO_REGION) {
+                    true => None,
+                    false => claim.into_team(team.ranks().to_vec(), regions, team.me(), context)?,
+                }
+            }
         };
-        let reservation = Reservation {
-            leaders: split::Reserved::on(t, chain),
-            shape: chain.next_call(),
-            mine,
-        };
-        Some(Box::new(Levels {
-            team,
-            state: RefCell::new(State::Reserved(Box::new(reservation))),
-            calls: Cell::new(0),
-        }))
+        let mine = Shape::of_host(ranks, team.is_some());
+        Ok(Levels::reserved(t, chain, team, mine))
     }
 
     /// Takes the next two-level call, with the tags `flat` its flat path
@@ -208,6 +275,12 @@ impl Built {
         let tags = CallTags::numbered(self.leader_base.wrapping_add(k as u32));
         Some(Call::new(t, chain, tags, deadline))
     }
+}
+
+/// The host team's two sequence numbers of two-level call `k`: one up to
+/// the leader, one down from it.
+fn seqs(k: u64) -> (u64, u64) {
+    (2 * k + 1, 2 * k + 2)
 }
 
 /// Runs `body` as the host team's call `seq` (nothing to order where this
@@ -300,10 +373,9 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         on_host(self.levels.team.as_ref(), down, deadline, async { Ok(()) }).await
     }
 
-    /// The host team's two sequence numbers of this call: one up to the
-    /// leader, one down from it.
+    /// The host team's two sequence numbers of this call.
     fn seqs(&self) -> (u64, u64) {
-        (2 * self.k + 1, 2 * self.k + 2)
+        seqs(self.k)
     }
 
     /// The flat path's call on the communicator's chain.

@@ -209,6 +209,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             )
         });
         let on_chain = (!in_host).then(|| (self.chain.next_call(), Proposal::new(self.t)));
+        let levels = self.levels.as_deref().map(|l| (l, l.dup_call()));
         let deadline = self.deadline();
         async move {
             if let Some(dup) = on_host {
@@ -237,7 +238,12 @@ impl<'t, T: Transport> Comm<'t, T> {
             // A map given at creation is on every member; one group_map
             // loads may still be loading on some, so the dup loads its own.
             let given = self.loading.get() == map::Loading::Idle;
-            Ok(self.derived(chain, self.map.get().filter(|_| given).cloned()))
+            let mut dup = self.derived(chain, self.map.get().filter(|_| given).cloned());
+            if let Some((levels, k)) = levels {
+                let (chain, t) = (&dup.chain, self.t);
+                dup.levels = Some(levels.of_dup(k, t, chain, context, deadline).await?);
+            }
+            Ok(dup)
         }
     }
 
