@@ -19,6 +19,7 @@ mod codec;
 pub mod comm;
 pub mod context;
 mod deadline;
+mod doubling;
 mod error;
 mod host;
 mod join;

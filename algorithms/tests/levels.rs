@@ -109,6 +109,7 @@ fn two_levels_match_the_references_on_hosts_of_consecutive_ranks() {
         (16, 4),
         (17, 8),
         (33, 8),
+        (64, 2),
     ] {
         let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(per_host);
         run_all(sim, &format!("{n} ranks, {per_host} a host"));

@@ -11,6 +11,8 @@ use std::rc::Rc;
 
 use bytemuck::Pod;
 use catena_fabric::{wait_until, ContextId, Rank, Time, Transport};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use super::buffers::{
     combine_pod, combine_tagged, fill, fill_folded, or_scratch, tagged, untagged, POISONED,
@@ -20,6 +22,7 @@ use super::Comm;
 use crate::call::Call;
 use crate::chain::{CallTags, Chain};
 use crate::codec::{decode, encode};
+use crate::doubling;
 use crate::host::{self, values, Claim, Team, TeamCall};
 use crate::scan::{allreduce_in, double_scan_in};
 use crate::split::{self, Algorithm, Color, Key, Request, Split};
@@ -277,6 +280,19 @@ impl Built {
     }
 }
 
+/// The leaders' allreduce: by recursive doubling where their count is a
+/// power of two (log2 H rounds of one exchange), else the double scan.
+async fn across<T: Transport, A: Serialize + DeserializeOwned + Clone>(
+    call: Call<'_, T>,
+    x: A,
+    op: impl Fn(&A, &A) -> A,
+) -> Result<A> {
+    match doubling::fits(call.chain.size()) {
+        true => doubling::allreduce(call, x, op).await,
+        false => allreduce_in(call, x, op).await,
+    }
+}
+
 /// The host team's two sequence numbers of two-level call `k`: one up to
 /// the leader, one down from it.
 fn seqs(k: u64) -> (u64, u64) {
@@ -401,9 +417,7 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         })
         .await;
         let across = match (entered, built.leaders_call(comm.t, self.k, deadline)) {
-            (Ok(()), Some(call)) => double_scan_in(call, (), (), |_, _| (), |_, _| ())
-                .await
-                .map(drop),
+            (Ok(()), Some(call)) => across(call, (), |_, _| ()).await,
             (entered, _) => entered,
         };
         // A member whose part failed leaves the others to their deadline,
@@ -554,7 +568,7 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         })
         .await;
         let total = match (host_total, built.leaders_call(comm.t, self.k, deadline)) {
-            (Ok(Some(total)), Some(call)) => allreduce_in(call, total, &op).await.map(Some),
+            (Ok(Some(total)), Some(call)) => across(call, total, &op).await.map(Some),
             (other, _) => other,
         };
         let leads = built.leaders.is_some();
@@ -612,14 +626,14 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             (Ok(()), None) => Ok(None),
             (Ok(()), Some(call)) => {
                 let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
-                let folded = allreduce_in(call, mine, fold).await;
+                let folded = across(call, mine, fold).await;
                 folded
                     .and_then(|bytes| untagged(bytes, "an allreduce"))
                     .map(Some)
             }
             // The other hosts learn it too: the poison folds into theirs.
             (Err(Error::Mismatch { .. }), Some(call)) => {
-                let folded = allreduce_in(call, vec![POISONED], fold).await;
+                let folded = across(call, vec![POISONED], fold).await;
                 folded
                     .and_then(|bytes| untagged(bytes, "an allreduce"))
                     .map(Some)
