@@ -34,6 +34,9 @@ pub struct Chain {
     /// Collective calls reserved so far; tags of different calls differ.
     calls: Cell<u32>,
     neighbours: RefCell<Search>,
+    /// The neighbour cache of the chain of survivors a recursive doubling
+    /// keeps on a chain whose size is no power of two (`doubling.rs`).
+    survivors: RefCell<Search>,
 }
 
 /// Where the chain's neighbour search stands. Its tags are reserved by the
@@ -160,18 +163,70 @@ pub(crate) enum Side {
     Right,
 }
 
-/// Sets the chain's search state when a run of it ends or is dropped.
+/// Sets a search's state when a run of it ends or is dropped.
 struct SearchRun<'a> {
-    chain: &'a Chain,
+    state: &'a RefCell<Search>,
     found: Option<Rc<Neighbours>>,
 }
 
 impl Drop for SearchRun<'_> {
     fn drop(&mut self) {
-        *self.chain.neighbours.borrow_mut() = match self.found.take() {
+        *self.state.borrow_mut() = match self.found.take() {
             Some(found) => Search::Found(found),
             None => Search::Failed,
         };
+    }
+}
+
+/// Reserves the tags of the search `state` stands for, with the next call
+/// of `chain`, if no earlier call did.
+fn reserve_search(chain: &Chain, state: &RefCell<Search>) {
+    let mut search = state.borrow_mut();
+    if matches!(*search, Search::Unreserved) {
+        *search = Search::Reserved(chain.next_call());
+    }
+}
+
+/// The neighbours a search found, running `search` with the reserved tags
+/// if no call has started to, else waiting for the call that did.
+async fn searched<T: Transport, F: Future<Output = Result<Neighbours>>>(
+    state: &RefCell<Search>,
+    t: &T,
+    deadline: Time,
+    search: impl FnOnce(CallTags) -> F,
+) -> Result<Rc<Neighbours>> {
+    let taken = std::mem::replace(&mut *state.borrow_mut(), Search::Running);
+    match taken {
+        Search::Reserved(tags) => {
+            let mut run = SearchRun { state, found: None };
+            let found = Rc::new(search(tags).await?);
+            run.found = Some(found.clone());
+            // Calls waiting for this search (joined futures) are polled
+            // again now, not at their deadline.
+            t.wake_at(t.now());
+            Ok(found)
+        }
+        Search::Running => {
+            let what = "a concurrent call's neighbour search";
+            let found = wait_until(t, deadline, what, || {
+                Ok(match &*state.borrow() {
+                    Search::Running => None,
+                    Search::Found(found) => Some(Some(found.clone())),
+                    _ => Some(None),
+                })
+            })
+            .await?;
+            found.ok_or_else(search_failed)
+        }
+        Search::Found(found) => {
+            *state.borrow_mut() = Search::Found(found.clone());
+            Ok(found)
+        }
+        Search::Failed => {
+            *state.borrow_mut() = Search::Failed;
+            Err(search_failed())
+        }
+        Search::Unreserved => unreachable!("collectives reserve the search when called"),
     }
 }
 
@@ -265,6 +320,7 @@ impl Chain {
             context,
             calls: Cell::new(0),
             neighbours: RefCell::new(Search::Unreserved),
+            survivors: RefCell::new(Search::Unreserved),
         })
     }
 
@@ -309,10 +365,13 @@ impl Chain {
 
     /// Bytes this node holds beyond its fixed size (the neighbour cache).
     pub fn heap_bytes(&self) -> usize {
-        match &*self.neighbours.borrow() {
-            Search::Found(n) => n.heap_bytes(),
-            _ => 0,
-        }
+        [&self.neighbours, &self.survivors]
+            .iter()
+            .map(|search| match &*search.borrow() {
+                Search::Found(n) => n.heap_bytes(),
+                _ => 0,
+            })
+            .sum()
     }
 
     /// How many collective calls were reserved on this node.
@@ -345,10 +404,28 @@ impl Chain {
     /// collective that may need [`Chain::reserved_neighbours`] calls this
     /// when it is called.
     pub(crate) fn reserve_neighbours(&self) {
-        let mut search = self.neighbours.borrow_mut();
-        if matches!(*search, Search::Unreserved) {
-            *search = Search::Reserved(self.next_call());
-        }
+        reserve_search(self, &self.neighbours);
+    }
+
+    /// Reserves the tags of the survivors' neighbour search if no earlier
+    /// call did (see [`Chain::reserved_survivors`]).
+    pub(crate) fn reserve_survivors(&self) {
+        reserve_search(self, &self.survivors);
+    }
+
+    /// The neighbour cache of `survivors`, a chain this member keeps among
+    /// some of this chain's members (the same on every call), searching for
+    /// it with the reserved tags if no call has started to.
+    pub(crate) async fn reserved_survivors<T: Transport>(
+        &self,
+        t: &T,
+        survivors: &Chain,
+        deadline: Time,
+    ) -> Result<Rc<Neighbours>> {
+        searched(&self.survivors, t, deadline, |tags| {
+            survivors.find_neighbours(t, tags, deadline)
+        })
+        .await
     }
 
     /// The addresses at distances 2^d (collective: every member calls it at
@@ -370,42 +447,10 @@ impl Chain {
         t: &T,
         deadline: Time,
     ) -> Result<Rc<Neighbours>> {
-        let state = std::mem::replace(&mut *self.neighbours.borrow_mut(), Search::Running);
-        match state {
-            Search::Reserved(tags) => {
-                let mut run = SearchRun {
-                    chain: self,
-                    found: None,
-                };
-                let found = Rc::new(self.find_neighbours(t, tags, deadline).await?);
-                run.found = Some(found.clone());
-                // Calls waiting for this search (joined futures) are polled
-                // again now, not at their deadline.
-                t.wake_at(t.now());
-                Ok(found)
-            }
-            Search::Running => {
-                let what = "a concurrent call's neighbour search";
-                let found = wait_until(t, deadline, what, || {
-                    Ok(match &*self.neighbours.borrow() {
-                        Search::Running => None,
-                        Search::Found(found) => Some(Some(found.clone())),
-                        _ => Some(None),
-                    })
-                })
-                .await?;
-                found.ok_or_else(search_failed)
-            }
-            Search::Found(found) => {
-                *self.neighbours.borrow_mut() = Search::Found(found.clone());
-                Ok(found)
-            }
-            Search::Failed => {
-                *self.neighbours.borrow_mut() = Search::Failed;
-                Err(search_failed())
-            }
-            Search::Unreserved => unreachable!("collectives reserve the search when called"),
-        }
+        searched(&self.neighbours, t, deadline, |tags| {
+            self.find_neighbours(t, tags, deadline)
+        })
+        .await
     }
 
     async fn find_neighbours<T: Transport>(

@@ -11,8 +11,6 @@ use std::rc::Rc;
 
 use bytemuck::Pod;
 use catena_fabric::{wait_until, ContextId, Rank, Time, Transport};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use super::buffers::{
     combine_pod, combine_tagged, fill, fill_folded, or_scratch, tagged, untagged, POISONED,
@@ -143,7 +141,7 @@ impl<'t, T: Transport> Levels<'t, T> {
             return None;
         }
         let team = Team::of_host(t)?;
-        let mine = Shape::of_host(&ranks, team.is_some());
+        let mine = Shape::of_host(ranks, team.is_some());
         Some(Levels::reserved(t, chain, team, mine))
     }
 
@@ -231,9 +229,10 @@ async fn build<T: Transport>(
     let shape = allreduce_in(call, reservation.mine, Shape::combine).await?;
     let leader_base = match &leaders {
         Some(chain) => {
-            // Its tree broadcasts need the neighbour search, reserved
-            // before any two-level call numbers its calls.
-            chain.reserve_neighbours();
+            // Its tree broadcasts and recursive doubling need neighbour
+            // searches, reserved before any two-level call numbers its
+            // calls.
+            doubling::reserve_searches(chain);
             chain.calls_made()
         }
         None => 0,
@@ -277,19 +276,6 @@ impl Built {
         let chain = self.leaders.as_ref()?;
         let tags = CallTags::numbered(self.leader_base.wrapping_add(k as u32));
         Some(Call::new(t, chain, tags, deadline))
-    }
-}
-
-/// The leaders' allreduce: by recursive doubling where their count is a
-/// power of two (log2 H rounds of one exchange), else the double scan.
-async fn across<T: Transport, A: Serialize + DeserializeOwned + Clone>(
-    call: Call<'_, T>,
-    x: A,
-    op: impl Fn(&A, &A) -> A,
-) -> Result<A> {
-    match doubling::fits(call.chain.size()) {
-        true => doubling::allreduce(call, x, op).await,
-        false => allreduce_in(call, x, op).await,
     }
 }
 
@@ -417,7 +403,7 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         })
         .await;
         let across = match (entered, built.leaders_call(comm.t, self.k, deadline)) {
-            (Ok(()), Some(call)) => across(call, (), |_, _| ()).await,
+            (Ok(()), Some(call)) => doubling::allreduce(call, (), |_, _| ()).await,
             (entered, _) => entered,
         };
         // A member whose part failed leaves the others to their deadline,
@@ -568,7 +554,7 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         })
         .await;
         let total = match (host_total, built.leaders_call(comm.t, self.k, deadline)) {
-            (Ok(Some(total)), Some(call)) => across(call, total, &op).await.map(Some),
+            (Ok(Some(total)), Some(call)) => doubling::allreduce(call, total, &op).await.map(Some),
             (other, _) => other,
         };
         let leads = built.leaders.is_some();
@@ -626,14 +612,14 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             (Ok(()), None) => Ok(None),
             (Ok(()), Some(call)) => {
                 let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
-                let folded = across(call, mine, fold).await;
+                let folded = doubling::allreduce(call, mine, fold).await;
                 folded
                     .and_then(|bytes| untagged(bytes, "an allreduce"))
                     .map(Some)
             }
             // The other hosts learn it too: the poison folds into theirs.
             (Err(Error::Mismatch { .. }), Some(call)) => {
-                let folded = across(call, vec![POISONED], fold).await;
+                let folded = doubling::allreduce(call, vec![POISONED], fold).await;
                 folded
                     .and_then(|bytes| untagged(bytes, "an allreduce"))
                     .map(Some)
