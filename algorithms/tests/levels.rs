@@ -3,7 +3,8 @@
 //! barrier, broadcasts from every root, allreduces with a non-commutative
 //! operation (which shows the fold's order) on hosts of consecutive ranks
 //! and on hosts dealt ranks in turn (where the folds stay flat), calls
-//! joined before the levels are built, a member's buffer of another
+//! joined before the levels are built, commutative folds (which take the
+//! levels on dealt hosts too), a member's buffer of another
 //! length, a bad root, a dup, and fewer messages than the flat path; and the
 //! references on real processes across fake hosts.
 
@@ -60,6 +61,17 @@ async fn check<T: Transport>(t: &T) -> Result<()> {
     assert_eq!(got, all, "rank {rank}: the fold in rank order");
     let sum = world.iallreduce(u64::from(rank) + 1, |a, b| a + b).await?;
     assert_eq!(sum, u64::from(n) * u64::from(n + 1) / 2);
+    let sum = world
+        .iallreduce_commutative(u64::from(rank) + 1, |a, b| a + b)
+        .await?;
+    assert_eq!(sum, u64::from(n) * u64::from(n + 1) / 2);
+    let send: Vec<u64> = (0..9).map(|i| i * u64::from(rank)).collect();
+    let mut recv = vec![0u64; 9];
+    world
+        .iallreduce_into_commutative(&send, &mut recv, |a, b| a.wrapping_add(*b))
+        .await?;
+    let ranks = u64::from(n) * u64::from(n - 1) / 2;
+    assert_eq!(recv, (0..9).map(|i| i * ranks).collect::<Vec<_>>());
     let send: Vec<[u64; 4]> = (0..5).map(|i| matrix(rank, i)).collect();
     let mut recv = vec![[0u64; 4]; 5];
     world.iallreduce_into(&send, &mut recv, mul).await?;
@@ -151,6 +163,48 @@ fn two_levels_cross_the_network_once_a_host() {
     assert!(
         two_level * 3 < flat,
         "{two_level} messages in two levels against {flat} flat"
+    );
+}
+
+#[test]
+fn commutative_folds_take_the_levels_on_hosts_dealt_ranks_in_turn() {
+    // The same sums on 16 ranks dealt over 4 hosts, folded in rank order
+    // (flat: the hosts' ranks are not consecutive) and in any order.
+    let messages = |commutative: bool| {
+        let sim = Sim::new(16, LogGp::default()).with_ranks_dealt_over(4);
+        let (results, report) = sim
+            .run(async |t: &SimRank<'_>| -> Result<()> {
+                let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                let x = u64::from(world.rank());
+                for _ in 0..20 {
+                    let (mut one, send) = ([0u64], [x]);
+                    let sum = match commutative {
+                        true => world.iallreduce_commutative(x, |a, b| a + b).await?,
+                        false => world.iallreduce(x, |a, b| a + b).await?,
+                    };
+                    match commutative {
+                        true => {
+                            let op = |a: &u64, b: &u64| a + b;
+                            world
+                                .iallreduce_into_commutative(&send, &mut one, op)
+                                .await?
+                        }
+                        false => world.iallreduce_into(&send, &mut one, |a, b| a + b).await?,
+                    }
+                    assert_eq!((sum, one[0]), (120, 120));
+                }
+                Ok(())
+            })
+            .expect("every rank finishes");
+        results
+            .into_iter()
+            .for_each(|r| r.expect("every call succeeds"));
+        report.messages
+    };
+    let (any_order, in_order) = (messages(true), messages(false));
+    assert!(
+        any_order * 2 < in_order,
+        "{any_order} messages in any order against {in_order} in rank order"
     );
 }
 

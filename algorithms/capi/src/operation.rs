@@ -339,9 +339,10 @@ fn reduce<'a, P: Provider + 'static>(
     let mine = Some(send.to_vec());
     Ok(async move {
         let op = |a: &Option<Vec<u8>>, b: &Option<Vec<u8>>| reduction.combine(a, b);
-        let reduced = match root {
-            Some(root) => comm.ireduce(root, mine, op).await?,
-            None => Some(comm.iallreduce(mine, op).await?),
+        let reduced = match (root, reduction.commutative()) {
+            (Some(root), _) => comm.ireduce(root, mine, op).await?,
+            (None, true) => Some(comm.iallreduce_commutative(mine, op).await?),
+            (None, false) => Some(comm.iallreduce(mine, op).await?),
         };
         // A reduce's other members: nothing arrives here.
         let (Some(reduced), Some(recv)) = (reduced, recv) else {

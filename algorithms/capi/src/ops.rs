@@ -69,6 +69,12 @@ macro_rules! for_each_type {
 }
 
 impl Reduction {
+    /// Whether the operation is commutative: every built-in one is (a user
+    /// operation is taken as associative only, folded in rank order).
+    pub(crate) fn commutative(&self) -> bool {
+        matches!(self, Reduction::Builtin { .. })
+    }
+
     /// A user operation on elements of `size` bytes (checked when used).
     pub(crate) fn user(
         op: catena_user_op_fn,

@@ -12,6 +12,7 @@ use bytemuck::Pod;
 use catena_fabric::{Blocking, Transport};
 
 use super::collectives::{Path, Route};
+use super::levels::Fold;
 use super::Comm;
 use crate::chain::Chain;
 use crate::host::{self, TeamCall};
@@ -286,6 +287,27 @@ impl<'t, T: Transport> Comm<'t, T> {
         recv: &'a mut [E],
         op: impl Fn(&E, &E) -> E + 'a,
     ) -> impl Future<Output = Result<()>> + 'a {
+        self.allreduce_into_as(send, recv, op, Fold::InRankOrder)
+    }
+
+    /// [`Comm::iallreduce_into`] of an `op` that is commutative as well
+    /// (see [`Comm::iallreduce_commutative`]).
+    pub fn iallreduce_into_commutative<'a, E: Pod>(
+        &'a self,
+        send: &'a [E],
+        recv: &'a mut [E],
+        op: impl Fn(&E, &E) -> E + 'a,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        self.allreduce_into_as(send, recv, op, Fold::AnyOrder)
+    }
+
+    fn allreduce_into_as<'a, E: Pod>(
+        &'a self,
+        send: &'a [E],
+        recv: &'a mut [E],
+        op: impl Fn(&E, &E) -> E + 'a,
+        fold: Fold,
+    ) -> impl Future<Output = Result<()>> + 'a {
         let deadline = self.deadline();
         let mut op = Some(op);
         let route = self.route(host_fits::<E>(), Chain::next_call, || {
@@ -302,7 +324,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             let path = match route {
                 Route::Levels(call) => {
                     let op = op.take().expect("taken once");
-                    let allreduce = call.allreduce_into(self, send, recv, op, deadline);
+                    let allreduce = call.allreduce_into(self, send, recv, (op, fold), deadline);
                     return Box::pin(allreduce).await;
                 }
                 Route::Flat(path) => path,
@@ -506,6 +528,16 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
         op: impl Fn(&E, &E) -> E,
     ) -> Result<()> {
         block_on(self.t, || self.iallreduce_into(send, recv, op))
+    }
+
+    /// See [`Comm::iallreduce_into_commutative`].
+    pub fn allreduce_into_commutative<E: Pod>(
+        &self,
+        send: &[E],
+        recv: &mut [E],
+        op: impl Fn(&E, &E) -> E,
+    ) -> Result<()> {
+        block_on(self.t, || self.iallreduce_into_commutative(send, recv, op))
     }
 
     /// See [`Comm::igather_into`].

@@ -11,7 +11,7 @@ use catena_fabric::{Blocking, Transport};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::levels::LevelsCall;
+use super::levels::{Fold, LevelsCall};
 use super::Comm;
 use crate::chain::{CallTags, Chain, DoubleScan};
 use crate::codec::encode;
@@ -159,6 +159,28 @@ impl<'t, T: Transport> Comm<'t, T> {
         x: A,
         op: impl Fn(&A, &A) -> A + 'a,
     ) -> impl Future<Output = Result<A>> + 'a {
+        self.allreduce_as(x, op, Fold::InRankOrder)
+    }
+
+    /// [`Comm::iallreduce`] of an `op` that is commutative as well as
+    /// associative (MPI_Op_create's `commute`): its fold may take the
+    /// members in any order, so across hosts that do not hold consecutive
+    /// ranks (a launcher that deals ranks in turn) it still takes the host
+    /// levels. Every member gets the same value.
+    pub fn iallreduce_commutative<'a, A: Value + Clone + 'a>(
+        &'a self,
+        x: A,
+        op: impl Fn(&A, &A) -> A + 'a,
+    ) -> impl Future<Output = Result<A>> + 'a {
+        self.allreduce_as(x, op, Fold::AnyOrder)
+    }
+
+    fn allreduce_as<'a, A: Value + Clone + 'a>(
+        &'a self,
+        x: A,
+        op: impl Fn(&A, &A) -> A + 'a,
+        fold: Fold,
+    ) -> impl Future<Output = Result<A>> + 'a {
         let deadline = self.deadline();
         let mut args = Some((x, op));
         let route = self.route(true, Chain::next_call, || {
@@ -169,7 +191,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             let path = match route {
                 Route::Levels(call) => {
                     let (x, op) = args.take().expect("taken once");
-                    return Box::pin(call.allreduce_value(self, x, op, deadline)).await;
+                    return Box::pin(call.allreduce_value(self, x, op, fold, deadline)).await;
                 }
                 Route::Flat(path) => path,
             };
@@ -337,6 +359,15 @@ impl<'t, T: Transport + Blocking> Comm<'t, T> {
     /// See [`Comm::iallreduce`].
     pub fn allreduce<A: Value + Clone>(&self, x: A, op: impl Fn(&A, &A) -> A) -> Result<A> {
         block_on(self.t, || self.iallreduce(x, op))
+    }
+
+    /// See [`Comm::iallreduce_commutative`].
+    pub fn allreduce_commutative<A: Value + Clone>(
+        &self,
+        x: A,
+        op: impl Fn(&A, &A) -> A,
+    ) -> Result<A> {
+        block_on(self.t, || self.iallreduce_commutative(x, op))
     }
 
     /// See [`Comm::iscan`].

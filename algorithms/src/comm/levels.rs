@@ -68,6 +68,15 @@ struct Built {
     shape: Shape,
 }
 
+/// The order a reduction may fold its members' values in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fold {
+    /// Rank order: an associative operation.
+    InRankOrder,
+    /// Any order: a commutative one as well.
+    AnyOrder,
+}
+
 /// What the members agree when the levels are built, so that all take
 /// the same path.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
@@ -103,9 +112,10 @@ impl Shape {
         }
     }
 
-    /// Whether two levels serve a call (`folds`: one that folds values).
-    fn serves(self, folds: bool) -> bool {
-        self.teams && self.shared && (self.ordered || !folds)
+    /// Whether two levels serve a call (`in_order`: one that must fold
+    /// values in rank order).
+    fn serves(self, in_order: bool) -> bool {
+        self.teams && self.shared && (self.ordered || !in_order)
     }
 }
 
@@ -350,17 +360,17 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         }
     }
 
-    /// The levels where they serve this call (`folds`: one that folds
-    /// values in rank order); else `None`, this call's host calls passed,
-    /// and the call takes the flat path.
+    /// The levels where they serve this call (`in_order`: one that must
+    /// fold values in rank order); else `None`, this call's host calls
+    /// passed, and the call takes the flat path.
     async fn serving(
         &self,
         comm: &Comm<'t, T>,
-        folds: bool,
+        in_order: bool,
         deadline: Time,
     ) -> Result<Option<Rc<Built>>> {
         let built = self.built(comm, deadline).await?;
-        if built.shape.serves(folds) {
+        if built.shape.serves(in_order) {
             return Ok(Some(built));
         }
         self.pass(deadline).await?;
@@ -539,9 +549,11 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         comm: &Comm<'t, T>,
         x: A,
         op: impl Fn(&A, &A) -> A,
+        fold: Fold,
         deadline: Time,
     ) -> Result<A> {
-        let Some(built) = self.serving(comm, true, deadline).await? else {
+        let in_order = fold == Fold::InRankOrder;
+        let Some(built) = self.serving(comm, in_order, deadline).await? else {
             return allreduce_in(self.flat(comm, deadline), x, op).await;
         };
         let (up, down) = self.seqs();
@@ -582,11 +594,12 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         comm: &Comm<'t, T>,
         send: &[E],
         recv: &mut [E],
-        op: impl Fn(&E, &E) -> E,
+        (op, order): (impl Fn(&E, &E) -> E, Fold),
         deadline: Time,
     ) -> Result<()> {
         let fold = |a: &Vec<u8>, b: &Vec<u8>| combine_tagged::<E>(a, b, &op);
-        let Some(built) = self.serving(comm, true, deadline).await? else {
+        let in_order = order == Fold::InRankOrder;
+        let Some(built) = self.serving(comm, in_order, deadline).await? else {
             let folded = allreduce_in(self.flat(comm, deadline), tagged(send), fold).await?;
             return fill_folded(folded, recv, send.len(), "an allreduce");
         };
