@@ -125,7 +125,7 @@ impl<P: Provider + 'static> Instance<P> {
     /// for none) where the caller asked for it.
     fn finish(&mut self, finished: Finished<'_, P>) {
         if let Finished::Comm { made, at } = finished {
-            let made = made.map(|comm| self.comms.insert(Rc::new(comm)));
+            let made = made.map(|comm| self.comms.insert(comm));
             *at = made.map_or(std::ptr::null_mut(), Handle::to_ptr);
         }
     }

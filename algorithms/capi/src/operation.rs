@@ -161,7 +161,7 @@ pub(crate) enum Finished<'a, P: Provider + 'static> {
     /// A communicator made (`None`: this process is not a member), whose
     /// handle goes to `at`.
     Comm {
-        made: Option<Comm<'static, P>>,
+        made: Option<Rc<Comm<'static, P>>>,
         at: &'a mut *mut catena_comm_t,
     },
 }
@@ -255,6 +255,7 @@ fn split<'a, P: Provider + 'static>(
                 comm.isplit_by(color, key, compared_order(compare)).await?
             }
         };
+        let made = made.map(Rc::new);
         Ok(Finished::Comm { made, at: newcomm })
     }
 }
@@ -280,7 +281,7 @@ async fn dup<'a, P: Provider + 'static>(
     comm: Rc<Comm<'static, P>>,
     newcomm: &'a mut *mut catena_comm_t,
 ) -> Result<Finished<'a, P>, Failure> {
-    let made = Some(comm.idup().await?);
+    let made = Some(Rc::new(comm.idup().await?));
     Ok(Finished::Comm { made, at: newcomm })
 }
 
@@ -292,7 +293,8 @@ async fn create_group<'a, P: Provider + 'static>(
 ) -> Result<Finished<'a, P>, Failure> {
     let made = comm
         .icreate_group(map, tag, CreateAlgorithm::Direct)
-        .await?;
+        .await?
+        .map(Rc::new);
     Ok(Finished::Comm { made, at: newcomm })
 }
 
