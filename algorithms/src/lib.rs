@@ -23,6 +23,7 @@ mod doubling;
 mod error;
 mod host;
 mod join;
+mod once;
 pub use catena_groupmap as groupmap;
 mod pipeline;
 pub mod prelude;

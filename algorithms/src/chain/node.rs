@@ -14,12 +14,13 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::rc::Rc;
 
-use catena_fabric::{wait_until, ContextId, Rank, Rma, Tag, Time, Transport};
+use catena_fabric::{ContextId, Rank, Rma, Tag, Time, Transport};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
 use crate::deadline::check_deadline;
+use crate::once::{taken_once, Once};
 use crate::{Error, Result};
 
 /// One process's node of a chain.
@@ -39,18 +40,9 @@ pub struct Chain {
     survivors: RefCell<Search>,
 }
 
-/// Where the chain's neighbour search stands. Its tags are reserved by the
-/// first call (in call order) that may need it; whichever call needs it
-/// first (in poll order) runs it, later ones wait for its result.
-#[derive(Debug)]
-enum Search {
-    Unreserved,
-    Reserved(CallTags),
-    Running,
-    Found(Rc<Neighbours>),
-    /// The run failed or was dropped half-way: its messages are spent.
-    Failed,
-}
+/// Where a neighbour search of the chain stands (see [`crate::once`]): its
+/// tags are reserved by the first call (in call order) that may need it.
+type Search = Once<CallTags, Neighbours>;
 
 /// The addresses at distances 1, 2, 4, ... on each side; what tree
 /// collectives need. Computed by address forwarding in log2 N rounds.
@@ -163,28 +155,10 @@ pub(crate) enum Side {
     Right,
 }
 
-/// Sets a search's state when a run of it ends or is dropped.
-struct SearchRun<'a> {
-    state: &'a RefCell<Search>,
-    found: Option<Rc<Neighbours>>,
-}
-
-impl Drop for SearchRun<'_> {
-    fn drop(&mut self) {
-        *self.state.borrow_mut() = match self.found.take() {
-            Some(found) => Search::Found(found),
-            None => Search::Failed,
-        };
-    }
-}
-
 /// Reserves the tags of the search `state` stands for, with the next call
 /// of `chain`, if no earlier call did.
 fn reserve_search(chain: &Chain, state: &RefCell<Search>) {
-    let mut search = state.borrow_mut();
-    if matches!(*search, Search::Unreserved) {
-        *search = Search::Reserved(chain.next_call());
-    }
+    Once::reserve(state, || chain.next_call());
 }
 
 /// The neighbours a search found, running `search` with the reserved tags
@@ -195,39 +169,11 @@ async fn searched<T: Transport, F: Future<Output = Result<Neighbours>>>(
     deadline: Time,
     search: impl FnOnce(CallTags) -> F,
 ) -> Result<Rc<Neighbours>> {
-    let taken = std::mem::replace(&mut *state.borrow_mut(), Search::Running);
-    match taken {
-        Search::Reserved(tags) => {
-            let mut run = SearchRun { state, found: None };
-            let found = Rc::new(search(tags).await?);
-            run.found = Some(found.clone());
-            // Calls waiting for this search (joined futures) are polled
-            // again now, not at their deadline.
-            t.wake_at(t.now());
-            Ok(found)
-        }
-        Search::Running => {
-            let what = "a concurrent call's neighbour search";
-            let found = wait_until(t, deadline, what, || {
-                Ok(match &*state.borrow() {
-                    Search::Running => None,
-                    Search::Found(found) => Some(Some(found.clone())),
-                    _ => Some(None),
-                })
-            })
-            .await?;
-            found.ok_or_else(search_failed)
-        }
-        Search::Found(found) => {
-            *state.borrow_mut() = Search::Found(found.clone());
-            Ok(found)
-        }
-        Search::Failed => {
-            *state.borrow_mut() = Search::Failed;
-            Err(search_failed())
-        }
-        Search::Unreserved => unreachable!("collectives reserve the search when called"),
-    }
+    let wait = (
+        "a concurrent call's neighbour search",
+        search_failed as fn() -> Error,
+    );
+    taken_once(state, t, deadline, wait, search).await
 }
 
 fn search_failed() -> Error {
@@ -319,8 +265,8 @@ impl Chain {
             right,
             context,
             calls: Cell::new(0),
-            neighbours: RefCell::new(Search::Unreserved),
-            survivors: RefCell::new(Search::Unreserved),
+            neighbours: RefCell::new(Once::Unreserved),
+            survivors: RefCell::new(Once::Unreserved),
         })
     }
 
@@ -359,7 +305,7 @@ impl Chain {
     /// every member holds), so no call ever searches: every member of the
     /// chain must be made so, or none.
     pub(crate) fn with_neighbours(self, found: Neighbours) -> Chain {
-        *self.neighbours.borrow_mut() = Search::Found(Rc::new(found));
+        *self.neighbours.borrow_mut() = Once::Done(Rc::new(found));
         self
     }
 
@@ -367,10 +313,7 @@ impl Chain {
     pub fn heap_bytes(&self) -> usize {
         [&self.neighbours, &self.survivors]
             .iter()
-            .map(|search| match &*search.borrow() {
-                Search::Found(n) => n.heap_bytes(),
-                _ => 0,
-            })
+            .map(|search| search.borrow().done().map_or(0, |n| n.heap_bytes()))
             .sum()
     }
 

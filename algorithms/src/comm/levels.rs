@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use bytemuck::Pod;
-use catena_fabric::{wait_until, ContextId, Rank, Time, Transport};
+use catena_fabric::{ContextId, Rank, Time, Transport};
 
 use super::buffers::{
     combine_pod, combine_tagged, fill, fill_folded, or_scratch, tagged, untagged, POISONED,
@@ -22,6 +22,7 @@ use crate::chain::{CallTags, Chain};
 use crate::codec::{decode, encode};
 use crate::doubling;
 use crate::host::{self, values, Claim, Team, TeamCall};
+use crate::once::{taken_once, Once};
 use crate::scan::{allreduce_in, double_scan_in};
 use crate::split::{self, Algorithm, Color, Key, Request, Split};
 use crate::tree::{bcast_bytes_in, bcast_in};
@@ -39,15 +40,9 @@ pub(super) struct Levels<'t, T: Transport> {
     calls: Cell<u64>,
 }
 
-/// Where the levels' build stands (it holds no borrow of the transport, so
-/// a communicator stays covariant in its lifetime).
-enum State {
-    Reserved(Box<Reservation>),
-    Running,
-    Built(Rc<Built>),
-    /// The build failed or was dropped half-way: its messages are spent.
-    Failed,
-}
+/// Where the levels' build stands (see [`crate::once`]; it holds no borrow
+/// of the transport, so a communicator stays covariant in its lifetime).
+type State = Once<Box<Reservation>, Built>;
 
 /// What the build takes on the communicator's chain, reserved when the
 /// communicator is made: the leaders' split and the agreement on the
@@ -135,7 +130,7 @@ impl<'t, T: Transport> Levels<'t, T> {
         };
         Box::new(Levels {
             team,
-            state: RefCell::new(State::Reserved(Box::new(reservation))),
+            state: RefCell::new(Once::Reserved(Box::new(reservation))),
             calls: Cell::new(0),
         })
     }
@@ -254,21 +249,6 @@ async fn build<T: Transport>(
     })
 }
 
-/// Sets the levels' state when a build ends or is dropped.
-struct BuildRun<'a, 't, T: Transport> {
-    levels: &'a Levels<'t, T>,
-    built: Option<Rc<Built>>,
-}
-
-impl<T: Transport> Drop for BuildRun<'_, '_, T> {
-    fn drop(&mut self) {
-        *self.levels.state.borrow_mut() = match self.built.take() {
-            Some(built) => State::Built(built),
-            None => State::Failed,
-        };
-    }
-}
-
 fn build_failed() -> Error {
     Error::Mismatch {
         what: "the communicator's host levels: their build failed in an earlier call".into(),
@@ -323,41 +303,14 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
     /// started to, else waiting for the call that did.
     async fn built(&self, comm: &Comm<'t, T>, deadline: Time) -> Result<Rc<Built>> {
         let t = comm.t;
-        let state = std::mem::replace(&mut *self.levels.state.borrow_mut(), State::Running);
-        match state {
-            State::Reserved(reservation) => {
-                let mut run = BuildRun {
-                    levels: self.levels,
-                    built: None,
-                };
-                let built = Rc::new(build(t, &comm.chain, *reservation, deadline).await?);
-                run.built = Some(built.clone());
-                // Calls waiting for the build (joined futures) are polled
-                // again now, not at their deadline.
-                t.wake_at(t.now());
-                Ok(built)
-            }
-            State::Running => {
-                let what = "a concurrent call's build of the host levels";
-                let built = wait_until(t, deadline, what, || {
-                    Ok(match &*self.levels.state.borrow() {
-                        State::Running => None,
-                        State::Built(built) => Some(Some(built.clone())),
-                        _ => Some(None),
-                    })
-                })
-                .await?;
-                built.ok_or_else(build_failed)
-            }
-            State::Built(built) => {
-                *self.levels.state.borrow_mut() = State::Built(built.clone());
-                Ok(built)
-            }
-            State::Failed => {
-                *self.levels.state.borrow_mut() = State::Failed;
-                Err(build_failed())
-            }
-        }
+        let wait = (
+            "a concurrent call's build of the host levels",
+            build_failed as fn() -> Error,
+        );
+        taken_once(&self.levels.state, t, deadline, wait, |reservation| {
+            build(t, &comm.chain, *reservation, deadline)
+        })
+        .await
     }
 
     /// The levels where they serve this call (`in_order`: one that must
