@@ -64,12 +64,7 @@ pub(crate) async fn allreduce<T: Transport, A: Serialize + DeserializeOwned>(
     x: A,
     op: impl Fn(&A, &A) -> A,
 ) -> Result<A> {
-    let Call {
-        t,
-        chain,
-        tags,
-        deadline,
-    } = call;
+    let (t, chain, tags, deadline) = (call.t, call.chain, call.tags, call.deadline);
     let fold = |left: &A, right: &A| user_code("an allreduce operation", || op(left, right));
     let neighbours = chain.reserved_neighbours(t, deadline).await?;
     let at = |d: u32, right: bool| {
@@ -115,7 +110,6 @@ pub(crate) async fn allreduce<T: Transport, A: Serialize + DeserializeOwned>(
         }
     };
     let doubling = n - survivors.paired;
-    let call = Call::new(t, chain, tags, deadline);
     let total = double(call, &among, (v, doubling), acc, &fold).await?;
     if paired {
         let left = at(0, false)?;

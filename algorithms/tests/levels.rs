@@ -136,28 +136,31 @@ fn two_levels_match_the_references_on_hosts_dealt_ranks_in_turn() {
     }
 }
 
+/// The messages `body` sends on every rank of `sim`, each succeeding.
+fn messages_of(sim: Sim, body: impl AsyncFn(&SimRank<'_>) -> Result<()>) -> u64 {
+    let (results, report) = sim.run(body).expect("every rank finishes");
+    for (rank, r) in results.into_iter().enumerate() {
+        r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+    report.messages
+}
+
 #[test]
 fn two_levels_cross_the_network_once_a_host() {
     // The same calls on 16 ranks, 4 to a host, and on 16 hosts of one
     // rank (where the levels find nothing to share and stay flat).
     let messages = |per_host| {
         let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(per_host);
-        let (results, report) = sim
-            .run(async |t: &SimRank<'_>| -> Result<()> {
-                let world = Comm::world(t).with_timeout(common::TIMEOUT);
-                let dup = world.idup().await?;
-                for i in 0..20u64 {
-                    world.iallreduce(i, |a, b| a + b).await?;
-                    world.ibcast(3, (world.rank() == 3).then_some(i)).await?;
-                    dup.ibarrier().await?;
-                }
-                Ok(())
-            })
-            .expect("every rank finishes");
-        results
-            .into_iter()
-            .for_each(|r| r.expect("every call succeeds"));
-        report.messages
+        messages_of(sim, async |t: &SimRank<'_>| -> Result<()> {
+            let world = Comm::world(t).with_timeout(common::TIMEOUT);
+            let dup = world.idup().await?;
+            for i in 0..20u64 {
+                world.iallreduce(i, |a, b| a + b).await?;
+                world.ibcast(3, (world.rank() == 3).then_some(i)).await?;
+                dup.ibarrier().await?;
+            }
+            Ok(())
+        })
     };
     let (two_level, flat) = (messages(4), messages(1));
     assert!(
@@ -172,34 +175,28 @@ fn commutative_folds_take_the_levels_on_hosts_dealt_ranks_in_turn() {
     // (flat: the hosts' ranks are not consecutive) and in any order.
     let messages = |commutative: bool| {
         let sim = Sim::new(16, LogGp::default()).with_ranks_dealt_over(4);
-        let (results, report) = sim
-            .run(async |t: &SimRank<'_>| -> Result<()> {
-                let world = Comm::world(t).with_timeout(common::TIMEOUT);
-                let x = u64::from(world.rank());
-                for _ in 0..20 {
-                    let (mut one, send) = ([0u64], [x]);
-                    let sum = match commutative {
-                        true => world.iallreduce_commutative(x, |a, b| a + b).await?,
-                        false => world.iallreduce(x, |a, b| a + b).await?,
-                    };
-                    match commutative {
-                        true => {
-                            let op = |a: &u64, b: &u64| a + b;
-                            world
-                                .iallreduce_into_commutative(&send, &mut one, op)
-                                .await?
-                        }
-                        false => world.iallreduce_into(&send, &mut one, |a, b| a + b).await?,
+        messages_of(sim, async |t: &SimRank<'_>| -> Result<()> {
+            let world = Comm::world(t).with_timeout(common::TIMEOUT);
+            let x = u64::from(world.rank());
+            for _ in 0..20 {
+                let (mut one, send) = ([0u64], [x]);
+                let sum = match commutative {
+                    true => world.iallreduce_commutative(x, |a, b| a + b).await?,
+                    false => world.iallreduce(x, |a, b| a + b).await?,
+                };
+                match commutative {
+                    true => {
+                        let op = |a: &u64, b: &u64| a + b;
+                        world
+                            .iallreduce_into_commutative(&send, &mut one, op)
+                            .await?
                     }
-                    assert_eq!((sum, one[0]), (120, 120));
+                    false => world.iallreduce_into(&send, &mut one, |a, b| a + b).await?,
                 }
-                Ok(())
-            })
-            .expect("every rank finishes");
-        results
-            .into_iter()
-            .for_each(|r| r.expect("every call succeeds"));
-        report.messages
+                assert_eq!((sum, one[0]), (120, 120));
+            }
+            Ok(())
+        })
     };
     let (any_order, in_order) = (messages(true), messages(false));
     assert!(
