@@ -74,6 +74,10 @@ pub struct Args {
     /// rank holds its elements three times over).
     #[arg(long, default_value_t = 262144)]
     alltoall_max: u32,
+    /// Largest N of catena's allreduce in the simulator (across hosts each
+    /// simulated rank holds its host team's region, about 85 KiB).
+    #[arg(long, default_value_t = 262144)]
+    allreduce_max: u32,
     /// Largest N of catena's side in the simulator for every operation
     /// (its rows above show only MPICH's).
     #[arg(long, default_value_t = u32::MAX)]
@@ -675,11 +679,17 @@ fn sweep(args: &Args) -> Result<()> {
                 "alltoall" => Op::Alltoall(data::Set::C, args.elements),
                 other => return Err(format!("--ops: no operation {other}").into()),
             };
-            let calls = if matches!(op, Op::Alltoall(..)) { 2 } else { 1 };
+            // The second call where the first does one-off work: an
+            // alltoall's plan, the world's host levels across hosts.
+            let calls = match op {
+                Op::Alltoall(..) | Op::Allreduce(_) => 2,
+                _ => 1,
+            };
             let started = Instant::now();
             let cat = match op {
                 _ if n > args.catena_max => None,
                 Op::Alltoall(..) if n > args.alltoall_max => None,
+                Op::Allreduce(_) if n > args.allreduce_max => None,
                 _ => Some(catena(&m, op, n, calls, args.charge_catena)? / 1e3),
             };
             let wall = started.elapsed().as_secs_f64();

@@ -1,8 +1,9 @@
 //! `catena-bench hierarchy`: the two-level collectives against the flat
-//! ones on a job that spans hosts (`--hosts`): allreduce of 8 B and of
-//! `--elements` u64s, and a broadcast of the same sizes, each as the
-//! slowest rank's median over `--repetitions`; and what the split by host
-//! and the leaders' split cost once.
+//! ones on a job that spans hosts (`--hosts`): the world's own (its host
+//! levels), a [`Hierarchy`]'s, and a later world's (the chain alone), for
+//! an allreduce of 8 B and of `--elements` u64s and a broadcast of the
+//! same sizes, each as the slowest rank's median over `--repetitions`;
+//! and what the split by host and the leaders' split cost once.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,8 @@ impl WithProvider for InRank<'_> {
 fn in_rank<P: Provider>(args: &Args) -> crate::Outcome {
     let t = P::from_env()?;
     let world = Comm::world(&t).with_timeout(TIMEOUT);
+    // A process's later worlds run on the chain alone: the flat baseline.
+    let flat = Comm::world(&t).with_timeout(TIMEOUT);
     world.barrier()?;
     let start = Instant::now();
     let h = world.hierarchy()?;
@@ -75,21 +78,25 @@ fn in_rank<P: Provider>(args: &Args) -> crate::Outcome {
     let rows = [
         (
             "allreduce 8 B",
+            time(&mut || flat.allreduce(rank, |a, b| a + b).map(drop))?,
             time(&mut || world.allreduce(rank, |a, b| a + b).map(drop))?,
             time(&mut || h.allreduce(rank, |a, b| a + b).map(drop))?,
         ),
         (
             "allreduce large",
+            time(&mut || flat.allreduce(big.clone(), sum).map(drop))?,
             time(&mut || world.allreduce(big.clone(), sum).map(drop))?,
             time(&mut || h.allreduce(big.clone(), sum).map(drop))?,
         ),
         (
             "bcast 8 B",
+            time(&mut || flat.bcast(0, root_value(vec![7])).map(drop))?,
             time(&mut || world.bcast(0, root_value(vec![7])).map(drop))?,
             time(&mut || h.bcast(root_value(vec![7])).map(drop))?,
         ),
         (
             "bcast large",
+            time(&mut || flat.bcast(0, root_value(big.clone())).map(drop))?,
             time(&mut || world.bcast(0, root_value(big.clone())).map(drop))?,
             time(&mut || h.bcast(root_value(big.clone())).map(drop))?,
         ),
@@ -98,25 +105,36 @@ fn in_rank<P: Provider>(args: &Args) -> crate::Outcome {
         println!(
             "{} ranks on {hosts} hosts, provider {}; hierarchy set-up (split by host, \
              leaders) {setup_ms:.2} ms; large = {} u64s ({} KiB); median of the \
-             slowest rank over {} calls",
+             slowest rank over {} calls; flat: a later world (the chain alone), \
+             world: its host levels, hierarchy: comm.hierarchy()",
             world.size(),
             P::NAME,
             args.elements,
             args.elements * 8 / 1024,
             args.repetitions
         );
-        let mut table = Table::new(&["collective", "flat ms", "two-level ms", "flat / two-level"]);
-        for (name, flat, two) in rows {
+        let mut table = Table::new(&[
+            "collective",
+            "flat ms",
+            "world ms",
+            "hierarchy ms",
+            "flat / world",
+            "flat / hierarchy",
+        ]);
+        for (name, flat, world, two) in rows {
             table.row(vec![
                 name.to_string(),
                 format!("{flat:.3}"),
+                format!("{world:.3}"),
                 format!("{two:.3}"),
+                format!("{:.2}", flat / world),
                 format!("{:.2}", flat / two),
             ]);
         }
         table.print();
     }
     drop(h);
+    drop(flat);
     drop(world);
     t.finalize(TIMEOUT)?;
     Ok(0)
