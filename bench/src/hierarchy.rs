@@ -1,6 +1,6 @@
 //! `catena-bench hierarchy`: the two-level collectives against the flat
 //! ones on a job that spans hosts (`--hosts`): the world's own (its host
-//! levels), a [`Hierarchy`]'s, and a later world's (the chain alone), for
+//! levels), a `Hierarchy`'s, and a later world's (the chain alone), for
 //! an allreduce of 8 B and of `--elements` u64s and a broadcast of the
 //! same sizes, each as the slowest rank's median over `--repetitions`;
 //! and what the split by host and the leaders' split cost once.
