@@ -1,12 +1,12 @@
 //! The world's collectives across hosts, in two levels (inside each host,
 //! then across one leader per host), against sequential references: a
-//! barrier, broadcasts from every root, allreduces with a non-commutative
-//! operation (which shows the fold's order) on hosts of consecutive ranks
-//! and on hosts dealt ranks in turn (where the folds stay flat), calls
-//! joined before the levels are built, commutative folds (which take the
-//! levels on dealt hosts too), a member's buffer of another
-//! length, a bad root, a dup, and fewer messages than the flat path; and the
-//! references on real processes across fake hosts.
+//! barrier, broadcasts from every root, reduces and allreduces with a
+//! non-commutative operation (which shows the fold's order) on hosts of
+//! consecutive ranks and on hosts dealt ranks in turn (where the folds
+//! stay flat), calls joined before the levels are built, commutative folds
+//! (which take the levels on dealt hosts too), a member's buffer of another
+//! length, a bad root, a dup, and fewer messages than the flat path; and
+//! the references on real processes across fake hosts.
 
 mod common;
 
@@ -55,6 +55,13 @@ async fn check<T: Transport>(t: &T) -> Result<()> {
         assert_eq!(buf, want, "rank {rank}: bcast_into from {root}");
     }
     let all: String = (0..n).map(word).collect();
+    for root in [0, n / 2, n - 1] {
+        let got = world
+            .ireduce(root, word(rank), |a, b| format!("{a}{b}"))
+            .await?;
+        let want = (rank == root).then(|| all.clone());
+        assert_eq!(got, want, "rank {rank}: reduce to {root} in rank order");
+    }
     let got = world
         .iallreduce(word(rank), |a, b| format!("{a}{b}"))
         .await?;
@@ -268,6 +275,8 @@ fn a_bad_root_fails_every_member_and_the_world_goes_on() {
             assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
             let mut buf = [0u8; 3];
             let out = world.ibcast_into(9, &mut buf).await;
+            assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
+            let out = world.ireduce(8, 1u8, |a, b| a + b).await;
             assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
             world.ibarrier().await?;
             world.iallreduce(world.rank(), |a, b| *a.max(b)).await

@@ -136,11 +136,18 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<Option<A>>> + 'a {
         let deadline = self.deadline();
         let mut args = Some((x, op));
-        let path = self.path(|| {
+        let route = self.route(true, tree::reserve, || {
             let (x, op) = args.take().expect("taken once");
             tree::reduce(self.t, &self.chain, root, x, op, deadline)
         });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let (x, op) = args.take().expect("taken once");
+                    return Box::pin(call.reduce_value(self, root, x, op, deadline)).await;
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {

@@ -1,5 +1,5 @@
 //! A communicator of the whole job that spans several hosts runs its
-//! barrier, broadcasts and allreduces in two levels (issue 32): inside each
+//! barrier, broadcasts, reduces and allreduces in two levels (issue 32): inside each
 //! host through the host's shared memory, across hosts on a chain of one
 //! leader per host, so a value crosses the network once per host instead
 //! of once per rank. The host's team is made with the world, without
@@ -21,11 +21,12 @@ use crate::call::Call;
 use crate::chain::{CallTags, Chain};
 use crate::codec::{decode, encode};
 use crate::doubling;
+use crate::error::user_code;
 use crate::host::{self, values, Claim, Team, TeamCall};
 use crate::once::{taken_once, Once};
 use crate::scan::{allreduce_in, double_scan_in};
 use crate::split::{self, Algorithm, Color, Key, Request, Split};
-use crate::tree::{bcast_bytes_in, bcast_in};
+use crate::tree::{bcast_bytes_in, bcast_in, reduce_with};
 use crate::{Error, Result};
 
 /// A communicator's two levels. Holds O(members on this host): the host's
@@ -493,6 +494,54 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         match at_root {
             true => Ok(()),
             false => fill(buf, &bytes, "a bcast buffer"),
+        }
+    }
+
+    /// See [`Comm::ireduce`]: up to each host's leader, a tree reduce
+    /// across the leaders to rank 0, then to the root where it is another.
+    pub(super) async fn reduce_value<A: Value>(
+        self,
+        comm: &Comm<'t, T>,
+        root: u32,
+        x: A,
+        op: impl Fn(&A, &A) -> A,
+        deadline: Time,
+    ) -> Result<Option<A>> {
+        let combine = |a: A, b: A| user_code("a reduce operation", || op(&a, &b));
+        let Some(built) = self.serving(comm, true, deadline).await? else {
+            return reduce_with(self.flat(comm, deadline), root, x, combine).await;
+        };
+        if let Err(e) = check_root(comm, root) {
+            return self.pass(deadline).await.and(Err(e));
+        }
+        let (t, chain) = (comm.t, &comm.chain);
+        let (up, down) = self.seqs();
+        let team = self.levels.team.as_ref();
+        let host_total = on_host(team, up, deadline, async {
+            match team {
+                Some(team) => values::reduce_value(team, up, 0, x, &op, deadline).await,
+                None => Ok(Some(x)),
+            }
+        })
+        .await;
+        let total = match (host_total, built.leaders_call(t, self.k, deadline)) {
+            (Ok(Some(total)), Some(call)) => reduce_with(call, 0, total, combine).await,
+            (other, _) => other,
+        };
+        on_host(team, down, deadline, async { Ok(()) }).await?;
+        let tag = self.flat.round(0)?;
+        match (comm.rank(), total?) {
+            (0, Some(total)) if root == 0 => Ok(Some(total)),
+            (0, Some(total)) => {
+                let to = comm.world_rank_of(root)?;
+                chain.send(t, to, tag, &total, deadline).await?;
+                Ok(None)
+            }
+            (me, _) if me == root => {
+                let from = comm.world_rank_of(0)?;
+                chain.recv(t, from, tag, deadline).await.map(Some)
+            }
+            _ => Ok(None),
         }
     }
 

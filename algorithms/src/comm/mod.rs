@@ -71,7 +71,8 @@ pub struct Comm<'t, T: Transport> {
     /// collectives run through it instead of the chain.
     team: Option<Box<Team<'t, T>>>,
     /// Where the members span several hosts (a communicator of the whole
-    /// job): the host levels its barrier, broadcasts and allreduces take.
+    /// job): the host levels its barrier, broadcasts, reduces and
+    /// allreduces take.
     levels: Option<Box<Levels<'t, T>>>,
     timeout: Duration,
     algorithm: Algorithm,
@@ -88,8 +89,11 @@ impl<'t, T: Transport> Comm<'t, T> {
     ///
     /// When every rank shares this host, the first world of a process
     /// takes the host's shared memory for its collectives (every rank
-    /// decides alike from the job's shape); later worlds of the same
-    /// process run the chain algorithms, so make one and dup it.
+    /// decides alike from the job's shape); across hosts it runs its
+    /// barrier, broadcasts, reduces and allreduces in two levels, inside
+    /// each host and across one leader per host (built by the first such
+    /// call). Later worlds of the same process run the chain algorithms,
+    /// so make one and dup it.
     pub fn world(t: &'t T) -> Comm<'t, T> {
         let map = GroupMap::world_group(t.size());
         let mut world = Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map));
