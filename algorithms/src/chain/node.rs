@@ -161,19 +161,23 @@ fn reserve_search(chain: &Chain, state: &RefCell<Search>) {
     Once::reserve(state, || chain.next_call());
 }
 
-/// The neighbours a search found, running `search` with the reserved tags
-/// if no call has started to, else waiting for the call that did.
-async fn searched<T: Transport, F: Future<Output = Result<Neighbours>>>(
+/// The neighbours on `chain` that the search `state` stands for found,
+/// searching with the reserved tags if no call has started to, else
+/// waiting for the call that did.
+async fn searched<T: Transport>(
     state: &RefCell<Search>,
+    chain: &Chain,
     t: &T,
     deadline: Time,
-    search: impl FnOnce(CallTags) -> F,
 ) -> Result<Rc<Neighbours>> {
     let wait = (
         "a concurrent call's neighbour search",
         search_failed as fn() -> Error,
     );
-    taken_once(state, t, deadline, wait, search).await
+    taken_once(state, t, deadline, wait, |tags| {
+        chain.find_neighbours(t, tags, deadline)
+    })
+    .await
 }
 
 fn search_failed() -> Error {
@@ -365,10 +369,7 @@ impl Chain {
         survivors: &Chain,
         deadline: Time,
     ) -> Result<Rc<Neighbours>> {
-        searched(&self.survivors, t, deadline, |tags| {
-            survivors.find_neighbours(t, tags, deadline)
-        })
-        .await
+        searched(&self.survivors, survivors, t, deadline).await
     }
 
     /// The addresses at distances 2^d (collective: every member calls it at
@@ -390,10 +391,7 @@ impl Chain {
         t: &T,
         deadline: Time,
     ) -> Result<Rc<Neighbours>> {
-        searched(&self.neighbours, t, deadline, |tags| {
-            self.find_neighbours(t, tags, deadline)
-        })
-        .await
+        searched(&self.neighbours, self, t, deadline).await
     }
 
     async fn find_neighbours<T: Transport>(

@@ -344,6 +344,24 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         seqs(self.k)
     }
 
+    /// This host's fold of `x` in rank order on its leader (`None` on the
+    /// other members), as this call's first host call.
+    async fn to_leader<A: Value>(
+        &self,
+        x: A,
+        op: &impl Fn(&A, &A) -> A,
+        deadline: Time,
+    ) -> Result<Option<A>> {
+        let (up, team) = (self.seqs().0, self.levels.team.as_ref());
+        on_host(team, up, deadline, async {
+            match team {
+                Some(team) => values::reduce_value(team, up, 0, x, op, deadline).await,
+                None => Ok(Some(x)),
+            }
+        })
+        .await
+    }
+
     /// The flat path's call on the communicator's chain.
     fn flat<'c>(&self, comm: &'c Comm<'t, T>, deadline: Time) -> Call<'c, T> {
         Call::new(comm.t, &comm.chain, self.flat, deadline)
@@ -515,20 +533,15 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             return self.pass(deadline).await.and(Err(e));
         }
         let (t, chain) = (comm.t, &comm.chain);
-        let (up, down) = self.seqs();
-        let team = self.levels.team.as_ref();
-        let host_total = on_host(team, up, deadline, async {
-            match team {
-                Some(team) => values::reduce_value(team, up, 0, x, &op, deadline).await,
-                None => Ok(Some(x)),
-            }
-        })
-        .await;
-        let total = match (host_total, built.leaders_call(t, self.k, deadline)) {
+        let down = self.seqs().1;
+        let total = match (
+            self.to_leader(x, &op, deadline).await,
+            built.leaders_call(t, self.k, deadline),
+        ) {
             (Ok(Some(total)), Some(call)) => reduce_with(call, 0, total, combine).await,
             (other, _) => other,
         };
-        on_host(team, down, deadline, async { Ok(()) }).await?;
+        on_host(self.levels.team.as_ref(), down, deadline, async { Ok(()) }).await?;
         let tag = self.flat.round(0)?;
         match (comm.rank(), total?) {
             (0, Some(total)) if root == 0 => Ok(Some(total)),
@@ -558,15 +571,8 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         let Some(built) = self.serving(comm, in_order, deadline).await? else {
             return allreduce_in(self.flat(comm, deadline), x, op).await;
         };
-        let (up, down) = self.seqs();
-        let team = self.levels.team.as_ref();
-        let host_total = on_host(team, up, deadline, async {
-            match team {
-                Some(team) => values::reduce_value(team, up, 0, x, &op, deadline).await,
-                None => Ok(Some(x)),
-            }
-        })
-        .await;
+        let (down, team) = (self.seqs().1, self.levels.team.as_ref());
+        let host_total = self.to_leader(x, &op, deadline).await;
         let total = match (host_total, built.leaders_call(comm.t, self.k, deadline)) {
             (Ok(Some(total)), Some(call)) => doubling::allreduce(call, total, &op).await.map(Some),
             (other, _) => other,
