@@ -21,6 +21,7 @@ pub fn check_window_len(len: usize) -> Result<()> {
 
 /// `OutOfBounds` unless `len` bytes at `offset` fit in `window_len` bytes
 /// (an `offset + len` that overflows does not fit).
+#[inline(always)]
 pub fn check_bounds(offset: usize, len: usize, window_len: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= window_len => Ok(()),
@@ -34,6 +35,7 @@ pub fn check_bounds(offset: usize, len: usize, window_len: usize) -> Result<()> 
 
 /// `Misaligned` unless `offset` is 8-byte aligned, then as [`check_bounds`]
 /// for the 8-byte word there.
+#[inline(always)]
 pub fn check_word(offset: usize, window_len: usize) -> Result<()> {
     if offset % 8 != 0 {
         return Err(Error::Misaligned { offset });

@@ -49,8 +49,8 @@ pub use provider::{finalize_barrier, Provider};
 pub use select::{with_provider, WithProvider};
 pub use time::Time;
 pub use transport::{
-    wait_until, Blocking, ControlWindows, HostMemory, HostRegion, LocalWindow, Message, Received,
-    Rma, Signal, Transport,
+    wait_until, Blocking, ControlWindows, HostMemory, HostRegion, KeyedWindow, LocalWindow,
+    Message, PeerWindow, Received, Rma, Signal, Transport,
 };
 
 /// Starts this process's transport on the default provider (shm), taking its

@@ -12,6 +12,55 @@ use std::time::Duration;
 
 use crate::{ContextId, Error, Rank, RemoteKey, Result, Tag, Time};
 
+/// A peer's window resolved by [`Rma::resolve_window`]: whose it is and the key
+/// it was resolved from.
+pub trait PeerWindow {
+    /// The window's owner.
+    fn target(&self) -> Rank;
+    /// The window's key.
+    fn key(&self) -> &RemoteKey;
+}
+
+/// A peer's window named by its key alone: the [`Rma::PeerWindow`] of a
+/// provider whose puts look the key up anyway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyedWindow {
+    target: Rank,
+    key: RemoteKey,
+}
+
+impl KeyedWindow {
+    /// `target`'s window `key`, for `rma`'s [`Rma::resolve_window`]: the
+    /// rank is checked, the key is left to each put.
+    pub fn of<R: Rma + ?Sized>(rma: &R, target: Rank, key: &RemoteKey) -> Result<KeyedWindow> {
+        if target >= rma.size() {
+            return Err(Error::InvalidRank {
+                rank: target,
+                size: rma.size(),
+            });
+        }
+        Ok(KeyedWindow {
+            target,
+            key: key.clone(),
+        })
+    }
+}
+
+impl PeerWindow for KeyedWindow {
+    fn target(&self) -> Rank {
+        self.target
+    }
+
+    fn key(&self) -> &RemoteKey {
+        &self.key
+    }
+}
+
+/// The two pieces of a [`Rma::put_stamp`] up to this many bytes are put
+/// together on the stack and put at once, by default; longer ones by a put
+/// each.
+const STAGED_STAMP_BYTES: usize = 256;
+
 /// After a put's data has landed, add `add` to the u64 at `offset` of the same
 /// target window (OpenSHMEM's `put_signal` with `SIGNAL_ADD`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +161,9 @@ pub trait LocalWindow {
 pub trait Rma {
     /// The provider's windows, as returned by [`Rma::alloc_window`].
     type Window: LocalWindow;
+    /// A peer's window as [`Rma::resolve_window`] makes it from its key, for a
+    /// stream of [`Rma::put_stamp`]s into it (a message ring).
+    type PeerWindow: PeerWindow;
 
     /// This process's rank, in `0..size()`.
     fn rank(&self) -> Rank;
@@ -155,22 +207,42 @@ pub trait Rma {
         signal: Signal,
     ) -> Result<()>;
 
-    /// A put followed by storing `signal.add` into the signal word at
-    /// `signal.offset`, which must be 0 and written by no one else until
-    /// its owner reads it (a frame's stamp): as [`Rma::put_signal`] onto that
+    /// `target`'s window named by `window`, checked as a put checks it, for
+    /// [`Rma::put_stamp`]s: on shared memory its mapping, so that each put
+    /// skips the key's lookup; elsewhere the key itself ([`KeyedWindow`]).
+    fn resolve_window(&self, target: Rank, window: &RemoteKey) -> Result<Self::PeerWindow>;
+
+    /// A put of `head` and then `data` right after it (one byte string in
+    /// two pieces, so that a caller need not copy them together) followed
+    /// by storing `signal.add` into the signal word at `signal.offset`,
+    /// which must be 0 and written by no one else until its owner reads it
+    /// (a frame's stamp): as [`Rma::put_signal`] of both pieces onto that
     /// zero word, which is what it does unless a provider has a cheaper
     /// store (on shared memory, a plain store after the data rather than a
     /// locked add, so a reader polling the line does not take it from the
-    /// writer between the two).
+    /// writer between the two, and each piece copied straight from where
+    /// it is).
     fn put_stamp(
         &self,
-        target: Rank,
-        window: &RemoteKey,
+        window: &Self::PeerWindow,
         offset: usize,
-        data: &[u8],
+        (head, data): (&[u8], &[u8]),
         signal: Signal,
     ) -> Result<()> {
-        self.put_signal(target, window, offset, data, signal)
+        let (target, window) = (window.target(), window.key());
+        let len = head.len().saturating_add(data.len());
+        if head.is_empty() || len > STAGED_STAMP_BYTES {
+            // Two puts: the signal covers the first.
+            if !head.is_empty() {
+                crate::bounds::check_bounds(offset, len, usize::MAX)?;
+                self.put(target, window, offset, head)?;
+            }
+            return self.put_signal(target, window, offset + head.len(), data, signal);
+        }
+        let mut staged = [0u8; STAGED_STAMP_BYTES];
+        staged[..head.len()].copy_from_slice(head);
+        staged[head.len()..len].copy_from_slice(data);
+        self.put_signal(target, window, offset, &staged[..len], signal)
     }
 
     /// Atomically adds `value` to the u64 at `offset`; yields the old value.

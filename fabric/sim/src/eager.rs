@@ -4,7 +4,9 @@
 //! played out in virtual time ([`Sim::run_eager`]).
 
 use catena_fabric::eager::{Messenger, CONTROL_WINDOW_BYTES};
-use catena_fabric::{ControlWindows, EagerMessaging, HostMemory, Rank, RemoteKey, Result, Rma};
+use catena_fabric::{
+    ControlWindows, EagerMessaging, HostMemory, KeyedWindow, Rank, RemoteKey, Result, Rma,
+};
 
 use super::window::{SimKey, SimWindow};
 use super::{Sim, SimRank};
@@ -13,7 +15,7 @@ use super::{Sim, SimRank};
 /// control window and a messenger, as on a real provider.
 pub struct EagerRank<'s> {
     rank: SimRank<'s>,
-    messenger: Messenger<SimWindow<'s>>,
+    messenger: Messenger<SimWindow<'s>, KeyedWindow>,
 }
 
 impl<'s> EagerRank<'s> {
@@ -63,6 +65,7 @@ impl<'s> EagerRank<'s> {
 
 impl<'s> Rma for EagerRank<'s> {
     type Window = SimWindow<'s>;
+    type PeerWindow = KeyedWindow;
 
     catena_fabric::forward_rma!(rank);
 }
@@ -84,7 +87,7 @@ impl HostMemory for EagerRank<'_> {
 }
 
 impl<'s> EagerMessaging for EagerRank<'s> {
-    fn messenger(&self) -> &Messenger<SimWindow<'s>> {
+    fn messenger(&self) -> &Messenger<SimWindow<'s>, KeyedWindow> {
         &self.messenger
     }
 }

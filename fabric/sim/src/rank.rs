@@ -8,8 +8,8 @@ use std::future::{ready, Future};
 use super::window::{check_bounds, check_word, SimKey, SimWindow};
 use super::{Action, AtomicOp, Envelope, RankState, Sim};
 use catena_fabric::{
-    wait_until, ContextId, ControlWindows, Error, Message, Rank, RemoteKey, Result, Rma, Signal,
-    Tag, Time, Transport,
+    wait_until, ContextId, ControlWindows, Error, KeyedWindow, Message, Rank, RemoteKey, Result,
+    Rma, Signal, Tag, Time, Transport,
 };
 
 /// The transport of one simulated rank; only [`Sim::run`] drives its futures.
@@ -132,6 +132,11 @@ impl<'s> SimRank<'s> {
 
 impl<'s> Rma for SimRank<'s> {
     type Window = SimWindow<'s>;
+    type PeerWindow = KeyedWindow;
+
+    fn resolve_window(&self, target: Rank, window: &RemoteKey) -> Result<KeyedWindow> {
+        KeyedWindow::of(self, target, window)
+    }
 
     fn rank(&self) -> Rank {
         self.rank

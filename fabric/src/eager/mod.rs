@@ -21,7 +21,7 @@
 mod transport;
 pub mod wire;
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 
@@ -31,8 +31,8 @@ use std::time::Duration;
 use wire::*;
 
 use crate::{
-    wait_until, ContextId, ControlWindows, Error, LocalWindow, Message, Rank, Received, RemoteKey,
-    Result, Rma, Signal, Tag, Time,
+    wait_until, ContextId, ControlWindows, Error, LocalWindow, Message, PeerWindow, Rank, Received,
+    RemoteKey, Result, Rma, Signal, Tag, Time,
 };
 
 pub use transport::EagerMessaging;
@@ -51,11 +51,6 @@ pub const DEFAULT_BULK_BYTES: usize = 1 << 20;
 /// How long a requester waits before retrying when all of a peer's request
 /// slots are taken (many ranks contacting one at once).
 const SLOT_RETRY: Duration = Duration::from_micros(100);
-/// Frames up to this size are put together on the stack and written by one
-/// put (unless they wrap around the ring's end). (A receive reads a
-/// frame's first line, [`FRAME_ALIGN`] bytes, and takes a payload that
-/// fits there from it.)
-const SMALL_FRAME_BYTES: usize = 256;
 /// Progress drains a connection ahead of its receiver by a ring's worth of
 /// unreceived messages (or the inbox bound, if smaller): they are copied
 /// out shortly before they are received, into memory the allocator hands
@@ -89,18 +84,22 @@ const PEER_CHECK_POLLS: u32 = 16;
 /// by peer and, in each, the messages received but not yet matched. A
 /// provider holds one and hands it out through
 /// [`EagerMessaging`].
-pub struct Messenger<W> {
+pub struct Messenger<W, P> {
     control: W,
     ring_bytes: usize,
-    /// Messages of at least this many bytes go by rendezvous.
-    rendezvous_bytes: usize,
+    /// Consumed ring bytes worth returning as credit (see
+    /// [`credit_batch`]).
+    credit_batch: u64,
+    /// Messages of at least this many bytes go by rendezvous (see
+    /// [`inline_below`]).
+    inline_below: usize,
     /// The bulk ring this rank makes for a peer that sends it rendezvous
     /// messages.
     bulk_bytes: usize,
     /// Per connection: unreceived bytes past which its ring is not drained
     /// further (unless a receive waits on it), so its sender waits for credit.
     inbox_limit: u64,
-    connections: RefCell<FxHashMap<Rank, Connection<W>>>,
+    connections: RefCell<FxHashMap<Rank, Connection<W, P>>>,
     bell_seen: Cell<u64>,
     /// Messages completed so far, over all connections: their arrival
     /// order, which a receive from any source follows.
@@ -110,13 +109,13 @@ pub struct Messenger<W> {
     /// drains every connection as far as the inbox bound lets it.
     sending: Cell<u32>,
     /// First failure met while making progress, reported by later calls.
-    failure: RefCell<Option<String>>,
+    failure: OnceCell<String>,
 }
 
-struct Connection<W> {
+struct Connection<W, P> {
     window: W,
     /// The peer's connection window, once known.
-    remote: Option<RemoteKey>,
+    remote: Option<P>,
     /// Outgoing stream: bytes promised to sends so far, and bytes written.
     reserved: u64,
     written: u64,
@@ -124,7 +123,7 @@ struct Connection<W> {
     bulk_reserved: u64,
     bulk_written: u64,
     /// The peer's bulk window and its ring size, once it told us.
-    bulk_remote: Option<(RemoteKey, usize)>,
+    bulk_remote: Option<(P, usize)>,
     /// Incoming stream: bytes parsed, and bytes whose credit went back.
     consumed: u64,
     returned: u64,
@@ -159,25 +158,41 @@ struct Connection<W> {
     corrupt: Option<String>,
 }
 
-impl<W> Connection<W> {
+impl<W, P> Connection<W, P> {
+    #[inline]
     fn check_intact(&self, peer: Rank) -> Result<()> {
-        self.check_sound(peer)?;
-        if self.broken {
-            return Err(Error::Protocol(format!(
-                "the message stream to rank {peer} broke: an earlier send failed half-way"
-            )));
+        if self.broken || self.corrupt.is_some() {
+            return Err(self.failure(peer));
         }
         Ok(())
     }
 
     /// Fails if the peer corrupted its incoming stream or our windows.
+    #[inline]
     fn check_sound(&self, peer: Rank) -> Result<()> {
-        match &self.corrupt {
-            Some(why) => Err(Error::Protocol(format!(
-                "the connection with rank {peer} is broken: {why}"
-            ))),
-            None => Ok(()),
+        if self.corrupt.is_some() {
+            return Err(self.failure(peer));
         }
+        Ok(())
+    }
+
+    /// Why the connection is unusable (it is): corrupt first, then broken.
+    #[cold]
+    #[inline(never)]
+    fn failure(&self, peer: Rank) -> Error {
+        Error::Protocol(match &self.corrupt {
+            Some(why) => format!("the connection with rank {peer} is broken: {why}"),
+            None => {
+                format!("the message stream to rank {peer} broke: an earlier send failed half-way")
+            }
+        })
+    }
+
+    /// Whether nothing of the peer's is held or coming in, and the
+    /// connection is sound: then the ring alone tells what is next.
+    #[inline(always)]
+    fn quiet(&self) -> bool {
+        self.inbox.is_empty() && self.partial.is_none() && self.corrupt.is_none()
     }
 
     /// The arrival number of this peer's first held message with
@@ -188,6 +203,29 @@ impl<W> Connection<W> {
             .find(|e| e.context == context && e.message.tag == tag)
             .map(|e| e.arrival)
     }
+}
+
+#[cold]
+fn excess_credit(peer: Rank) -> Error {
+    Error::Protocol(format!("rank {peer} returned credit never sent"))
+}
+
+/// Consumed ring bytes worth returning as credit, in a ring of
+/// `ring_bytes` (whole frame lines): a quarter ring, on whole frame lines.
+fn credit_batch(ring_bytes: usize) -> u64 {
+    ((ring_bytes / 4).div_ceil(FRAME_ALIGN) * FRAME_ALIGN) as u64
+}
+
+/// The least payload length that goes by rendezvous in a ring of
+/// `ring_bytes` (whole frame lines) under a rendezvous `threshold`: the
+/// threshold, or less if the frame would not fit the ring (frames land
+/// whole). Credit comes back in batches: a frame waits for room while up
+/// to a batch less a frame line is consumed but not credited.
+fn inline_below(ring_bytes: usize, threshold: usize) -> usize {
+    let most = ring_bytes - credit_batch(ring_bytes) as usize + FRAME_ALIGN;
+    // A frame spans whole lines and `most` is whole lines, so a payload
+    // fits if its header and it do.
+    threshold.min(most - FRAME_HEADER_BYTES + 1)
 }
 
 /// Free bytes of a ring of `ring_bytes` where `written` bytes were written
@@ -209,13 +247,13 @@ impl Drop for Decrement<'_> {
 }
 
 /// Marks a connection broken unless disarmed (a send that did not finish).
-struct BreakOnDrop<'a, W> {
-    connections: &'a RefCell<FxHashMap<Rank, Connection<W>>>,
+struct BreakOnDrop<'a, W, P> {
+    connections: &'a RefCell<FxHashMap<Rank, Connection<W, P>>>,
     target: Rank,
     armed: bool,
 }
 
-impl<W> Drop for BreakOnDrop<'_, W> {
+impl<W, P> Drop for BreakOnDrop<'_, W, P> {
     fn drop(&mut self) {
         if self.armed {
             if let Some(conn) = self.connections.borrow_mut().get_mut(&self.target) {
@@ -228,13 +266,13 @@ impl<W> Drop for BreakOnDrop<'_, W> {
 /// A receive into a buffer that may hold a claim on the payload at the
 /// head of its peer's stream: dropped while it does, it leaves the rest of
 /// that payload to be thrown away as it lands.
-struct Claim<'a, W> {
-    connections: &'a RefCell<FxHashMap<Rank, Connection<W>>>,
+struct Claim<'a, W, P> {
+    connections: &'a RefCell<FxHashMap<Rank, Connection<W, P>>>,
     peer: Rank,
     held: Cell<bool>,
 }
 
-impl<W> Drop for Claim<'_, W> {
+impl<W, P> Drop for Claim<'_, W, P> {
     fn drop(&mut self) {
         if !self.held.get() {
             return;
@@ -325,13 +363,16 @@ fn resident_max(bulk_bytes: usize) -> usize {
 /// so it is not copied on growing; beyond, it grows as bytes land.
 const STREAM_RESERVE: usize = 64 << 20;
 
-impl<W: LocalWindow> Connection<W> {
+impl<W: LocalWindow, P> Connection<W, P> {
     /// Ring bytes free for our stream to the peer, by the credit it returned
     /// (its word, checked: it may not return more than we sent).
+    #[inline(always)]
     fn room(&self, peer: Rank, ring_bytes: usize) -> Result<usize> {
         let credit = self.window.signal(CREDIT_SIGNAL)?;
-        credit_room(self.written, credit, ring_bytes)
-            .ok_or_else(|| Error::Protocol(format!("rank {peer} returned credit never sent")))
+        match credit_room(self.written, credit, ring_bytes) {
+            Some(room) => Ok(room),
+            None => Err(excess_credit(peer)),
+        }
     }
 
     /// The first held message with (context, tag).
@@ -427,7 +468,7 @@ impl<W: LocalWindow> Connection<W> {
     }
 }
 
-impl<W: LocalWindow> Messenger<W> {
+impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
     /// `control` must be `CONTROL_WINDOW_BYTES` long and published to peers
     /// (the provider's `control_key`); `ring_bytes` is rounded down to whole
     /// frame lines ([`FRAME_ALIGN`]), one at least and a window's maximum at
@@ -436,22 +477,24 @@ impl<W: LocalWindow> Messenger<W> {
     /// [`Messenger::with_inbox_bytes`]) and sends messages of
     /// [`DEFAULT_RENDEZVOUS_BYTES`] or more by rendezvous (see
     /// [`Messenger::with_rendezvous`]).
-    pub fn new(control: W, ring_bytes: usize) -> Messenger<W> {
+    pub fn new(control: W, ring_bytes: usize) -> Messenger<W, P> {
+        // Within what a connection window can hold, so that its length
+        // (RING_AT + ring) cannot overflow.
+        let ring_bytes = ring_bytes.clamp(FRAME_ALIGN, crate::bounds::MAX_WINDOW_BYTES - RING_AT)
+            / FRAME_ALIGN
+            * FRAME_ALIGN;
         Messenger {
             control,
             inbox_limit: DEFAULT_INBOX_BYTES as u64,
-            // Within what a connection window can hold, so that its length
-            // (RING_AT + ring) cannot overflow.
-            ring_bytes: ring_bytes.clamp(FRAME_ALIGN, crate::bounds::MAX_WINDOW_BYTES - RING_AT)
-                / FRAME_ALIGN
-                * FRAME_ALIGN,
-            rendezvous_bytes: DEFAULT_RENDEZVOUS_BYTES,
+            ring_bytes,
+            credit_batch: credit_batch(ring_bytes),
+            inline_below: inline_below(ring_bytes, DEFAULT_RENDEZVOUS_BYTES),
             bulk_bytes: DEFAULT_BULK_BYTES,
             connections: RefCell::new(FxHashMap::default()),
             bell_seen: Cell::new(0),
             arrivals: Cell::new(0),
             sending: Cell::new(0),
-            failure: RefCell::new(None),
+            failure: OnceCell::new(),
         }
     }
 
@@ -461,7 +504,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// unreceived message of any size is always let in (and a message
     /// begun is finished), so even a bound of 0 lets one send precede its
     /// receive.
-    pub fn with_inbox_bytes(mut self, bytes: usize) -> Messenger<W> {
+    pub fn with_inbox_bytes(mut self, bytes: usize) -> Messenger<W, P> {
         self.inbox_limit = bytes as u64;
         self
     }
@@ -472,26 +515,21 @@ impl<W: LocalWindow> Messenger<W> {
     /// `bulk_bytes` (clamped to at least 1 byte and to a window's maximum).
     /// `usize::MAX` sends every message inline that fits the ring; any
     /// threshold is sound.
-    pub fn with_rendezvous(mut self, threshold: usize, bulk_bytes: usize) -> Messenger<W> {
-        self.rendezvous_bytes = threshold;
+    pub fn with_rendezvous(mut self, threshold: usize, bulk_bytes: usize) -> Messenger<W, P> {
+        self.inline_below = inline_below(self.ring_bytes, threshold);
         self.bulk_bytes = bulk_bytes.clamp(1, crate::bounds::MAX_WINDOW_BYTES - BULK_RING_AT);
         self
     }
 
-    /// Whether a message of `len` bytes goes by rendezvous: from the
-    /// threshold on, or if its frame would not fit the ring (frames land
-    /// whole).
+    /// Whether a message of `len` bytes goes by rendezvous.
+    #[inline(always)]
     fn goes_by_rendezvous(&self, len: usize) -> bool {
-        // Credit comes back in batches: a frame waits for room while up to
-        // a batch less a frame line is consumed but not credited.
-        let most = (self.ring_bytes as u64 - self.credit_batch()) + FRAME_ALIGN as u64;
-        len >= self.rendezvous_bytes || frame_span(len as u64).is_none_or(|span| span > most)
+        len >= self.inline_below
     }
 
-    /// Consumed ring bytes worth returning as credit: a quarter ring, on
-    /// whole frame lines.
+    #[inline(always)]
     fn credit_batch(&self) -> u64 {
-        ((self.ring_bytes / 4).div_ceil(FRAME_ALIGN) * FRAME_ALIGN) as u64
+        self.credit_batch
     }
 
     /// Bytes of unreceived messages held, over all peers (frame headers
@@ -520,7 +558,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// Sends a framed message to `target` over `rma`, connecting first if
     /// needed and waiting for credit until `deadline`; backs
     /// [`Transport::send`](crate::Transport::send).
-    pub async fn send<R: ControlWindows<Window = W>>(
+    pub async fn send<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         target: Rank,
@@ -542,7 +580,7 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// [`Messenger::send`] of a message that cannot be written at once: it
     /// connects first if needed, and waits for its turn and credit.
-    async fn send_waiting<R: ControlWindows<Window = W>>(
+    async fn send_waiting<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         target: Rank,
@@ -595,7 +633,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// common case, with no future to wait in, no copy on the heap and one
     /// put for a small message. `Ok(false)` if it must wait.
     #[inline(always)]
-    fn try_send_now<R: ControlWindows<Window = W>>(
+    fn try_send_now<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         target: Rank,
@@ -621,23 +659,16 @@ impl<W: LocalWindow> Messenger<W> {
         let remote = conn.remote.as_ref().expect("checked above");
         let pos = conn.written;
         let at = ring_offset(pos, self.ring_bytes);
-        let written = if len <= SMALL_FRAME_BYTES && at + len <= self.ring_bytes {
-            // The common case: one put of a frame put together here (the
-            // header written in place: a header built apart and copied in
-            // was read back wider than it was written, a stall each send),
-            // all but the stamp, which is set last.
-            let mut frame = [0u8; SMALL_FRAME_BYTES];
-            let header = (&mut frame[..FRAME_HEADER_BYTES])
-                .try_into()
-                .expect("a header");
-            write_header(header, data.len(), context, tag);
-            frame[FRAME_HEADER_BYTES..len].copy_from_slice(data);
+        let written = if at + len <= self.ring_bytes {
+            // The common case: one put of the header (but its stamp, set
+            // last), put together here, and the payload, from where it is.
+            let header = header_after_stamp(data.len(), context, tag);
             let at = RING_AT + at;
-            let body = &frame[STAMP_BYTES..len];
-            rma.put_stamp(target, remote, at + STAMP_BYTES, body, stamp_at(at, pos))
+            let pieces = (&header[..], data);
+            rma.put_stamp(remote, at + STAMP_BYTES, pieces, stamp_at(at, pos))
         } else {
             let header = encode_header(data.len(), context, tag);
-            write_frame_now(rma, target, remote, self.ring_bytes, pos, &header, data)
+            write_frame_now(rma, remote, self.ring_bytes, pos, &header, data)
         };
         conn.reserved += span;
         match written {
@@ -656,7 +687,7 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Writes the frame `header` + `payload` at stream position `start` once
     /// ring credit allows it whole.
-    async fn write_frame<R: ControlWindows<Window = W>>(
+    async fn write_frame<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         target: Rank,
@@ -680,7 +711,7 @@ impl<W: LocalWindow> Messenger<W> {
                 return Ok(None);
             }
             let remote = conn.remote.as_ref().expect("connected");
-            write_frame_now(rma, target, remote, self.ring_bytes, start, header, payload)?;
+            write_frame_now(rma, remote, self.ring_bytes, start, header, payload)?;
             conn.written += span;
             Ok(Some(()))
         })
@@ -690,7 +721,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// Writes a rendezvous payload at bulk stream position `start`, in
     /// chunks into the peer's bulk window as its credit allows; learns that
     /// window from the peer's reply first.
-    async fn write_bulk<R: ControlWindows<Window = W>>(
+    async fn write_bulk<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         target: Rank,
@@ -733,7 +764,7 @@ impl<W: LocalWindow> Messenger<W> {
                     add: chunk as u64,
                 });
                 let payload = [&data[sent..], &[]];
-                match write_span(rma, target, remote, bulk, pos, payload, chunk, landed) {
+                match write_span(rma, remote, bulk, pos, payload, chunk, landed) {
                     Ok(()) => {}
                     // The window and its size are the peer's word: a put
                     // into it that is refused means the peer lied.
@@ -759,7 +790,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// Waits until `deadline` for the first message matching (source,
     /// context, tag); backs
     /// [`Transport::recv`](crate::Transport::recv).
-    pub async fn recv<R: ControlWindows<Window = W>>(
+    pub async fn recv<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         source: Option<Rank>,
@@ -769,6 +800,10 @@ impl<W: LocalWindow> Messenger<W> {
     ) -> Result<Message> {
         if let Some(source) = source {
             check_rank(rma, source)?;
+            self.check_failure()?;
+            if let Some(message) = self.take_landed(rma, source, context, tag) {
+                return Ok(message);
+            }
         }
         let mut pending = 0u32;
         wait_until(rma, deadline, "a message", move || {
@@ -798,7 +833,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// [`Transport::recv_into`](crate::Transport::recv_into). From a named
     /// source, a rendezvous payload that has not begun to land elsewhere is
     /// copied from the bulk ring straight into `buf` as it lands.
-    pub async fn recv_into<R: ControlWindows<Window = W>>(
+    pub async fn recv_into<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         source: Option<Rank>,
@@ -812,6 +847,10 @@ impl<W: LocalWindow> Messenger<W> {
             return message.copy_into(buf);
         };
         check_rank(rma, source)?;
+        self.check_failure()?;
+        if let Some(received) = self.take_landed_into(rma, source, context, tag, buf) {
+            return received;
+        }
         // Dropped while it holds a claim, the receive leaves the rest of
         // the payload to be thrown away as it lands.
         let claim = Claim {
@@ -838,26 +877,22 @@ impl<W: LocalWindow> Messenger<W> {
     /// but a wanted streamed payload at the head of the stream is claimed
     /// (if it fits `buf`) before anything streams it to the heap.
     #[inline(always)]
-    fn recv_into_from<R: ControlWindows<Window = W>>(
+    fn recv_into_from<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         source: Rank,
         context: ContextId,
         tag: Tag,
         buf: &mut [u8],
-        claim: &Claim<'_, W>,
+        claim: &Claim<'_, W, P>,
     ) -> Result<Option<Received>> {
         let mut conns = self.connections.borrow_mut();
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
-        let quiet = conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none();
-        if quiet && !claim.held.get() {
+        if conn.quiet() && !claim.held.get() {
             // Nothing held, claimed nor coming in: the ring alone tells.
-            let into = |c: &Connection<W>, h: &Header, line: &[u8; FRAME_ALIGN]| {
-                self.inline_payload_into(source, c, h, line, buf)
-            };
-            match self.take_direct(rma, source, conn, context, tag, into) {
+            match self.take_direct_into(rma, source, conn, context, tag, buf) {
                 Direct::Nothing => return Ok(None),
                 Direct::Taken(received) => return received.map(Some),
                 Direct::Other => {}
@@ -869,15 +904,15 @@ impl<W: LocalWindow> Messenger<W> {
     /// [`Messenger::recv_into_from`] past the ring's head: a claim held,
     /// messages held, or one coming in.
     #[allow(clippy::too_many_arguments)]
-    fn recv_into_held<R: ControlWindows<Window = W>>(
+    fn recv_into_held<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         source: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         context: ContextId,
         tag: Tag,
         buf: &mut [u8],
-        claim: &Claim<'_, W>,
+        claim: &Claim<'_, W, P>,
     ) -> Result<Option<Received>> {
         if claim.held.get() {
             return self.take_claimed(rma, source, conn, buf, claim);
@@ -889,7 +924,7 @@ impl<W: LocalWindow> Messenger<W> {
         ];
         for mode in modes {
             self.serve_or_break(rma, source, conn, mode);
-            let into = |c: &mut Connection<W>, i| c.remove_into(i, buf, self.bulk_bytes);
+            let into = |c: &mut Connection<W, P>, i| c.remove_into(i, buf, self.bulk_bytes);
             if let Some(received) = self.take_and_refill(rma, source, conn, context, tag, into) {
                 return received.map(Some);
             }
@@ -923,13 +958,13 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Copies what has landed of the claimed payload at the head of the
     /// peer's stream into `buf`; the message once it is whole.
-    fn take_claimed<R: ControlWindows<Window = W>>(
+    fn take_claimed<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         buf: &mut [u8],
-        claim: &Claim<'_, W>,
+        claim: &Claim<'_, W, P>,
     ) -> Result<Option<Received>> {
         conn.check_sound(peer)?;
         let taken = self.copy_claimed(peer, conn, buf);
@@ -952,7 +987,7 @@ impl<W: LocalWindow> Messenger<W> {
     fn copy_claimed(
         &self,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         buf: &mut [u8],
     ) -> Result<Option<Received>> {
         let landed = self.bulk_landed(peer, conn)?;
@@ -985,7 +1020,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// for the connection it could match on, so no bound hides the message
     /// it wants).
     #[inline(always)]
-    fn recv_from<R: ControlWindows<Window = W>>(
+    fn recv_from<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         source: Rank,
@@ -996,13 +1031,9 @@ impl<W: LocalWindow> Messenger<W> {
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
-        if conn.inbox.is_empty() && conn.partial.is_none() && conn.corrupt.is_none() {
+        if conn.quiet() {
             // Nothing held nor coming in: the ring alone tells.
-            let whole = |c: &Connection<W>, h: &Header, line: &[u8; FRAME_ALIGN]| {
-                let data = self.inline_payload(c, h, line)?;
-                Ok(Message { source, tag, data })
-            };
-            match self.take_direct(rma, source, conn, context, tag, whole) {
+            match self.take_direct(rma, source, conn, context, tag) {
                 Direct::Nothing => return Ok(None),
                 Direct::Taken(message) => return Ok(Some(message)),
                 Direct::Other => {}
@@ -1012,7 +1043,7 @@ impl<W: LocalWindow> Messenger<W> {
         // is held: receiving then frees one message as draining makes the
         // next, so the allocator hands the same memory round rather than
         // a batch of fresh pages each time the inbox runs dry.
-        let whole = |c: &mut Connection<W>, i| c.remove(i, self.bulk_bytes);
+        let whole = |c: &mut Connection<W, P>, i| c.remove(i, self.bulk_bytes);
         self.serve_or_break(rma, source, conn, Drain::Ahead);
         if let Some(message) = self.take_and_refill(rma, source, conn, context, tag, whole) {
             return Ok(Some(message));
@@ -1029,49 +1060,160 @@ impl<W: LocalWindow> Messenger<W> {
         Ok(None)
     }
 
-    /// Takes the next message of the peer's stream straight from the ring
-    /// by `payload` (into a `Vec`, or the caller's buffer), if it is an
-    /// inline one with (context, tag) that has landed (nothing may be held
-    /// or partial): the common case of a receive, with no inbox, which
-    /// reads one cache line for a small message. A frame that breaks the
-    /// protocol breaks the connection, which the general path reports.
+    /// A receive's first look, before it sets up to wait: the message
+    /// straight from the ring if it is the next of `source`'s stream and
+    /// has landed, and nothing of `source`'s is held (see
+    /// [`Messenger::take_direct`]); `None` for the general path.
     #[inline(always)]
-    fn take_direct<R: ControlWindows<Window = W>, M>(
+    fn take_landed<R: ControlWindows<Window = W, PeerWindow = P>>(
+        &self,
+        rma: &R,
+        source: Rank,
+        context: ContextId,
+        tag: Tag,
+    ) -> Option<Message> {
+        let mut conns = self.connections.borrow_mut();
+        let conn = conns.get_mut(&source)?;
+        if !conn.quiet() {
+            return None;
+        }
+        match self.take_direct(rma, source, conn, context, tag) {
+            Direct::Taken(message) => Some(message),
+            Direct::Nothing | Direct::Other => None,
+        }
+    }
+
+    /// [`Messenger::take_landed`] into `buf`.
+    #[inline(always)]
+    fn take_landed_into<R: ControlWindows<Window = W, PeerWindow = P>>(
+        &self,
+        rma: &R,
+        source: Rank,
+        context: ContextId,
+        tag: Tag,
+        buf: &mut [u8],
+    ) -> Option<Result<Received>> {
+        let mut conns = self.connections.borrow_mut();
+        let conn = conns.get_mut(&source)?;
+        if !conn.quiet() {
+            return None;
+        }
+        match self.take_direct_into(rma, source, conn, context, tag, buf) {
+            Direct::Taken(received) => Some(received),
+            Direct::Nothing | Direct::Other => None,
+        }
+    }
+
+    /// Takes the next message of the peer's stream straight from the ring
+    /// into a `Vec`, if it is an inline one with (context, tag) that has
+    /// landed (nothing may be held or partial): the common case of a
+    /// receive, with no inbox, which reads one cache line for a small
+    /// message. A frame that breaks the protocol breaks the connection,
+    /// which the general path reports.
+    #[inline(always)]
+    fn take_direct<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         context: ContextId,
         tag: Tag,
-        payload: impl FnOnce(&Connection<W>, &Header, &[u8; FRAME_ALIGN]) -> Result<M>,
-    ) -> Direct<M> {
+    ) -> Direct<Message> {
         let mut line = [0u8; FRAME_ALIGN];
-        let head = self.head_frame(peer, conn, &mut line);
-        let (header, span) = match head {
-            Ok(Some(head)) => head,
-            Ok(None) => return Direct::Nothing,
+        let (header, span) = match self.direct_head(peer, conn, context, tag, &mut line) {
+            Direct::Taken(head) => head,
+            Direct::Nothing => return Direct::Nothing,
+            Direct::Other => return Direct::Other,
+        };
+        match self.inline_payload(conn, &header, &line) {
+            Ok(data) => {
+                self.took_direct(rma, peer, conn, span);
+                Direct::Taken(Message {
+                    source: peer,
+                    tag,
+                    data,
+                })
+            }
             Err(e) => {
                 conn.corrupt = Some(e.to_string());
-                return Direct::Other;
+                Direct::Other
             }
-        };
-        if header.rendezvous || header.context != context || header.tag != tag {
-            return Direct::Other;
         }
-        let taken = match payload(conn, &header, &line) {
-            Ok(taken) => taken,
+    }
+
+    /// [`Messenger::take_direct`] into `buf`: a payload longer than `buf`
+    /// is `Truncated` (the message taken, nothing written).
+    #[inline(always)]
+    fn take_direct_into<R: ControlWindows<Window = W, PeerWindow = P>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W, P>,
+        context: ContextId,
+        tag: Tag,
+        buf: &mut [u8],
+    ) -> Direct<Result<Received>> {
+        let mut line = [0u8; FRAME_ALIGN];
+        let (header, span) = match self.direct_head(peer, conn, context, tag, &mut line) {
+            Direct::Taken(head) => head,
+            Direct::Nothing => return Direct::Nothing,
+            Direct::Other => return Direct::Other,
+        };
+        match self.inline_payload_into(peer, conn, &header, &line, buf) {
+            Ok(received) => {
+                self.took_direct(rma, peer, conn, span);
+                Direct::Taken(received)
+            }
             Err(e) => {
                 conn.corrupt = Some(e.to_string());
-                return Direct::Other;
+                Direct::Other
             }
-        };
+        }
+    }
+
+    /// The header and span of the frame at the head of the peer's stream,
+    /// its first line read into `line`, if it is an inline one with
+    /// (context, tag) that has landed.
+    #[inline(always)]
+    fn direct_head(
+        &self,
+        peer: Rank,
+        conn: &mut Connection<W, P>,
+        context: ContextId,
+        tag: Tag,
+        line: &mut [u8; FRAME_ALIGN],
+    ) -> Direct<(Header, u64)> {
+        match self.head_frame(peer, conn, line) {
+            Ok(Some((header, span))) => {
+                if header.rendezvous || header.context != context || header.tag != tag {
+                    return Direct::Other;
+                }
+                Direct::Taken((header, span))
+            }
+            Ok(None) => Direct::Nothing,
+            Err(e) => {
+                conn.corrupt = Some(e.to_string());
+                Direct::Other
+            }
+        }
+    }
+
+    /// Counts the head frame (`span` ring bytes) taken by a direct receive
+    /// and returns credit.
+    #[inline(always)]
+    fn took_direct<R: ControlWindows<Window = W, PeerWindow = P>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W, P>,
+        span: u64,
+    ) {
         conn.consumed += span;
         conn.taken += 1;
         if let Err(e) = self.return_credit(rma, peer, conn) {
             // The message is in; what failed was telling the peer.
             conn.corrupt = Some(e.to_string());
         }
-        Direct::Taken(taken)
     }
 
     /// The header of the frame at the head of the peer's stream (position
@@ -1083,7 +1225,7 @@ impl<W: LocalWindow> Messenger<W> {
     fn head_frame(
         &self,
         peer: Rank,
-        conn: &Connection<W>,
+        conn: &Connection<W, P>,
         line: &mut [u8; FRAME_ALIGN],
     ) -> Result<Option<(Header, u64)>> {
         let ring = self.ring_bytes as u64;
@@ -1130,7 +1272,7 @@ impl<W: LocalWindow> Messenger<W> {
     #[inline(always)]
     fn inline_payload(
         &self,
-        conn: &Connection<W>,
+        conn: &Connection<W, P>,
         header: &Header,
         line: &[u8; FRAME_ALIGN],
     ) -> Result<Vec<u8>> {
@@ -1152,7 +1294,7 @@ impl<W: LocalWindow> Messenger<W> {
     fn inline_payload_into(
         &self,
         peer: Rank,
-        conn: &Connection<W>,
+        conn: &Connection<W, P>,
         header: &Header,
         line: &[u8; FRAME_ALIGN],
         buf: &mut [u8],
@@ -1181,7 +1323,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// One look for a message from any peer: the first to arrive of those
     /// held, else what has landed on any connection, drained past the
     /// inbox bound.
-    fn recv_any<R: ControlWindows<Window = W>>(
+    fn recv_any<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         context: ContextId,
@@ -1200,7 +1342,7 @@ impl<W: LocalWindow> Messenger<W> {
                 .min();
             if let Some((_, peer)) = first {
                 let conn = conns.get_mut(&peer).expect("found above");
-                let whole = |c: &mut Connection<W>, i| c.remove(i, self.bulk_bytes);
+                let whole = |c: &mut Connection<W, P>, i| c.remove(i, self.bulk_bytes);
                 return self.take_and_refill(rma, peer, conn, context, tag, whole);
             }
         }
@@ -1211,14 +1353,14 @@ impl<W: LocalWindow> Messenger<W> {
     /// (given its place in the inbox), and if the inbox bound held the peer
     /// back, drains its ring into the room left at once: nothing else might
     /// make progress for that sender.
-    fn take_and_refill<R: ControlWindows<Window = W>, M>(
+    fn take_and_refill<R: ControlWindows<Window = W, PeerWindow = P>, M>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         context: ContextId,
         tag: Tag,
-        take: impl FnOnce(&mut Connection<W>, usize) -> M,
+        take: impl FnOnce(&mut Connection<W, P>, usize) -> M,
     ) -> Option<M> {
         let held_back = conn.held >= self.inbox_limit.min(self.ring_bytes as u64);
         let i = conn.find(context, tag)?;
@@ -1236,15 +1378,14 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Accepts connection requests, takes in replies, drains rings into the
     /// inbox and returns credits.
-    pub fn progress<R: ControlWindows<Window = W>>(&self, rma: &R) {
+    pub fn progress<R: ControlWindows<Window = W, PeerWindow = P>>(&self, rma: &R) {
         if let Err(e) = self.try_progress(rma) {
-            self.failure
-                .borrow_mut()
-                .get_or_insert_with(|| e.to_string());
+            // The first failure is the one reported.
+            let _ = self.failure.set(e.to_string());
         }
     }
 
-    fn try_progress<R: ControlWindows<Window = W>>(&self, rma: &R) -> Result<()> {
+    fn try_progress<R: ControlWindows<Window = W, PeerWindow = P>>(&self, rma: &R) -> Result<()> {
         self.accept_requests(rma)?;
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
@@ -1255,11 +1396,11 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// [`Messenger::serve_connection`], marking the connection broken on an
     /// error (a broken one is left alone): an error is this peer's alone.
-    fn serve_or_break<R: ControlWindows<Window = W>>(
+    fn serve_or_break<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         mode: Drain,
     ) {
         if conn.corrupt.is_none() {
@@ -1271,15 +1412,16 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Takes in the peer's reply, drains its ring (and bulk ring) as far as
     /// `mode` lets it and returns credit.
-    fn serve_connection<R: ControlWindows<Window = W>>(
+    fn serve_connection<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         mode: Drain,
     ) -> Result<()> {
         if conn.remote.is_none() && conn.window.signal(REPLY_SIGNAL)? >= 1 {
-            conn.remote = Some(read_key(&conn.window, REPLY_KEY_LEN_AT, REPLY_KEY_AT)?);
+            let key = read_key(&conn.window, REPLY_KEY_LEN_AT, REPLY_KEY_AT)?;
+            conn.remote = Some(rma.resolve_window(peer, &key)?);
         }
         // Ahead of the receiver, a connection is drained a ring's worth
         // (messages small enough wait in the rings, larger ones are not
@@ -1292,7 +1434,7 @@ impl<W: LocalWindow> Messenger<W> {
             Some(bulk) if !conn.resident.is_empty() => bulk.signal(BULK_SIGNAL)?,
             _ => 0,
         };
-        let pressed = |c: &Connection<W>| bulk_landed.saturating_sub(c.bulk_consumed) > half;
+        let pressed = |c: &Connection<W, P>| bulk_landed.saturating_sub(c.bulk_consumed) > half;
         let eager = match mode {
             Drain::Waiting { .. } | Drain::Claiming { .. } => {
                 // A receive that waits on the peer is taking its messages:
@@ -1330,7 +1472,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// Whether nothing was received from this connection for [`STALL`]
     /// while it was held back (asked only then: it reads a clock); until
     /// then, asks to be woken when that time comes.
-    fn stalled<R: Rma>(&self, rma: &R, conn: &mut Connection<W>) -> bool {
+    fn stalled<R: Rma>(&self, rma: &R, conn: &mut Connection<W, P>) -> bool {
         let now = rma.now();
         let since = match conn.stall {
             Some((taken, since)) if taken == conn.taken => since,
@@ -1351,11 +1493,28 @@ impl<W: LocalWindow> Messenger<W> {
     /// one is copied out while the next lands), or all freed bulk bytes
     /// when no streamed payload is coming in.
     #[inline(always)]
-    fn return_credit<R: ControlWindows<Window = W>>(
+    fn return_credit<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
+    ) -> Result<()> {
+        // Most receives owe too little to return anything.
+        if conn.consumed - conn.returned < self.credit_batch()
+            && conn.bulk_consumed == conn.bulk_returned
+        {
+            return Ok(());
+        }
+        self.send_credit(rma, peer, conn)
+    }
+
+    /// [`Messenger::return_credit`] once some credit is owed.
+    #[inline(never)]
+    fn send_credit<R: ControlWindows<Window = W, PeerWindow = P>>(
+        &self,
+        rma: &R,
+        peer: Rank,
+        conn: &mut Connection<W, P>,
     ) -> Result<()> {
         let Some(remote) = &conn.remote else {
             return Ok(());
@@ -1372,7 +1531,7 @@ impl<W: LocalWindow> Messenger<W> {
                 offset: CREDIT_SIGNAL,
                 add: owed,
             };
-            rma.put_signal(peer, remote, CREDIT_SIGNAL, &[], signal)?;
+            rma.put_signal(peer, remote.key(), CREDIT_SIGNAL, &[], signal)?;
             conn.returned = conn.consumed;
         }
         let owed = conn.bulk_consumed - conn.bulk_returned;
@@ -1382,13 +1541,16 @@ impl<W: LocalWindow> Messenger<W> {
                 offset: BULK_CREDIT_SIGNAL,
                 add: owed,
             };
-            rma.put_signal(peer, remote, BULK_CREDIT_SIGNAL, &[], signal)?;
+            rma.put_signal(peer, remote.key(), BULK_CREDIT_SIGNAL, &[], signal)?;
             conn.bulk_returned = conn.bulk_consumed;
         }
         Ok(())
     }
 
-    fn accept_requests<R: ControlWindows<Window = W>>(&self, rma: &R) -> Result<()> {
+    fn accept_requests<R: ControlWindows<Window = W, PeerWindow = P>>(
+        &self,
+        rma: &R,
+    ) -> Result<()> {
         let bell = self.control.signal(REQUEST_BELL)?;
         if bell == self.bell_seen.get() {
             return Ok(());
@@ -1420,7 +1582,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// A request that contradicts the window we know for `from`, or whose
     /// reply cannot be delivered, is dropped and changes nothing; only
     /// failing to make a window of our own is an error.
-    fn accept<R: ControlWindows<Window = W>>(
+    fn accept<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         from: Rank,
@@ -1438,7 +1600,7 @@ impl<W: LocalWindow> Messenger<W> {
         };
         // An honest repeat (simultaneous contact) names the same window.
         let learnt = match &conn.remote {
-            Some(known) if *known != key => return Ok(()),
+            Some(known) if *known.key() != key => return Ok(()),
             Some(_) => false,
             None => true,
         };
@@ -1456,17 +1618,20 @@ impl<W: LocalWindow> Messenger<W> {
                 add: 1,
             },
         );
-        if replied.is_err() {
-            if created {
-                conns.remove(&from);
-            }
-        } else if learnt {
-            conn.remote = Some(key);
+        // The key took a put, so it resolves as well.
+        match replied.and_then(|()| rma.resolve_window(from, &key)) {
+            Err(_) if created => drop(conns.remove(&from)),
+            Err(_) => {}
+            Ok(window) if learnt => conn.remote = Some(window),
+            Ok(_) => {}
         }
         Ok(())
     }
 
-    fn new_connection<R: ControlWindows<Window = W>>(&self, rma: &R) -> Result<Connection<W>> {
+    fn new_connection<R: ControlWindows<Window = W, PeerWindow = P>>(
+        &self,
+        rma: &R,
+    ) -> Result<Connection<W, P>> {
         Ok(Connection {
             window: rma.alloc_window(connection_window_bytes(self.ring_bytes))?,
             remote: None,
@@ -1493,7 +1658,7 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Makes sure a connection to `target` exists, asking for one if needed.
-    async fn connect<R: ControlWindows<Window = W>>(
+    async fn connect<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         target: Rank,
@@ -1534,7 +1699,7 @@ impl<W: LocalWindow> Messenger<W> {
     }
 
     /// Claims a slot in `target`'s control window and files our key there.
-    async fn request<R: ControlWindows<Window = W>>(
+    async fn request<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         target: Rank,
@@ -1589,11 +1754,11 @@ impl<W: LocalWindow> Messenger<W> {
     /// Stamps, frame headers and the bulk signal are the peer's word: they
     /// are checked against the credit we gave before anything is read or
     /// allocated.
-    fn drain<R: ControlWindows<Window = W>>(
+    fn drain<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         limit: u64,
         stream: bool,
         want: Option<(ContextId, Tag)>,
@@ -1636,7 +1801,7 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Holds a message taken in whole until it is received, numbered in
     /// arrival order.
-    fn hold(&self, conn: &mut Connection<W>, mut envelope: Envelope) {
+    fn hold(&self, conn: &mut Connection<W, P>, mut envelope: Envelope) {
         envelope.arrival = self.arrivals.get();
         self.arrivals.set(envelope.arrival + 1);
         conn.inbox.push_back(envelope);
@@ -1646,11 +1811,11 @@ impl<W: LocalWindow> Messenger<W> {
     /// and the connection holds less than `limit` unreceived bytes (or no
     /// message): an inline message whole, or the header of a rendezvous
     /// one, whose payload becomes the partial message.
-    fn parse_frame<R: ControlWindows<Window = W>>(
+    fn parse_frame<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
         limit: u64,
     ) -> Result<Parsed> {
         // One unreceived message is always let in, so a send before a
@@ -1718,7 +1883,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// message: copies a streamed one out of the bulk ring (if `stream`),
     /// or sees a resident one complete there. True once the payload is
     /// complete.
-    fn drain_bulk(&self, peer: Rank, conn: &mut Connection<W>, stream: bool) -> Result<bool> {
+    fn drain_bulk(&self, peer: Rank, conn: &mut Connection<W, P>, stream: bool) -> Result<bool> {
         let landed = self.bulk_landed(peer, conn)?;
         let streamed = conn
             .partial
@@ -1769,7 +1934,7 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Bytes of the peer's bulk stream that have landed in our bulk ring:
     /// its word, checked against what we consumed and credited.
-    fn bulk_landed(&self, peer: Rank, conn: &Connection<W>) -> Result<u64> {
+    fn bulk_landed(&self, peer: Rank, conn: &Connection<W, P>) -> Result<u64> {
         let bulk = conn.bulk.as_ref().expect("made on the rendezvous frame");
         let landed = bulk.signal(BULK_SIGNAL)?;
         if landed < conn.bulk_consumed || landed - conn.bulk_returned > self.bulk_bytes as u64 {
@@ -1785,7 +1950,7 @@ impl<W: LocalWindow> Messenger<W> {
     /// Throws away what has landed of the discarded payload at the head of
     /// the peer's stream; true once it is all gone (and the message with
     /// it).
-    fn discard_bulk(&self, peer: Rank, conn: &mut Connection<W>) -> Result<bool> {
+    fn discard_bulk(&self, peer: Rank, conn: &mut Connection<W, P>) -> Result<bool> {
         let landed = self.bulk_landed(peer, conn)?;
         let partial = conn.partial.as_mut().expect("a discarded message");
         let Payload::Discarded { at, skipped } = &mut partial.payload else {
@@ -1806,11 +1971,11 @@ impl<W: LocalWindow> Messenger<W> {
 
     /// Makes our bulk window for `peer` (its first rendezvous frame asks
     /// for it) and tells the peer its key and ring size.
-    fn make_bulk_window<R: ControlWindows<Window = W>>(
+    fn make_bulk_window<R: ControlWindows<Window = W, PeerWindow = P>>(
         &self,
         rma: &R,
         peer: Rank,
-        conn: &mut Connection<W>,
+        conn: &mut Connection<W, P>,
     ) -> Result<()> {
         let window = rma
             .alloc_window(bulk_window_bytes(self.bulk_bytes))
@@ -1824,7 +1989,7 @@ impl<W: LocalWindow> Messenger<W> {
         reply.extend_from_slice(&(key.as_bytes().len() as u64).to_le_bytes());
         reply.extend_from_slice(&(self.bulk_bytes as u64).to_le_bytes());
         reply.extend_from_slice(key.as_bytes());
-        let remote = conn.remote.as_ref().expect("checked by the caller");
+        let remote = conn.remote.as_ref().expect("checked by the caller").key();
         let signal = Signal {
             offset: BULK_REPLY_SIGNAL,
             add: 1,
@@ -1834,8 +1999,9 @@ impl<W: LocalWindow> Messenger<W> {
         Ok(())
     }
 
+    #[inline]
     fn check_failure(&self) -> Result<()> {
-        match &*self.failure.borrow() {
+        match self.failure.get() {
             Some(why) => Err(Error::Protocol(why.clone())),
             None => Ok(()),
         }
@@ -1844,7 +2010,7 @@ impl<W: LocalWindow> Messenger<W> {
 
 /// `read`, a reading of words the peer writes into our window: an error
 /// there is the peer's doing and breaks its connection both ways.
-fn blame<W, T>(conn: &mut Connection<W>, read: Result<T>) -> Result<T> {
+fn blame<W, P, T>(conn: &mut Connection<W, P>, read: Result<T>) -> Result<T> {
     if let Err(e) = &read {
         conn.corrupt.get_or_insert_with(|| e.to_string());
     }
@@ -1853,10 +2019,10 @@ fn blame<W, T>(conn: &mut Connection<W>, read: Result<T>) -> Result<T> {
 
 /// The connection with `peer`, which a send that reserved its place in it
 /// can count on (one is only forgotten before its peer knew it).
-fn connection<W>(
-    conns: &mut FxHashMap<Rank, Connection<W>>,
+fn connection<W, P>(
+    conns: &mut FxHashMap<Rank, Connection<W, P>>,
     peer: Rank,
-) -> Result<&mut Connection<W>> {
+) -> Result<&mut Connection<W, P>> {
     conns
         .get_mut(&peer)
         .ok_or_else(|| Error::Protocol(format!("the connection to rank {peer} was dropped")))
@@ -1867,10 +2033,14 @@ fn connection<W>(
 /// may name neither its control window (we would write over its request
 /// slots) nor its connection window (we would write over our own stream),
 /// and its ring must fit in a window.
-fn learn_bulk_window<W: LocalWindow, R: ControlWindows<Window = W>>(
+fn learn_bulk_window<
+    W: LocalWindow,
+    P: PeerWindow,
+    R: ControlWindows<Window = W, PeerWindow = P>,
+>(
     rma: &R,
     peer: Rank,
-    conn: &mut Connection<W>,
+    conn: &mut Connection<W, P>,
 ) -> Result<bool> {
     if conn.window.signal(BULK_REPLY_SIGNAL)? == 0 {
         return Ok(false);
@@ -1883,12 +2053,12 @@ fn learn_bulk_window<W: LocalWindow, R: ControlWindows<Window = W>>(
         .filter(|b| (1..=crate::bounds::MAX_WINDOW_BYTES - BULK_RING_AT).contains(b))
         .ok_or_else(|| Error::Protocol(format!("rank {peer} offered a bulk ring of {bytes:?}")))?;
     let control = rma.control_key(peer)?;
-    if key == control || conn.remote.as_ref() == Some(&key) {
+    if key == control || conn.remote.as_ref().is_some_and(|r| *r.key() == key) {
         return Err(Error::Protocol(format!(
             "rank {peer} offered one of its other windows as its bulk window"
         )));
     }
-    conn.bulk_remote = Some((key, bulk_bytes));
+    conn.bulk_remote = Some((rma.resolve_window(peer, &key)?, bulk_bytes));
     Ok(true)
 }
 
@@ -1898,8 +2068,7 @@ fn learn_bulk_window<W: LocalWindow, R: ControlWindows<Window = W>>(
 /// sets, so the frame is seen only once it has landed whole.
 fn write_frame_now<R: Rma + ?Sized>(
     rma: &R,
-    target: Rank,
-    key: &RemoteKey,
+    window: &R::PeerWindow,
     ring_bytes: usize,
     pos: u64,
     header: &[u8; FRAME_HEADER_BYTES],
@@ -1912,8 +2081,7 @@ fn write_frame_now<R: Rma + ?Sized>(
     let stamped = Last::Stamp(stamp_at(at, pos));
     write_span(
         rma,
-        target,
-        key,
+        window,
         ring,
         pos + STAMP_BYTES as u64,
         body,
@@ -1947,13 +2115,11 @@ enum Last {
 
 /// Writes the first `len` bytes of `parts` (one byte string, in pieces) at
 /// stream position `pos` of the peer's ring `(ring_at, ring_bytes)` in its
-/// window `key`, wrapping at the ring's end; the last put does `last`.
-/// `len` is at most a ring.
-#[allow(clippy::too_many_arguments)]
+/// `window`, wrapping at the ring's end; the last put does `last`. `len`
+/// is at most a ring.
 fn write_span<R: Rma + ?Sized>(
     rma: &R,
-    target: Rank,
-    key: &RemoteKey,
+    window: &R::PeerWindow,
     (ring_at, ring_bytes): (usize, usize),
     pos: u64,
     parts: [&[u8]; 2],
@@ -1988,13 +2154,14 @@ fn write_span<R: Rma + ?Sized>(
     let (last, rest) = pieces[..count]
         .split_last()
         .expect("at least one byte to write");
+    let (target, key) = (window.target(), window.key());
     for (at, bytes) in rest {
         rma.put(target, key, ring_at + at, bytes)?;
     }
     let (at, bytes) = (ring_at + last.0, last.1);
     match last_op {
         Last::Signal(signal) => rma.put_signal(target, key, at, bytes, signal),
-        Last::Stamp(stamp) => rma.put_stamp(target, key, at, bytes, stamp),
+        Last::Stamp(stamp) => rma.put_stamp(window, at, (&[], bytes), stamp),
     }
 }
 
@@ -2080,4 +2247,32 @@ fn read_key<W: LocalWindow>(window: &W, len_at: usize, key_at: usize) -> Result<
     let mut key = vec![0u8; len];
     window.read(key_at, &mut key)?;
     RemoteKey::from_bytes(&key).map_err(|e| Error::Protocol(format!("a peer sent a bad key: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rendezvous bound as a closed form, against the frame-by-frame
+    /// rule it replaces: from the threshold on, or where the frame would
+    /// not fit the ring less an uncredited batch (fails with the bound one
+    /// off either way).
+    #[test]
+    fn messages_go_by_rendezvous_where_their_frame_would_not_fit() {
+        for ring in [64, 128, 192, 1024, 4096, 64 * 1000, 1 << 16] {
+            let most = (ring - credit_batch(ring) as usize + FRAME_ALIGN) as u64;
+            for threshold in [0, 1, 31, 32, 33, 100, 4000, 16 << 10, usize::MAX] {
+                let bound = inline_below(ring, threshold);
+                for len in (0..ring + 3 * FRAME_ALIGN).chain([usize::MAX - 40, usize::MAX]) {
+                    let by_frame =
+                        len >= threshold || frame_span(len as u64).is_none_or(|span| span > most);
+                    assert_eq!(
+                        len >= bound,
+                        by_frame,
+                        "ring {ring}, threshold {threshold}, len {len}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -12,7 +12,7 @@ use crate::{
 /// puts; [`Transport`] follows from this by one blanket implementation.
 pub trait EagerMessaging: ControlWindows {
     /// This rank's messenger, made over its control window.
-    fn messenger(&self) -> &Messenger<Self::Window>;
+    fn messenger(&self) -> &Messenger<Self::Window, Self::PeerWindow>;
 }
 
 // The messenger's futures themselves, not wrapped in another state machine:

@@ -138,26 +138,37 @@ pub fn encode_rendezvous_header(
     encode(len, context, tag, RENDEZVOUS)
 }
 
-/// Writes the header of an inline frame into `h`, as [`encode_header`]
-/// makes it.
-#[inline]
-pub fn write_header(h: &mut [u8; FRAME_HEADER_BYTES], len: usize, context: ContextId, tag: Tag) {
-    write(h, len, context, tag, INLINE);
+/// The header of an inline frame after its stamp word, which its sender
+/// sets last: [`encode_header`]'s bytes from [`STAMP_BYTES`] on.
+#[inline(always)]
+pub fn header_after_stamp(
+    len: usize,
+    context: ContextId,
+    tag: Tag,
+) -> [u8; FRAME_HEADER_BYTES - STAMP_BYTES] {
+    after_stamp(len, context, tag, INLINE)
 }
 
 fn encode(len: usize, context: ContextId, tag: Tag, kind: u32) -> [u8; FRAME_HEADER_BYTES] {
     let mut h = [0u8; FRAME_HEADER_BYTES];
-    write(&mut h, len, context, tag, kind);
+    h[STAMP_BYTES..].copy_from_slice(&after_stamp(len, context, tag, kind));
     h
 }
 
-#[inline]
-fn write(h: &mut [u8; FRAME_HEADER_BYTES], len: usize, context: ContextId, tag: Tag, kind: u32) {
-    h[..STAMP_BYTES].fill(0);
-    h[LEN_AT..16].copy_from_slice(&(len as u64).to_le_bytes());
-    h[16..24].copy_from_slice(&context.to_le_bytes());
-    h[24..KIND_AT].copy_from_slice(&tag.to_le_bytes());
-    h[KIND_AT..].copy_from_slice(&kind.to_le_bytes());
+#[inline(always)]
+fn after_stamp(
+    len: usize,
+    context: ContextId,
+    tag: Tag,
+    kind: u32,
+) -> [u8; FRAME_HEADER_BYTES - STAMP_BYTES] {
+    // Offsets here are the header's less the stamp word.
+    let mut h = [0u8; FRAME_HEADER_BYTES - STAMP_BYTES];
+    h[..8].copy_from_slice(&(len as u64).to_le_bytes());
+    h[8..16].copy_from_slice(&context.to_le_bytes());
+    h[16..20].copy_from_slice(&tag.to_le_bytes());
+    h[20..].copy_from_slice(&kind.to_le_bytes());
+    h
 }
 
 /// The header's fields (its stamp aside); `None` if its kind word names no

@@ -3,8 +3,8 @@
 //! `Rma` and `HostMemory` method handed to the inner transport, written
 //! next to the traits so that a new method cannot be forgotten there.
 
-/// Expands, inside an `impl Rma for W` whose `type Window` is the inner
-/// transport's, to every `Rma` method but `progress`, each calling the
+/// Expands, inside an `impl Rma for W` whose `type Window` and `type
+/// PeerWindow` are the inner transport's, to every `Rma` method but `progress`, each calling the
 /// same method of `self.$inner` (`progress` is the wrapper's own: it
 /// drives whatever the wrapper adds).
 #[doc(hidden)]
@@ -64,15 +64,22 @@ macro_rules! forward_rma {
             self.$inner.put_signal(target, window, offset, data, signal)
         }
 
-        fn put_stamp(
+        fn resolve_window(
             &self,
             target: $crate::Rank,
             window: &$crate::RemoteKey,
+        ) -> $crate::Result<Self::PeerWindow> {
+            self.$inner.resolve_window(target, window)
+        }
+
+        fn put_stamp(
+            &self,
+            window: &Self::PeerWindow,
             offset: usize,
-            data: &[u8],
+            pieces: (&[u8], &[u8]),
             stamp: $crate::Signal,
         ) -> $crate::Result<()> {
-            self.$inner.put_stamp(target, window, offset, data, stamp)
+            self.$inner.put_stamp(window, offset, pieces, stamp)
         }
 
         fn fetch_add(

@@ -33,8 +33,8 @@ use crate::eager::{
 use crate::job::Job;
 use crate::kit::WindowIds;
 use crate::{
-    finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
-    Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
+    finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, KeyedWindow,
+    LocalWindow, Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
 };
 use domain::Domain;
 use engine::Engine;
@@ -56,7 +56,7 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 /// over its windows.
 pub struct OfiTransport {
     // Dropped before the engine: windows close their registrations first.
-    messenger: Messenger<OfiWindow>,
+    messenger: Messenger<OfiWindow, KeyedWindow>,
     engine: Rc<Engine>,
     /// AV handles of the peers this rank addressed: O(partners).
     peers: RefCell<FxHashMap<Rank, sys::fi_addr_t>>,
@@ -434,8 +434,13 @@ fn shm_region_exists(name: &[u8]) -> bool {
 
 impl Rma for OfiTransport {
     type Window = OfiWindow;
+    type PeerWindow = KeyedWindow;
 
     crate::kit::rma_from_job!(identity, health);
+
+    fn resolve_window(&self, target: Rank, window: &RemoteKey) -> Result<KeyedWindow> {
+        KeyedWindow::of(self, target, window)
+    }
 
     fn progress(&self) {
         self.engine.poll();
@@ -611,7 +616,7 @@ impl ControlWindows for OfiTransport {
 crate::kit::host_memory_from_job!(OfiTransport);
 
 impl EagerMessaging for OfiTransport {
-    fn messenger(&self) -> &Messenger<OfiWindow> {
+    fn messenger(&self) -> &Messenger<OfiWindow, KeyedWindow> {
         &self.messenger
     }
 }

@@ -131,13 +131,13 @@ impl Segment {
     }
 
     /// The first byte of the mapping; valid while this handle lives.
-    #[inline]
+    #[inline(always)]
     pub fn base(&self) -> *mut u8 {
         self.map.as_ptr() as *mut u8
     }
 
     /// The u64 at byte `offset`, which must be 8-aligned and in bounds.
-    #[inline]
+    #[inline(always)]
     pub fn u64_at(&self, offset: usize) -> &AtomicU64 {
         assert!(offset % 8 == 0 && offset + 8 <= self.mapped_len());
         // SAFETY: aligned, in bounds, and the mapping outlives the borrow.
@@ -145,7 +145,7 @@ impl Segment {
     }
 
     /// The u32 at byte `offset`, which must be 4-aligned and in bounds.
-    #[inline]
+    #[inline(always)]
     pub fn u32_at(&self, offset: usize) -> &AtomicU32 {
         assert!(offset % 4 == 0 && offset + 4 <= self.mapped_len());
         // SAFETY: as in `u64_at`.

@@ -24,8 +24,8 @@ use crate::eager::{
 use crate::job::Job;
 use crate::kit::WindowIds;
 use crate::{
-    finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, Provider, Rank,
-    RemoteKey, Result, Rma, Signal, Time,
+    finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, PeerWindow,
+    Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
 };
 
 /// Re-polling budget of a waiting rank when it has a core to itself.
@@ -36,7 +36,7 @@ const PARK_SLICE: Duration = Duration::from_millis(50);
 /// The shared-memory provider: every window is a memfd segment peers on
 /// this machine map, so puts are memory copies and signals are atomics.
 pub struct ShmTransport {
-    messenger: Messenger<ShmWindow>,
+    messenger: Messenger<ShmWindow, ShmPeerWindow>,
     window_ids: WindowIds,
     /// Tags this rank's window keys.
     /// Mappings of peers' live windows, made on first put: O(partners).
@@ -91,6 +91,29 @@ impl ShmTransport {
         self.mapped.borrow().len()
     }
 
+    /// The mapping of `target`'s live window named by `key`, made on first
+    /// use.
+    #[inline]
+    fn peer_mapping(&self, target: Rank, key: &RemoteKey) -> Result<Rc<MappedWindow>> {
+        self.job.check_rank(target)?;
+        // The bytes of a key a mapping was made through had their tag
+        // checked then: the same bytes again need no second check.
+        if let Some(id) = ShmKey::peek_id(key) {
+            if let Some(m) = self.mapped.borrow().get(&(target, id)) {
+                if m.sealed == *key && m.window.is_live() {
+                    return Ok(m.window.clone());
+                }
+            }
+        }
+        let decoded = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
+        let w = self.map_peer_window(decoded, key)?;
+        if w.is_live() {
+            Ok(w)
+        } else {
+            Err(Error::WindowFreed { rank: target })
+        }
+    }
+
     /// Runs `f` on the mapping of `target`'s window named by `key`, mapping
     /// it on first use.
     #[inline]
@@ -100,23 +123,7 @@ impl ShmTransport {
         key: &RemoteKey,
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
-        self.job.check_rank(target)?;
-        // The bytes of a key a mapping was made through had their tag
-        // checked then: the same bytes again need no second check.
-        if let Some(id) = ShmKey::peek_id(key) {
-            if let Some(m) = self.mapped.borrow().get(&(target, id)) {
-                if m.sealed == *key && m.window.is_live() {
-                    return f(&m.window);
-                }
-            }
-        }
-        let decoded = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
-        let w = self.map_peer_window(decoded, key)?;
-        if w.is_live() {
-            f(&w)
-        } else {
-            Err(Error::WindowFreed { rank: target })
-        }
+        f(&*self.peer_mapping(target, key)?)
     }
 
     /// Maps the window `key` (`sealed`, decoded) names, once the key proved
@@ -166,6 +173,24 @@ impl ShmTransport {
     }
 }
 
+/// A peer's window as [`Rma::resolve_window`] makes it on shm: its mapping,
+/// into which each [`Rma::put_stamp`] copies straight.
+pub struct ShmPeerWindow {
+    target: Rank,
+    key: RemoteKey,
+    mapped: Rc<MappedWindow>,
+}
+
+impl PeerWindow for ShmPeerWindow {
+    fn target(&self) -> Rank {
+        self.target
+    }
+
+    fn key(&self) -> &RemoteKey {
+        &self.key
+    }
+}
+
 /// A peer's window mapped, and the key it was mapped through.
 struct Mapping {
     /// The key's bytes, whose tag was checked when the mapping was made.
@@ -182,6 +207,7 @@ fn wake(w: &MappedWindow) {
 
 impl Rma for ShmTransport {
     type Window = ShmWindow;
+    type PeerWindow = ShmPeerWindow;
 
     crate::kit::rma_from_job!(identity, health);
 
@@ -218,26 +244,39 @@ impl Rma for ShmTransport {
         })
     }
 
-    #[inline]
+    fn resolve_window(&self, target: Rank, window: &RemoteKey) -> Result<ShmPeerWindow> {
+        Ok(ShmPeerWindow {
+            target,
+            key: window.clone(),
+            mapped: self.peer_mapping(target, window)?,
+        })
+    }
+
+    // Inlined, so that a frame's header, put together in a caller's
+    // registers, is stored straight into the ring.
+    #[inline(always)]
     fn put_stamp(
         &self,
-        target: Rank,
-        window: &RemoteKey,
+        window: &ShmPeerWindow,
         offset: usize,
-        data: &[u8],
+        (head, data): (&[u8], &[u8]),
         stamp: Signal,
     ) -> Result<()> {
-        self.with_peer_window(target, window, |w| {
-            let word = w.word(stamp.offset)?;
-            w.write(offset, data)?;
-            // SeqCst, not Release: a release store may still sit in this
-            // core's store buffer when `wake` reads the owner's sleepers
-            // flag, so the owner could park past a stamp that had landed
-            // (the Dekker pairing `Host::store` documents).
-            word.store(stamp.add, Ordering::SeqCst);
-            wake(w);
-            Ok(())
-        })
+        let w = &window.mapped;
+        if !w.is_live() {
+            return Err(Error::WindowFreed {
+                rank: window.target,
+            });
+        }
+        let word = w.word(stamp.offset)?;
+        w.write_pieces(offset, head, data)?;
+        // SeqCst, not Release: a release store may still sit in this core's
+        // store buffer when `wake` reads the owner's sleepers flag, so the
+        // owner could park past a stamp that had landed (the Dekker pairing
+        // `Host::store` documents).
+        word.store(stamp.add, Ordering::SeqCst);
+        wake(w);
+        Ok(())
     }
 
     async fn fetch_add(
@@ -319,7 +358,7 @@ impl ControlWindows for ShmTransport {
 crate::kit::host_memory_from_job!(ShmTransport);
 
 impl EagerMessaging for ShmTransport {
-    fn messenger(&self) -> &Messenger<ShmWindow> {
+    fn messenger(&self) -> &Messenger<ShmWindow, ShmPeerWindow> {
         &self.messenger
     }
 }

@@ -106,19 +106,19 @@ impl MappedWindow {
         }))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn is_live(&self) -> bool {
         self.segment.u64_at(STATE_AT).load(Ordering::Acquire) == LIVE
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn data(&self) -> *mut u8 {
         // SAFETY: the segment is HEADER_BYTES + len long (checked in open).
         unsafe { self.segment.base().add(HEADER_BYTES) }
     }
 
     /// The signal or atomic word at `offset` of the data area, checked.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn word(&self, offset: usize) -> Result<&std::sync::atomic::AtomicU64> {
         check_word(offset, self.key.len)?;
         Ok(self.segment.u64_at(HEADER_BYTES + offset))
@@ -134,6 +134,25 @@ impl MappedWindow {
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.data().add(offset), data.len())
         };
+        Ok(())
+    }
+}
+
+impl MappedWindow {
+    /// Copies `head` and then `data` to `offset` of the data area, checked
+    /// as one range (so that nothing is written if either piece would not
+    /// fit).
+    #[inline(always)]
+    pub(crate) fn write_pieces(&self, offset: usize, head: &[u8], data: &[u8]) -> Result<()> {
+        let len = head.len().saturating_add(data.len());
+        check_bounds(offset, len, self.key.len)?;
+        // SAFETY: both pieces lie inside the owner's data area, checked
+        // above; they are ours.
+        unsafe {
+            let dst = self.data().add(offset);
+            std::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len());
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(head.len()), data.len());
+        }
         Ok(())
     }
 }
@@ -179,7 +198,7 @@ impl ShmWindow {
         &self.segment
     }
 
-    #[inline]
+    #[inline(always)]
     fn check(&self, offset: usize, len: usize) -> Result<*mut u8> {
         check_bounds(offset, len, self.key.len)?;
         // SAFETY: in bounds of the data area, checked above.
@@ -196,7 +215,7 @@ impl LocalWindow for ShmWindow {
         self.key.len
     }
 
-    #[inline]
+    #[inline(always)]
     fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         let src = self.check(offset, buf.len())?;
         // SAFETY: `src..src+len` is inside the mapping; `buf` is private memory.
@@ -225,7 +244,7 @@ impl LocalWindow for ShmWindow {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn signal(&self, offset: usize) -> Result<u64> {
         check_word(offset, self.key.len)?;
         Ok(self
@@ -234,7 +253,7 @@ impl LocalWindow for ShmWindow {
             .load(Ordering::Acquire))
     }
 
-    #[inline]
+    #[inline(always)]
     fn set_signal(&self, offset: usize, value: u64) -> Result<()> {
         check_word(offset, self.key.len)?;
         self.segment

@@ -31,8 +31,8 @@ use crate::eager::{
 use crate::job::Job;
 use crate::kit::WindowIds;
 use crate::{
-    finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow,
-    Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
+    finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, KeyedWindow,
+    LocalWindow, Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
 };
 
 /// Re-polling budget of a waiting rank when it has a core to itself. Longer
@@ -54,7 +54,7 @@ const PROGRESS_ROUNDS: u32 = 16;
 /// The UCX provider: windows are memory mapped in a UCP context, puts,
 /// signals and atomics are UCP RMA operations over per-peer endpoints.
 pub struct UcxTransport {
-    messenger: Messenger<UcxWindow>,
+    messenger: Messenger<UcxWindow, KeyedWindow>,
     window_ids: WindowIds,
     endpoints: Endpoints,
     /// A rank the job lost, as seen by a `progress` after it drained
@@ -345,8 +345,13 @@ fn decode_address(entry: &[u8]) -> Result<(&[u8], &[u8])> {
 
 impl Rma for UcxTransport {
     type Window = UcxWindow;
+    type PeerWindow = KeyedWindow;
 
     crate::kit::rma_from_job!(identity);
+
+    fn resolve_window(&self, target: Rank, window: &RemoteKey) -> Result<KeyedWindow> {
+        KeyedWindow::of(self, target, window)
+    }
 
     fn progress(&self) {
         self.worker.progress(PROGRESS_ROUNDS);
@@ -573,7 +578,7 @@ impl ControlWindows for UcxTransport {
 crate::kit::host_memory_from_job!(UcxTransport);
 
 impl EagerMessaging for UcxTransport {
-    fn messenger(&self) -> &Messenger<UcxWindow> {
+    fn messenger(&self) -> &Messenger<UcxWindow, KeyedWindow> {
         &self.messenger
     }
 }

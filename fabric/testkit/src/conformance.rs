@@ -99,7 +99,11 @@ pub async fn put_sizes<T: Transport>(t: &T) -> Result<()> {
         };
         match round % 2 {
             0 => t.put_signal(right(t), &target, 8, &data, mark)?,
-            _ => t.put_stamp(right(t), &target, 8, &data, mark)?,
+            // In two pieces, split differently each time.
+            _ => {
+                let (head, tail) = data.split_at(round % (size + 1));
+                t.put_stamp(&t.resolve_window(right(t), &target)?, 8, (head, tail), mark)?
+            }
         }
         t.wait_signal(&window, 0, round as u64 + 1, deadline(t))
             .await?;
