@@ -105,28 +105,13 @@ pub enum Error {
     /// ids ran out, or a conformance check failed; the text says which.
     #[error("messaging protocol failure: {0}")]
     Protocol(String),
-    /// A call into a fabric library failed; `message` is the library's own
-    /// (`fi_strerror`, `fi_cq_strerror`, `ucs_status_string`).
-    #[error("{library} {call} failed: {message}")]
-    Fabric {
-        /// The library that failed, e.g. "libfabric" or "UCX".
-        library: &'static str,
-        /// The library function that returned the error.
-        call: &'static str,
-        /// The library's own description of the failure.
-        message: String,
-    },
+    /// A call into a fabric library failed (see [`FabricFailure`]).
+    #[error(transparent)]
+    Fabric(Box<FabricFailure>),
     /// The provider (or libfabric provider, or UCX transport) asked for
-    /// cannot run here.
-    #[error("provider {requested} is unavailable: {why}; available here: {available}")]
-    Unavailable {
-        /// The provider that was asked for.
-        requested: String,
-        /// Why it cannot run here.
-        why: String,
-        /// What could run here instead (providers or transports), comma-separated.
-        available: String,
-    },
+    /// cannot run here (see [`Unavailable`]).
+    #[error(transparent)]
+    Unavailable(Box<Unavailable>),
     /// Starting the job failed: a missing or malformed launcher setting, a
     /// corrupt directory entry, or a failed exchange between ranks.
     #[error("bootstrap failed: {0}")]
@@ -142,6 +127,34 @@ pub enum Error {
     },
 }
 
+/// A call into a fabric library that failed: [`Error::Fabric`]'s details,
+/// boxed so that every `Result` of the transport stays small (it is
+/// returned through every layer of a message's path).
+#[derive(Debug, thiserror::Error)]
+#[error("{library} {call} failed: {message}")]
+pub struct FabricFailure {
+    /// The library that failed, e.g. "libfabric" or "UCX".
+    pub library: &'static str,
+    /// The library function that returned the error.
+    pub call: &'static str,
+    /// The library's own description of the failure (`fi_strerror`,
+    /// `fi_cq_strerror`, `ucs_status_string`).
+    pub message: String,
+}
+
+/// A provider that cannot run here: [`Error::Unavailable`]'s details,
+/// boxed as [`FabricFailure`] is.
+#[derive(Debug, thiserror::Error)]
+#[error("provider {requested} is unavailable: {why}; available here: {available}")]
+pub struct Unavailable {
+    /// The provider that was asked for.
+    pub requested: String,
+    /// Why it cannot run here.
+    pub why: String,
+    /// What could run here instead (providers or transports), comma-separated.
+    pub available: String,
+}
+
 impl Error {
     /// An [`Error::Io`] saying what was being done (`context`) when `source`
     /// happened.
@@ -150,5 +163,19 @@ impl Error {
             context: context.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every transport call's `Result` is returned through each layer of a
+    /// message's path: a variant that grows the error (three `String`s made
+    /// it 72 bytes) belongs in a box.
+    #[test]
+    fn errors_stay_small() {
+        assert!(std::mem::size_of::<Error>() <= 32);
+        assert!(std::mem::size_of::<Result<()>>() <= 32);
     }
 }

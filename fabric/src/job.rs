@@ -185,7 +185,7 @@ impl Job {
             return Ok(());
         }
         let local = self.host_memory().map_or(0, |host| host.ranks().len());
-        Err(Error::Unavailable {
+        Err(Error::Unavailable(Box::new(crate::Unavailable {
             requested: provider.into(),
             why: format!(
                 "the job spans {} hosts ({} with {local} of its {} ranks); it reaches only \
@@ -193,7 +193,7 @@ impl Job {
                 self.hosts, self.host_name, self.size
             ),
             available: crate::catalog::NETWORK_PROVIDERS.join(", "),
-        })
+        })))
     }
 
     /// This process's rank.

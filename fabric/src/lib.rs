@@ -41,7 +41,7 @@ pub mod ucx;
 pub use catalog::{default_provider, spans_hosts, AUTO, NETWORK_PROVIDERS, PROVIDERS};
 pub use directory::{entry_bytes, Directory, DirectoryUse, Entry};
 pub use eager::EagerMessaging;
-pub use error::{Error, Result};
+pub use error::{Error, FabricFailure, Result, Unavailable};
 pub use executor::{block_on, in_block_on};
 pub use key::RemoteKey;
 pub use names::{ContextId, Rank, Tag};

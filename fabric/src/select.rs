@@ -29,13 +29,13 @@ pub fn with_provider<W: WithProvider>(name: &str, task: W) -> Result<W::Output> 
         "ofi" => Ok(task.run::<crate::ofi::OfiTransport>()),
         #[cfg(feature = "ucx")]
         "ucx" => Ok(task.run::<crate::ucx::UcxTransport>()),
-        _ => Err(Error::Unavailable {
+        _ => Err(Error::Unavailable(Box::new(crate::Unavailable {
             requested: name.into(),
             why: "this build has no provider of that name (ofi and ucx need \
                   the cargo features of the same name)"
                 .into(),
             available: PROVIDERS.join(", "),
-        }),
+        }))),
     }
 }
 
@@ -64,13 +64,9 @@ mod tests {
     fn an_unknown_name_is_unavailable_and_lists_the_providers() {
         for name in ["tcp", "", "SHM", "ofi/shm"] {
             match with_provider(name, Name) {
-                Err(Error::Unavailable {
-                    requested,
-                    available,
-                    ..
-                }) => {
-                    assert_eq!(requested, name);
-                    assert_eq!(available, PROVIDERS.join(", "));
+                Err(Error::Unavailable(unavailable)) => {
+                    assert_eq!(unavailable.requested, name);
+                    assert_eq!(unavailable.available, PROVIDERS.join(", "));
                 }
                 other => panic!("{name:?}: {other:?}"),
             }

@@ -121,12 +121,9 @@ fn unknown_provider_is_unavailable() {
     const CASE: &str = "unknown_provider_is_unavailable";
     if catena_testkit::is_rank_of(CASE) {
         match OfiTransport::from_env() {
-            Err(catena_fabric::Error::Unavailable {
-                requested,
-                available,
-                ..
-            }) => {
-                assert_eq!(requested, "nonexistent");
+            Err(catena_fabric::Error::Unavailable(unavailable)) => {
+                assert_eq!(unavailable.requested, "nonexistent");
+                let available = &unavailable.available;
                 assert!(available.contains("shm"), "available: {available}");
             }
             Err(e) => panic!("expected Unavailable, got {e}"),

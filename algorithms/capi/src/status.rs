@@ -88,7 +88,7 @@ fn fabric_code(e: &FabricError) -> c_int {
     match e {
         FabricError::Timeout { .. } => CATENA_ERR_TIMEOUT,
         FabricError::PeerGone { .. } => CATENA_ERR_PEER_GONE,
-        FabricError::Unavailable { .. } | FabricError::Bootstrap(_) => CATENA_ERR_UNAVAILABLE,
+        FabricError::Unavailable(_) | FabricError::Bootstrap(_) => CATENA_ERR_UNAVAILABLE,
         FabricError::InvalidRank { .. } => CATENA_ERR_ARG,
         _ => CATENA_ERR_TRANSPORT,
     }

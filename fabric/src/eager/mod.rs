@@ -1522,11 +1522,10 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         let owed = conn.consumed - conn.returned;
         if owed >= self.credit_batch() {
             // The stamps of the next lap's frames land on these lines: each
-            // line's first word is 0 again before the peer may write there.
-            for pos in (conn.returned..conn.consumed).step_by(FRAME_ALIGN) {
-                conn.window
-                    .set_signal(RING_AT + ring_offset(pos, self.ring_bytes), 0)?;
-            }
+            // line's first word is 0 again before the peer may write there
+            // (the lines are zeroed whole: a few wide stores a line).
+            let ring = (RING_AT, self.ring_bytes);
+            zero_ring(&conn.window, ring, conn.returned, owed as usize)?;
             let signal = Signal {
                 offset: CREDIT_SIGNAL,
                 add: owed,
@@ -2163,6 +2162,26 @@ fn write_span<R: Rma + ?Sized>(
         Last::Signal(signal) => rma.put_signal(target, key, at, bytes, signal),
         Last::Stamp(stamp) => rma.put_stamp(window, at, (&[], bytes), stamp),
     }
+}
+
+/// Zeroes the `len` bytes at stream position `pos` of the ring
+/// `(ring_at, ring_bytes)` of `window`; `len` is at most a ring.
+fn zero_ring<W: LocalWindow>(
+    window: &W,
+    (ring_at, ring_bytes): (usize, usize),
+    pos: u64,
+    len: usize,
+) -> Result<()> {
+    static ZEROS: [u8; 4096] = [0; 4096];
+    let mut at = ring_offset(pos, ring_bytes);
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(ring_bytes - at).min(ZEROS.len());
+        window.write(ring_at + at, &ZEROS[..n])?;
+        left -= n;
+        at = if at + n == ring_bytes { 0 } else { at + n };
+    }
+    Ok(())
 }
 
 /// Appends the `len` bytes at stream position `pos` of the ring

@@ -116,13 +116,13 @@ impl Domain {
     pub(crate) fn ep(&self) -> Result<*mut sys::fid_ep> {
         let ep = self.ep.get();
         if ep.is_null() {
-            return Err(Error::Fabric {
+            return Err(Error::Fabric(Box::new(crate::FabricFailure {
                 library: "libfabric",
                 call: "fi_endpoint",
                 message: "the endpoint was closed: an operation on caller memory could not \
                           complete (a peer died or stopped making progress)"
                     .into(),
-            });
+            })));
         }
         Ok(ep)
     }
@@ -164,11 +164,11 @@ impl Domain {
             return Err(if ret < 0 {
                 fabric_error("fi_av_insert", ret as isize)
             } else {
-                Error::Fabric {
+                Error::Fabric(Box::new(crate::FabricFailure {
                     library: "libfabric",
                     call: "fi_av_insert",
                     message: "the peer's address was not accepted".into(),
-                }
+                }))
             });
         }
         Ok(out)
@@ -187,14 +187,14 @@ impl Domain {
             let key = self.next_key.get();
             let bits = 8 * self.info.mr_key_size().min(8);
             if bits < 64 && key >> bits != 0 {
-                return Err(Error::Fabric {
+                return Err(Error::Fabric(Box::new(crate::FabricFailure {
                     library: "libfabric",
                     call: "fi_mr_reg",
                     message: format!(
                         "application memory keys exhausted ({} bytes per key)",
                         self.info.mr_key_size()
                     ),
-                });
+                })));
             }
             self.next_key.set(key + 1);
             key

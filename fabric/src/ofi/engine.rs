@@ -267,11 +267,11 @@ impl Engine {
         let result = match &op.state {
             OpState::Pending => return None,
             OpState::Done => Ok(op.buf[2]),
-            OpState::Failed(message) => Err(Error::Fabric {
+            OpState::Failed(message) => Err(Error::Fabric(Box::new(crate::FabricFailure {
                 library: "libfabric",
                 call: "fi_cq_read",
                 message: message.clone(),
-            }),
+            }))),
         };
         ops.remove(&token);
         Some(result)
@@ -291,10 +291,12 @@ impl Engine {
 
     /// The failure no operation claimed, if any (taken).
     pub(crate) fn take_stray(&self) -> Option<Error> {
-        self.stray.borrow_mut().take().map(|message| Error::Fabric {
-            library: "libfabric",
-            call: "fi_cq_read",
-            message,
+        self.stray.borrow_mut().take().map(|message| {
+            Error::Fabric(Box::new(crate::FabricFailure {
+                library: "libfabric",
+                call: "fi_cq_read",
+                message,
+            }))
         })
     }
 

@@ -20,11 +20,11 @@ pub(crate) fn strerror(code: i32) -> String {
 /// `Error::Fabric` for a call that returned the negative code `ret`.
 pub(crate) fn fabric_error(call: &'static str, ret: isize) -> Error {
     let code = i32::try_from(ret.unsigned_abs()).unwrap_or(i32::MAX);
-    Error::Fabric {
+    Error::Fabric(Box::new(crate::FabricFailure {
         library: "libfabric",
         call,
         message: format!("{} ({code})", strerror(code)),
-    }
+    }))
 }
 
 /// A libfabric return value: `int` from setup calls, `ssize_t` from data calls.

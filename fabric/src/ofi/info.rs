@@ -182,11 +182,11 @@ impl Hints {
         // allocated, or null.
         let raw = unsafe { sys::fi_allocinfo() };
         if raw.is_null() {
-            return Err(Error::Fabric {
+            return Err(Error::Fabric(Box::new(crate::FabricFailure {
                 library: "libfabric",
                 call: "fi_allocinfo",
                 message: "out of memory".into(),
-            });
+            })));
         }
         let hints = Hints(raw);
         // SAFETY: all attrs are allocated by fi_allocinfo; strings handed to
@@ -204,10 +204,12 @@ impl Hints {
             };
             (*h.tx_attr).msg_order = order;
             if let Some(name) = provider {
-                let name = CString::new(name).map_err(|_| Error::Unavailable {
-                    requested: name.escape_default().to_string(),
-                    why: "the name contains a NUL byte".into(),
-                    available: String::new(),
+                let name = CString::new(name).map_err(|_| {
+                    Error::Unavailable(Box::new(crate::Unavailable {
+                        requested: name.escape_default().to_string(),
+                        why: "the name contains a NUL byte".into(),
+                        available: String::new(),
+                    }))
                 })?;
                 (*h.fabric_attr).prov_name = libc::strdup(name.as_ptr());
             }
@@ -289,11 +291,11 @@ pub(crate) fn select(request: &Request) -> Result<Info> {
                 // SAFETY: `first` is the valid head of `list`; the copy is ours.
                 let raw = unsafe { sys::fi_dupinfo(first) };
                 if raw.is_null() {
-                    return Err(Error::Fabric {
+                    return Err(Error::Fabric(Box::new(crate::FabricFailure {
                         library: "libfabric",
                         call: "fi_dupinfo",
                         message: "out of memory".into(),
-                    });
+                    })));
                 }
                 return Ok(Info { raw });
             }
@@ -305,14 +307,14 @@ pub(crate) fn select(request: &Request) -> Result<Info> {
         .clone()
         .unwrap_or_else(|| "any libfabric provider".into());
     let wanted = ORDERS.map(|(_, name)| name).join(" or ");
-    Err(Error::Unavailable {
+    Err(Error::Unavailable(Box::new(crate::Unavailable {
         requested,
         why: format!(
             "fi_getinfo found no FI_EP_RDM endpoint with FI_RMA|FI_ATOMIC and {wanted}: {}",
             strerror(last)
         ),
         available: available(request).unwrap_or_else(|e| format!("(listing failed: {e})")),
-    })
+    })))
 }
 
 /// The providers that qualify on this machine, by name, in libfabric's order.

@@ -237,11 +237,11 @@ impl Peer<'_> {
                 Ok(())
             }
             CqEvent::Empty => Ok(()),
-            CqEvent::Failed { message, .. } => Err(Error::Fabric {
+            CqEvent::Failed { message, .. } => Err(Error::Fabric(Box::new(crate::FabricFailure {
                 library: "libfabric",
                 call: "fi_cq_read",
                 message,
-            }),
+            }))),
         }
     }
 }

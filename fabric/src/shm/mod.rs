@@ -91,20 +91,10 @@ impl ShmTransport {
         self.mapped.borrow().len()
     }
 
-    /// The mapping of `target`'s live window named by `key`, made on first
-    /// use.
-    #[inline]
+    /// The mapping of `target`'s live window named by `key` (its tag
+    /// checked), made on first use.
     fn peer_mapping(&self, target: Rank, key: &RemoteKey) -> Result<Rc<MappedWindow>> {
         self.job.check_rank(target)?;
-        // The bytes of a key a mapping was made through had their tag
-        // checked then: the same bytes again need no second check.
-        if let Some(id) = ShmKey::peek_id(key) {
-            if let Some(m) = self.mapped.borrow().get(&(target, id)) {
-                if m.sealed == *key && m.window.is_live() {
-                    return Ok(m.window.clone());
-                }
-            }
-        }
         let decoded = ShmKey::decode(key, target, &self.job.peer_key_secret(target)?)?;
         let w = self.map_peer_window(decoded, key)?;
         if w.is_live() {
@@ -123,6 +113,16 @@ impl ShmTransport {
         key: &RemoteKey,
         f: impl FnOnce(&MappedWindow) -> Result<R>,
     ) -> Result<R> {
+        self.job.check_rank(target)?;
+        // The bytes of a key a mapping was made through had their tag
+        // checked then: the same bytes again need no second check.
+        if let Some(id) = ShmKey::peek_id(key) {
+            if let Some(m) = self.mapped.borrow().get(&(target, id)) {
+                if m.sealed == *key && m.window.is_live() {
+                    return f(&m.window);
+                }
+            }
+        }
         f(&*self.peer_mapping(target, key)?)
     }
 

@@ -31,11 +31,11 @@ pub(crate) fn status_text(status: ucs_status_t) -> String {
 
 /// The error of a UCP call that failed with `status`.
 pub(crate) fn fabric_error(call: &'static str, status: ucs_status_t) -> Error {
-    Error::Fabric {
+    Error::Fabric(Box::new(crate::FabricFailure {
         library: "UCX",
         call,
         message: status_text(status),
-    }
+    }))
 }
 
 pub(crate) fn check(call: &'static str, status: ucs_status_t) -> Result<()> {
@@ -130,11 +130,11 @@ impl Context {
                 let available = Context::init(Some("all"), false)
                     .map(|c| c.transports.join(", "))
                     .unwrap_or_else(|_| "none".into());
-                Err(Error::Unavailable {
+                Err(Error::Unavailable(Box::new(crate::Unavailable {
                     requested: "ucx".into(),
                     why: format!("{e} with {}", configured_tls()),
                     available,
-                })
+                })))
             }
         }
     }

@@ -274,7 +274,7 @@ impl Endpoints {
         // its close).
         let status = unsafe { sys::ucp_ep_create(worker.handle(), &params, &mut handle) };
         if status != ucs_status_t::UCS_OK {
-            return Err(Error::Unavailable {
+            return Err(Error::Unavailable(Box::new(crate::Unavailable {
                 requested: "ucx".into(),
                 why: format!(
                     "ucp_ep_create to rank {target} failed: {} ({}, error handling {:?}; \
@@ -284,7 +284,7 @@ impl Endpoints {
                     self.err_mode,
                 ),
                 available: worker.context().transports().join(", "),
-            });
+            })));
         }
         let endpoint = Endpoint {
             handle,

@@ -37,14 +37,14 @@ pub(crate) struct UcxKey<'a> {
 impl UcxKey<'_> {
     pub(crate) fn encode(&self, secret: &KeySecret) -> Result<RemoteKey> {
         if self.rkey.len() > MAX_RKEY_BYTES {
-            return Err(Error::Fabric {
+            return Err(Error::Fabric(Box::new(crate::FabricFailure {
                 library: "UCX",
                 call: "ucp_rkey_pack",
                 message: format!(
                     "a packed rkey of {} bytes does not fit a catena key ({MAX_RKEY_BYTES} at most)",
                     self.rkey.len()
                 ),
-            });
+            })));
         }
         let mut fields = Vec::with_capacity(8 + self.rkey.len());
         fields.extend_from_slice(&self.base.to_le_bytes());
@@ -106,10 +106,12 @@ impl UcxWindow {
         id: u32,
         len: usize,
     ) -> Result<UcxWindow> {
-        let class = size_class(len).ok_or_else(|| Error::Fabric {
-            library: "UCX",
-            call: "ucp_mem_map",
-            message: format!("no mapping holds {len} bytes"),
+        let class = size_class(len).ok_or_else(|| {
+            Error::Fabric(Box::new(crate::FabricFailure {
+                library: "UCX",
+                call: "ucp_mem_map",
+                message: format!("no mapping holds {len} bytes"),
+            }))
         })?;
         let (memh, base) = match context.reuse(class) {
             Some(grave) => (grave.memh, grave.base),
@@ -188,14 +190,16 @@ fn map(context: &Context, class: usize) -> Result<(sys::ucp_mem_h, *mut u8)> {
     });
     let refused = match queried {
         Err(e) => Some(e),
-        Ok(()) if attr.address.is_null() || attr.length < class => Some(Error::Fabric {
-            library: "UCX",
-            call: "ucp_mem_map",
-            message: format!(
-                "asked for {class} bytes, got {} at {:?}",
-                attr.length, attr.address
-            ),
-        }),
+        Ok(()) if attr.address.is_null() || attr.length < class => {
+            Some(Error::Fabric(Box::new(crate::FabricFailure {
+                library: "UCX",
+                call: "ucp_mem_map",
+                message: format!(
+                    "asked for {class} bytes, got {} at {:?}",
+                    attr.length, attr.address
+                ),
+            })))
+        }
         Ok(()) => None,
     };
     if let Some(e) = refused {
