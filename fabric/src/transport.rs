@@ -232,7 +232,8 @@ pub trait Rma {
         let (target, window) = (window.target(), window.key());
         let len = head.len().saturating_add(data.len());
         if head.is_empty() || len > STAGED_STAMP_BYTES {
-            // Two puts: the signal covers the first.
+            // Two puts, the signal covering the first (a piece out of the
+            // window's bounds fails its own put, after the first landed).
             if !head.is_empty() {
                 crate::bounds::check_bounds(offset, len, usize::MAX)?;
                 self.put(target, window, offset, head)?;

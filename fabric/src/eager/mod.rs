@@ -83,7 +83,9 @@ const PEER_CHECK_POLLS: u32 = 16;
 /// One rank's end of eager messaging: its control window, its connections
 /// by peer and, in each, the messages received but not yet matched. A
 /// provider holds one and hands it out through
-/// [`EagerMessaging`].
+/// [`EagerMessaging`]; `W` is its window type, `P` its
+/// [`PeerWindow`](crate::PeerWindow) (how a connection holds its peer's
+/// windows).
 pub struct Messenger<W, P> {
     control: W,
     ring_bytes: usize,
@@ -114,7 +116,7 @@ pub struct Messenger<W, P> {
 
 struct Connection<W, P> {
     window: W,
-    /// The peer's connection window, once known.
+    /// The peer's connection window, resolved once known.
     remote: Option<P>,
     /// Outgoing stream: bytes promised to sends so far, and bytes written.
     reserved: u64,
@@ -162,7 +164,7 @@ impl<W, P> Connection<W, P> {
     #[inline]
     fn check_intact(&self, peer: Rank) -> Result<()> {
         if self.broken || self.corrupt.is_some() {
-            return Err(self.failure(peer));
+            return Err(self.unusable(peer));
         }
         Ok(())
     }
@@ -171,7 +173,7 @@ impl<W, P> Connection<W, P> {
     #[inline]
     fn check_sound(&self, peer: Rank) -> Result<()> {
         if self.corrupt.is_some() {
-            return Err(self.failure(peer));
+            return Err(self.unusable(peer));
         }
         Ok(())
     }
@@ -179,7 +181,7 @@ impl<W, P> Connection<W, P> {
     /// Why the connection is unusable (it is): corrupt first, then broken.
     #[cold]
     #[inline(never)]
-    fn failure(&self, peer: Rank) -> Error {
+    fn unusable(&self, peer: Rank) -> Error {
         Error::Protocol(match &self.corrupt {
             Some(why) => format!("the connection with rank {peer} is broken: {why}"),
             None => {
