@@ -711,6 +711,36 @@ pub async fn bad_input<T: Transport>(t: &T) -> Result<()> {
         t.recv(Some(size), CTX, 1, deadline(t)).await,
         invalid,
     )?;
+    expect_err(
+        "a window of a rank past the end resolved",
+        t.resolve_window(size, &target).map(drop),
+        invalid,
+    )?;
+    // Stamped puts through a resolved window are checked as puts are, the
+    // stamp word and both pieces together.
+    let resolved = t.resolve_window(r, &target)?;
+    let stamp = |offset| Signal { offset, add: 1 };
+    let pieces: (&[u8], &[u8]) = (&[1; 24], &[2; 8]);
+    expect_err(
+        "stamped put past the end",
+        t.put_stamp(&resolved, 40, pieces, stamp(0)),
+        oob,
+    )?;
+    expect_err(
+        "stamped put whose second piece passes the end",
+        t.put_stamp(&resolved, 8, (&[1; 24], &[2; 40]), stamp(0)),
+        oob,
+    )?;
+    expect_err(
+        "stamp word past the end",
+        t.put_stamp(&resolved, 8, pieces, stamp(64)),
+        oob,
+    )?;
+    expect_err(
+        "misaligned stamp word",
+        t.put_stamp(&resolved, 8, pieces, stamp(4)),
+        misaligned,
+    )?;
     let too_large = |e: &Error| matches!(e, Error::WindowTooLarge { .. });
     for len in [catena_fabric::bounds::MAX_WINDOW_BYTES + 1, usize::MAX] {
         let made = t.alloc_window(len).map(drop);
@@ -856,6 +886,8 @@ pub async fn stale_keys<T: Transport>(t: &T) -> Result<()> {
     };
     let window = t.alloc_window(LEN)?;
     let stale = swap_keys_with_neighbours(t, &window).await?;
+    // Resolved while the window lives, as a connection holds its peer's.
+    let resolved = t.resolve_window(right(t), &stale)?;
     barrier(t).await?;
     drop(window);
     // Frees of windows too large for the freed one's place, which the new
@@ -881,6 +913,12 @@ pub async fn stale_keys<T: Transport>(t: &T) -> Result<()> {
         let what = format!("compare_swap with a stale key (round {round})");
         let swapped = t.compare_swap(r, &stale, 0, 0, 1, short()).await;
         ok_or_freed(&what, swapped.map(drop))?;
+        let what = format!("stamped put into a freed window (round {round})");
+        let stamp = Signal { offset: 24, add: 1 };
+        let pieces: (&[u8], &[u8]) = (&[0x5A; 8], &[0xA5; 8]);
+        ok_or_freed(&what, t.put_stamp(&resolved, 32, pieces, stamp))?;
+        let what = format!("a stale key resolved (round {round})");
+        ok_or_freed(&what, t.resolve_window(r, &stale).map(drop))?;
         let what = format!("flush after stale puts (round {round})");
         ok_or_freed(&what, t.flush(r, short()).await)?;
     }
