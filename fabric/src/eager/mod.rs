@@ -322,6 +322,66 @@ enum Direct<M> {
     Other,
 }
 
+/// How a direct receive takes the payload of the frame at the head of the
+/// ring (whose header and first line [`Messenger::head_frame`] read): into
+/// a new `Vec` ([`ToVec`]) or the caller's buffer ([`ToBuf`]). A trait,
+/// not a closure, so that it is inlined into the receive.
+trait DirectTake {
+    type Taken;
+    fn take<W: LocalWindow, P: PeerWindow>(
+        self,
+        messenger: &Messenger<W, P>,
+        peer: Rank,
+        conn: &Connection<W, P>,
+        header: &Header,
+        line: &[u8; FRAME_ALIGN],
+    ) -> Result<Self::Taken>;
+}
+
+/// The payload into a new `Vec`, as [`Messenger::recv`] returns it.
+struct ToVec;
+
+impl DirectTake for ToVec {
+    type Taken = Message;
+
+    #[inline(always)]
+    fn take<W: LocalWindow, P: PeerWindow>(
+        self,
+        messenger: &Messenger<W, P>,
+        peer: Rank,
+        conn: &Connection<W, P>,
+        header: &Header,
+        line: &[u8; FRAME_ALIGN],
+    ) -> Result<Message> {
+        Ok(Message {
+            source: peer,
+            tag: header.tag,
+            data: messenger.inline_payload(conn, header, line)?,
+        })
+    }
+}
+
+/// The payload into the caller's buffer, as [`Messenger::recv_into`]
+/// takes it: one longer than the buffer is `Truncated` (the message
+/// taken, nothing written).
+struct ToBuf<'b>(&'b mut [u8]);
+
+impl DirectTake for ToBuf<'_> {
+    type Taken = Result<Received>;
+
+    #[inline(always)]
+    fn take<W: LocalWindow, P: PeerWindow>(
+        self,
+        messenger: &Messenger<W, P>,
+        peer: Rank,
+        conn: &Connection<W, P>,
+        header: &Header,
+        line: &[u8; FRAME_ALIGN],
+    ) -> Result<Result<Received>> {
+        messenger.inline_payload_into(peer, conn, header, line, self.0)
+    }
+}
+
 /// A rendezvous message being taken in: its header is parsed, its payload
 /// lands in the bulk ring.
 struct Partial {
@@ -803,7 +863,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         if let Some(source) = source {
             check_rank(rma, source)?;
             self.check_failure()?;
-            if let Some(message) = self.take_landed(rma, source, context, tag) {
+            if let Some(message) = self.take_landed(rma, source, context, tag, ToVec) {
                 return Ok(message);
             }
         }
@@ -850,7 +910,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         };
         check_rank(rma, source)?;
         self.check_failure()?;
-        if let Some(received) = self.take_landed_into(rma, source, context, tag, buf) {
+        if let Some(received) = self.take_landed(rma, source, context, tag, ToBuf(buf)) {
             return received;
         }
         // Dropped while it holds a claim, the receive leaves the rest of
@@ -894,7 +954,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         };
         if conn.quiet() && !claim.held.get() {
             // Nothing held, claimed nor coming in: the ring alone tells.
-            match self.take_direct_into(rma, source, conn, context, tag, buf) {
+            match self.take_direct(rma, source, conn, context, tag, ToBuf(buf)) {
                 Direct::Nothing => return Ok(None),
                 Direct::Taken(received) => return received.map(Some),
                 Direct::Other => {}
@@ -1035,7 +1095,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         };
         if conn.quiet() {
             // Nothing held nor coming in: the ring alone tells.
-            match self.take_direct(rma, source, conn, context, tag) {
+            match self.take_direct(rma, source, conn, context, tag, ToVec) {
                 Direct::Nothing => return Ok(None),
                 Direct::Taken(message) => return Ok(Some(message)),
                 Direct::Other => {}
@@ -1063,108 +1123,55 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
     }
 
     /// A receive's first look, before it sets up to wait: the message
-    /// straight from the ring if it is the next of `source`'s stream and
-    /// has landed, and nothing of `source`'s is held (see
-    /// [`Messenger::take_direct`]); `None` for the general path.
+    /// straight from the ring, taken by `how`, if it is the next of
+    /// `source`'s stream and has landed, and nothing of `source`'s is held
+    /// (see [`Messenger::take_direct`]); `None` for the general path.
     #[inline(always)]
-    fn take_landed<R: ControlWindows<Window = W, PeerWindow = P>>(
+    fn take_landed<R: ControlWindows<Window = W, PeerWindow = P>, T: DirectTake>(
         &self,
         rma: &R,
         source: Rank,
         context: ContextId,
         tag: Tag,
-    ) -> Option<Message> {
+        how: T,
+    ) -> Option<T::Taken> {
         let mut conns = self.connections.borrow_mut();
         let conn = conns.get_mut(&source)?;
         if !conn.quiet() {
             return None;
         }
-        match self.take_direct(rma, source, conn, context, tag) {
-            Direct::Taken(message) => Some(message),
-            Direct::Nothing | Direct::Other => None,
-        }
-    }
-
-    /// [`Messenger::take_landed`] into `buf`.
-    #[inline(always)]
-    fn take_landed_into<R: ControlWindows<Window = W, PeerWindow = P>>(
-        &self,
-        rma: &R,
-        source: Rank,
-        context: ContextId,
-        tag: Tag,
-        buf: &mut [u8],
-    ) -> Option<Result<Received>> {
-        let mut conns = self.connections.borrow_mut();
-        let conn = conns.get_mut(&source)?;
-        if !conn.quiet() {
-            return None;
-        }
-        match self.take_direct_into(rma, source, conn, context, tag, buf) {
-            Direct::Taken(received) => Some(received),
+        match self.take_direct(rma, source, conn, context, tag, how) {
+            Direct::Taken(taken) => Some(taken),
             Direct::Nothing | Direct::Other => None,
         }
     }
 
     /// Takes the next message of the peer's stream straight from the ring
-    /// into a `Vec`, if it is an inline one with (context, tag) that has
-    /// landed (nothing may be held or partial): the common case of a
-    /// receive, with no inbox, which reads one cache line for a small
-    /// message. A frame that breaks the protocol breaks the connection,
-    /// which the general path reports.
+    /// by `how` (into a `Vec`, or the caller's buffer), if it is an inline
+    /// one with (context, tag) that has landed (nothing may be held or
+    /// partial): the common case of a receive, with no inbox, which reads
+    /// one cache line for a small message. A frame that breaks the
+    /// protocol breaks the connection, which the general path reports.
     #[inline(always)]
-    fn take_direct<R: ControlWindows<Window = W, PeerWindow = P>>(
+    fn take_direct<R: ControlWindows<Window = W, PeerWindow = P>, T: DirectTake>(
         &self,
         rma: &R,
         peer: Rank,
         conn: &mut Connection<W, P>,
         context: ContextId,
         tag: Tag,
-    ) -> Direct<Message> {
+        how: T,
+    ) -> Direct<T::Taken> {
         let mut line = [0u8; FRAME_ALIGN];
         let (header, span) = match self.direct_head(peer, conn, context, tag, &mut line) {
             Direct::Taken(head) => head,
             Direct::Nothing => return Direct::Nothing,
             Direct::Other => return Direct::Other,
         };
-        match self.inline_payload(conn, &header, &line) {
-            Ok(data) => {
+        match how.take(self, peer, conn, &header, &line) {
+            Ok(taken) => {
                 self.took_direct(rma, peer, conn, span);
-                Direct::Taken(Message {
-                    source: peer,
-                    tag,
-                    data,
-                })
-            }
-            Err(e) => {
-                conn.corrupt = Some(e.to_string());
-                Direct::Other
-            }
-        }
-    }
-
-    /// [`Messenger::take_direct`] into `buf`: a payload longer than `buf`
-    /// is `Truncated` (the message taken, nothing written).
-    #[inline(always)]
-    fn take_direct_into<R: ControlWindows<Window = W, PeerWindow = P>>(
-        &self,
-        rma: &R,
-        peer: Rank,
-        conn: &mut Connection<W, P>,
-        context: ContextId,
-        tag: Tag,
-        buf: &mut [u8],
-    ) -> Direct<Result<Received>> {
-        let mut line = [0u8; FRAME_ALIGN];
-        let (header, span) = match self.direct_head(peer, conn, context, tag, &mut line) {
-            Direct::Taken(head) => head,
-            Direct::Nothing => return Direct::Nothing,
-            Direct::Other => return Direct::Other,
-        };
-        match self.inline_payload_into(peer, conn, &header, &line, buf) {
-            Ok(received) => {
-                self.took_direct(rma, peer, conn, span);
-                Direct::Taken(received)
+                Direct::Taken(taken)
             }
             Err(e) => {
                 conn.corrupt = Some(e.to_string());
