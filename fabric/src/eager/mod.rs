@@ -207,6 +207,7 @@ impl<W, P> Connection<W, P> {
     }
 }
 
+/// What a peer that returned credit never sent broke.
 #[cold]
 fn excess_credit(peer: Rank) -> Error {
     Error::Protocol(format!("rank {peer} returned credit never sent"))
@@ -587,11 +588,6 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
     #[inline(always)]
     fn goes_by_rendezvous(&self, len: usize) -> bool {
         len >= self.inline_below
-    }
-
-    #[inline(always)]
-    fn credit_batch(&self) -> u64 {
-        self.credit_batch
     }
 
     /// Bytes of unreceived messages held, over all peers (frame headers
@@ -1509,7 +1505,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         conn: &mut Connection<W, P>,
     ) -> Result<()> {
         // Most receives owe too little to return anything.
-        if conn.consumed - conn.returned < self.credit_batch()
+        if conn.consumed - conn.returned < self.credit_batch
             && conn.bulk_consumed == conn.bulk_returned
         {
             return Ok(());
@@ -1529,7 +1525,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             return Ok(());
         };
         let owed = conn.consumed - conn.returned;
-        if owed >= self.credit_batch() {
+        if owed >= self.credit_batch {
             // The stamps of the next lap's frames land on these lines: each
             // line's first word is 0 again before the peer may write there
             // (the lines are zeroed whole: a few wide stores a line).
