@@ -84,7 +84,7 @@ const PEER_CHECK_POLLS: u32 = 16;
 /// by peer and, in each, the messages received but not yet matched. A
 /// provider holds one and hands it out through
 /// [`EagerMessaging`]; `W` is its window type, `P` its
-/// [`PeerWindow`](crate::PeerWindow) (how a connection holds its peer's
+/// [`PeerWindow`] (how a connection holds its peer's
 /// windows).
 pub struct Messenger<W, P> {
     control: W,
