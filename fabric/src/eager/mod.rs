@@ -2062,7 +2062,13 @@ fn learn_bulk_window<
             "rank {peer} offered one of its other windows as its bulk window"
         )));
     }
-    conn.bulk_remote = Some((rma.resolve_window(peer, &key)?, bulk_bytes));
+    // As a put into it that is refused (see `write_bulk`): the peer lied.
+    let window = rma.resolve_window(peer, &key).map_err(|e| {
+        Error::Protocol(format!(
+            "rank {peer} offered a bulk window that does not resolve: {e}"
+        ))
+    })?;
+    conn.bulk_remote = Some((window, bulk_bytes));
     Ok(true)
 }
 
