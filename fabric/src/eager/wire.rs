@@ -99,6 +99,10 @@ pub const FRAME_ALIGN: usize = 64;
 pub const STAMP_BYTES: usize = 8;
 /// Offset in a frame header of its length word (u64).
 const LEN_AT: usize = STAMP_BYTES;
+/// Offset in a frame header of its context word (u64).
+const CONTEXT_AT: usize = 16;
+/// Offset in a frame header of its tag word (u32).
+const TAG_AT: usize = 24;
 /// Offset in a frame header of its kind word (u32).
 const KIND_AT: usize = 28;
 /// Kind word of a frame whose payload follows it in the ring.
@@ -162,12 +166,13 @@ fn after_stamp(
     tag: Tag,
     kind: u32,
 ) -> [u8; FRAME_HEADER_BYTES - STAMP_BYTES] {
-    // Offsets here are the header's less the stamp word.
+    // The header's offsets, less the stamp word this leaves out.
+    let at = |offset: usize| offset - STAMP_BYTES;
     let mut h = [0u8; FRAME_HEADER_BYTES - STAMP_BYTES];
-    h[..8].copy_from_slice(&(len as u64).to_le_bytes());
-    h[8..16].copy_from_slice(&context.to_le_bytes());
-    h[16..20].copy_from_slice(&tag.to_le_bytes());
-    h[20..].copy_from_slice(&kind.to_le_bytes());
+    h[at(LEN_AT)..at(CONTEXT_AT)].copy_from_slice(&(len as u64).to_le_bytes());
+    h[at(CONTEXT_AT)..at(TAG_AT)].copy_from_slice(&context.to_le_bytes());
+    h[at(TAG_AT)..at(KIND_AT)].copy_from_slice(&tag.to_le_bytes());
+    h[at(KIND_AT)..].copy_from_slice(&kind.to_le_bytes());
     h
 }
 
@@ -180,9 +185,9 @@ pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> Option<Header> {
         _ => return None,
     };
     Some(Header {
-        len: u64::from_le_bytes(h[LEN_AT..16].try_into().unwrap()),
-        context: ContextId::from_le_bytes(h[16..24].try_into().unwrap()),
-        tag: Tag::from_le_bytes(h[24..KIND_AT].try_into().unwrap()),
+        len: u64::from_le_bytes(h[LEN_AT..CONTEXT_AT].try_into().unwrap()),
+        context: ContextId::from_le_bytes(h[CONTEXT_AT..TAG_AT].try_into().unwrap()),
+        tag: Tag::from_le_bytes(h[TAG_AT..KIND_AT].try_into().unwrap()),
         rendezvous,
     })
 }
