@@ -284,7 +284,7 @@ pub fn gather_bytes<'a, T: Transport>(
 }
 
 /// [`gather_bytes`] with tags reserved before (and the neighbour search).
-async fn gather_bytes_in<T: Transport>(
+pub(crate) async fn gather_bytes_in<T: Transport>(
     call: Call<'_, T>,
     root: u32,
     x: Vec<u8>,
@@ -371,7 +371,7 @@ pub fn scatter_bytes<'a, T: Transport>(
 }
 
 /// [`scatter_bytes`] with tags reserved before (and the neighbour search).
-async fn scatter_bytes_in<T: Transport>(
+pub(crate) async fn scatter_bytes_in<T: Transport>(
     call: Call<'_, T>,
     root: u32,
     values: Option<Vec<Vec<u8>>>,
@@ -427,9 +427,16 @@ pub fn allgather<'a, T: Transport, V: Serialize + DeserializeOwned + 'a>(
     x: &V,
     deadline: Time,
 ) -> impl Future<Output = Result<Vec<V>>> + 'a {
-    let call = Call::new(t, chain, [reserve(chain), chain.next_call()], deadline);
+    let call = Call::new(t, chain, reserve_allgather(chain), deadline);
     let x = encode(x, "an allgather value");
     async move { allgather_in(call, x?).await }
+}
+
+/// The tags of an [`allgather`], taken when it is called: its gather's
+/// (with the neighbour search's, if no earlier call reserved that) and its
+/// broadcast's.
+pub(crate) fn reserve_allgather(chain: &Chain) -> [CallTags; 2] {
+    [reserve(chain), chain.next_call()]
 }
 
 /// [`allgather`] of an encoded value with the tags of its gather and its
@@ -438,10 +445,18 @@ pub(crate) async fn allgather_in<T: Transport, V: DeserializeOwned>(
     call: Call<'_, T, [CallTags; 2]>,
     x: Vec<u8>,
 ) -> Result<Vec<V>> {
-    let [gather, bcast] = call.tags;
-    let all = gather_bytes_in(call.on(call.chain, gather), 0, x).await?;
-    let all = bcast_in(call.on(call.chain, bcast), 0, all).await?;
+    let all = allgather_bytes_in(call, x).await?;
     all.iter()
         .map(|b| decode(b, "an allgather value"))
         .collect()
+}
+
+/// [`allgather_in`] of byte payloads: every member's `x` as it came.
+pub(crate) async fn allgather_bytes_in<T: Transport>(
+    call: Call<'_, T, [CallTags; 2]>,
+    x: Vec<u8>,
+) -> Result<Vec<Vec<u8>>> {
+    let [gather, bcast] = call.tags;
+    let all = gather_bytes_in(call.on(call.chain, gather), 0, x).await?;
+    bcast_in(call.on(call.chain, bcast), 0, all).await
 }

@@ -1,7 +1,8 @@
 //! The world's collectives across hosts, in two levels (inside each host,
 //! then across one leader per host), against sequential references: a
 //! barrier, broadcasts from every root, reduces and allreduces with a
-//! non-commutative operation (which shows the fold's order) on hosts of
+//! non-commutative operation (which shows the fold's order), gathers,
+//! scatters and allgathers of values and of buffers, on hosts of
 //! consecutive ranks and on hosts dealt ranks in turn (where the folds
 //! stay flat), calls joined before the levels are built, commutative folds
 //! (which take the levels on dealt hosts too), a member's buffer of another
@@ -84,6 +85,51 @@ async fn check<T: Transport>(t: &T) -> Result<()> {
     world.iallreduce_into(&send, &mut recv, mul).await?;
     let want: Vec<[u64; 4]> = (0..5).map(|i| product(n, i)).collect();
     assert_eq!(recv, want, "rank {rank}: allreduce_into in rank order");
+    for root in [0, n / 2, n - 1] {
+        let at_root = rank == root;
+        let got = world.igather(root, &word(rank)).await?;
+        let want = at_root.then(|| (0..n).map(word).collect::<Vec<_>>());
+        assert_eq!(got, want, "rank {rank}: gather to {root}");
+        let values = at_root.then(|| (0..n).map(|r| word(r + root)).collect());
+        let got: String = world.iscatter(root, values).await?;
+        assert_eq!(got, word(rank + root), "rank {rank}: scatter from {root}");
+        let send: Vec<u32> = (0..3).map(|i| rank * 10 + i).collect();
+        let mut all = vec![0u32; 3 * n as usize];
+        let recv = at_root.then_some(&mut all[..]);
+        world.igather_into(root, &send, recv).await?;
+        let every: Vec<u32> = (0..n)
+            .flat_map(|r| (0..3).map(move |i| r * 10 + i))
+            .collect();
+        if at_root {
+            assert_eq!(all, every, "rank {rank}: gather_into to {root}");
+        }
+        let mut piece = [0u32; 3];
+        let send = at_root.then_some(&every[..]);
+        world.iscatter_into(root, send, &mut piece).await?;
+        assert_eq!(
+            piece[..],
+            every[3 * rank as usize..][..3],
+            "scatter_into from {root}"
+        );
+        let send: Vec<[u64; 4]> = (0..5).map(|i| matrix(rank, i)).collect();
+        let mut folded = vec![[0u64; 4]; 5];
+        let recv = at_root.then_some(&mut folded[..]);
+        world.ireduce_into(root, &send, recv, mul).await?;
+        if at_root {
+            let want: Vec<[u64; 4]> = (0..5).map(|i| product(n, i)).collect();
+            assert_eq!(
+                folded, want,
+                "rank {rank}: reduce_into to {root} in rank order"
+            );
+        }
+    }
+    let got = world.iallgather(&word(rank)).await?;
+    assert_eq!(got, (0..n).map(word).collect::<Vec<_>>());
+    let send = [rank, rank * rank];
+    let mut pairs = vec![0u32; 2 * n as usize];
+    world.iallgather_into(&send, &mut pairs).await?;
+    let want: Vec<u32> = (0..n).flat_map(|r| [r, r * r]).collect();
+    assert_eq!(pairs, want, "rank {rank}: allgather_into");
     // A dup has levels of its own; calls on both keep apart.
     let dup = world.idup().await?;
     let got = dup.iallreduce(word(rank), |a, b| format!("{a}{b}")).await?;
@@ -177,6 +223,36 @@ fn two_levels_cross_the_network_once_a_host() {
 }
 
 #[test]
+fn gathers_and_scatters_cross_the_network_once_a_host() {
+    // As above, for the calls that move every member's value.
+    let messages = |per_host| {
+        let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(per_host);
+        messages_of(sim, async |t: &SimRank<'_>| -> Result<()> {
+            let world = Comm::world(t).with_timeout(common::TIMEOUT);
+            let rank = world.rank();
+            for i in 0..20u32 {
+                let root = i % 16;
+                world.igather(root, &rank).await?;
+                let values = (rank == root).then(|| (0..16).collect());
+                assert_eq!(world.iscatter::<u32>(root, values).await?, rank);
+                assert_eq!(world.iallgather(&rank).await?, (0..16).collect::<Vec<_>>());
+                let mut sum = [0u64];
+                let recv = (rank == root).then_some(&mut sum[..]);
+                world
+                    .ireduce_into(root, &[1u64], recv, |a, b| a + b)
+                    .await?;
+            }
+            Ok(())
+        })
+    };
+    let (two_level, flat) = (messages(4), messages(1));
+    assert!(
+        two_level * 2 < flat,
+        "{two_level} messages in two levels against {flat} flat"
+    );
+}
+
+#[test]
 fn commutative_folds_take_the_levels_on_hosts_dealt_ranks_in_turn() {
     // The same sums on 16 ranks dealt over 4 hosts, folded in rank order
     // (flat: the hosts' ranks are not consecutive) and in any order.
@@ -254,6 +330,13 @@ fn a_buffer_of_another_length_fails_every_member_at_once() {
                     "rank {}: {out:?}",
                     world.rank()
                 );
+                // A reduce's root learns it too, and no member waits.
+                let root = 7;
+                let recv = (world.rank() == root).then_some(&mut recv[..]);
+                let out = world.ireduce_into(root, &send, recv, |a, b| a + b).await;
+                if world.rank() == root {
+                    assert!(matches!(out, Err(Error::Mismatch { .. })), "{out:?}");
+                }
                 // The world goes on.
                 world.iallreduce(1u64, |a, b| a + b).await
             })
@@ -277,6 +360,14 @@ fn a_bad_root_fails_every_member_and_the_world_goes_on() {
             let out = world.ibcast_into(9, &mut buf).await;
             assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
             let out = world.ireduce(8, 1u8, |a, b| a + b).await;
+            assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
+            let out = world.ireduce_into(8, &buf, None, |a, b| a + b).await;
+            assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
+            let out = world.igather(8, &1u8).await;
+            assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
+            let out = world.iscatter(8, Some(vec![1u8; 8])).await;
+            assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
+            let out = world.igather_into(8, &buf, None).await;
             assert!(matches!(out, Err(Error::InvalidArgument(_))), "{out:?}");
             world.ibarrier().await?;
             world.iallreduce(world.rank(), |a, b| *a.max(b)).await

@@ -150,6 +150,34 @@ fn host_fits<E>() -> bool {
     size > 0 && crate::host::stream_fits(size)
 }
 
+/// Gathered pieces (`Some` where this member gets them) into `recv`, which
+/// must hold `len` elements.
+fn gathered_into<E: Pod>(
+    recv: Option<&mut [E]>,
+    pieces: Option<Vec<Vec<u8>>>,
+    len: usize,
+    what: &'static str,
+) -> Result<()> {
+    match (recv, pieces) {
+        (Some(recv), Some(pieces)) => {
+            check_len("the receive buffer", recv.len(), len)?;
+            fill(recv, &pieces.concat(), what)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The root's `send` cut into a `piece`-byte piece for each of `size`
+/// members; a buffer too short for them all deals what it has, and the
+/// members whose pieces are short learn of it.
+fn pieces_of<E: Pod>(send: &[E], piece: usize, size: usize) -> Vec<Vec<u8>> {
+    let all = bytemuck::cast_slice::<E, u8>(send);
+    let of = |m: usize| Some(m.checked_mul(piece)?..(m + 1).checked_mul(piece)?);
+    (0..size)
+        .map(|m| of(m).and_then(|at| all.get(at)).unwrap_or(&[]).to_vec())
+        .collect()
+}
+
 fn bad_root(root: u32, size: u32) -> Error {
     Error::InvalidArgument(format!("root {root} in a group of {size}"))
 }
@@ -227,7 +255,7 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<()>> + 'a {
         let deadline = self.deadline();
         let mut op = Some(op);
-        let path = self.path_if(host_fits::<E>(), || {
+        let route = self.route(host_fits::<E>(), tree::reserve, || {
             let op = op.take().expect("taken once");
             tree::reduce(
                 self.t,
@@ -240,6 +268,14 @@ impl<'t, T: Transport> Comm<'t, T> {
         });
         let at_root = self.rank() == root;
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let op = op.take().expect("taken once");
+                    let buffers = (send, recv);
+                    return Box::pin(call.reduce_into(self, root, buffers, op, deadline)).await;
+                }
+                Route::Flat(path) => path,
+            };
             if at_root != recv.is_some() {
                 return Err(Error::InvalidArgument(
                     "reduce takes a receive buffer on the root and none elsewhere".into(),
@@ -367,31 +403,36 @@ impl<'t, T: Transport> Comm<'t, T> {
         recv: Option<&'a mut [E]>,
     ) -> impl Future<Output = Result<()>> + 'a {
         let deadline = self.deadline();
-        let path = self.path_if(host_fits::<E>(), || {
+        let route = self.route(host_fits::<E>(), tree::reserve, || {
             tree::gather_bytes(self.t, &self.chain, root, bytes_of(send), deadline)
         });
         let (size, at_root) = (self.size() as usize, self.rank() == root);
+        let len = send.len().saturating_mul(size);
         async move {
-            if at_root != recv.is_some() {
-                return Err(Error::InvalidArgument(
+            let holds = match at_root == recv.is_some() {
+                true => Ok(()),
+                false => Err(Error::InvalidArgument(
                     "gather takes a receive buffer on the root and none elsewhere".into(),
-                ));
-            }
+                )),
+            };
+            let path = match route {
+                Route::Levels(call) => {
+                    let mine = holds.map(|()| bytes_of(send));
+                    let all = Box::pin(call.gather_bytes(self, root, mine, deadline)).await?;
+                    return gathered_into(recv, all, len, "a gather buffer");
+                }
+                Route::Flat(path) => path,
+            };
+            holds?;
             match path {
-                Path::Chain(call) => match (recv, call.await?) {
-                    (Some(recv), Some(all)) => {
-                        check_len("the receive buffer", recv.len(), send.len() * size)?;
-                        fill(recv, &all.concat(), "a gather buffer")
-                    }
-                    _ => Ok(()),
-                },
+                Path::Chain(call) => gathered_into(recv, call.await?, len, "a gather buffer"),
                 Path::Host(team, seq) => {
                     let send = bytemuck::cast_slice::<E, u8>(send);
                     let mut scratch = Vec::new();
                     let (recv, wrong) = match recv {
                         Some(recv) => {
                             let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
-                            let len = send.len() * size;
+                            let len = send.len().saturating_mul(size);
                             let (recv, wrong) =
                                 or_scratch(recv, len, &mut scratch, "the receive buffer");
                             (Some(recv), wrong)
@@ -419,18 +460,19 @@ impl<'t, T: Transport> Comm<'t, T> {
         let deadline = self.deadline();
         let piece = std::mem::size_of_val(recv);
         let size = self.size() as usize;
-        let path = self.path_if(host_fits::<E>(), || {
-            // A send buffer too short for a piece per member deals what it
-            // has; the members whose pieces are short learn of it.
-            let pieces = send.map(|all| {
-                let all = bytemuck::cast_slice::<E, u8>(all);
-                (0..size)
-                    .map(|m| all.get(m * piece..(m + 1) * piece).unwrap_or(&[]).to_vec())
-                    .collect::<Vec<_>>()
-            });
+        let route = self.route(host_fits::<E>(), tree::reserve, || {
+            let pieces = send.map(|all| pieces_of(all, piece, size));
             tree::scatter_bytes(self.t, &self.chain, root, pieces, deadline)
         });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let pieces = send.map(|all| pieces_of(all, piece, size));
+                    let mine = Box::pin(call.scatter_bytes(self, root, Ok(pieces), deadline));
+                    return fill(recv, &mine.await?, "a scatter buffer");
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => fill(recv, &call.await?, "a scatter buffer"),
                 Path::Host(team, seq) => {
@@ -477,21 +519,35 @@ impl<'t, T: Transport> Comm<'t, T> {
         recv: &'a mut [E],
     ) -> impl Future<Output = Result<()>> + 'a {
         let deadline = self.deadline();
-        let path = self.path_if(host_fits::<E>(), || self.iallgather(&bytes_of(send)));
+        let route = self.route(host_fits::<E>(), tree::reserve_allgather, || {
+            self.iallgather(&bytes_of(send))
+        });
         let size = self.size() as usize;
+        let len = send.len().saturating_mul(size);
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let all = Box::pin(call.allgather_bytes(self, Ok(bytes_of(send)), deadline));
+                    let all = Some(all.await?);
+                    return gathered_into(Some(recv), all, len, "an allgather buffer");
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => {
-                    let all: Vec<Vec<u8>> = call.await?;
-                    check_len("the receive buffer", recv.len(), send.len() * size)?;
-                    fill(recv, &all.concat(), "an allgather buffer")
+                    let all = Some(call.await?);
+                    gathered_into(Some(recv), all, len, "an allgather buffer")
                 }
                 Path::Host(team, seq) => {
                     let send = bytemuck::cast_slice::<E, u8>(send);
                     let mut scratch = Vec::new();
                     let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
-                    let (recv, wrong) =
-                        or_scratch(recv, send.len() * size, &mut scratch, "the receive buffer");
+                    let (recv, wrong) = or_scratch(
+                        recv,
+                        send.len().saturating_mul(size),
+                        &mut scratch,
+                        "the receive buffer",
+                    );
                     team.begin(seq, deadline).await?;
                     let out = host::allgather(team, seq, send, recv, deadline).await;
                     team.end(seq, out)?;

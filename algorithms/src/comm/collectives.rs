@@ -32,9 +32,10 @@ pub(super) enum Path<'a, 't, T: Transport, F> {
 }
 
 /// How a call that the host levels can take runs: on them (which may
-/// still find the flat path theirs once built), or as [`Path`] says.
-pub(super) enum Route<'a, 't, T: Transport, F> {
-    Levels(LevelsCall<'a, 't, T>),
+/// still find the flat path theirs once built, with the flat path's tags
+/// `Tags`), or as [`Path`] says.
+pub(super) enum Route<'a, 't, T: Transport, F, Tags = CallTags> {
+    Levels(LevelsCall<'a, 't, T, Tags>),
     Flat(Path<'a, 't, T, F>),
 }
 
@@ -42,12 +43,12 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// [`Comm::path_if`] for a call the host levels can take: theirs where
     /// the communicator has them (with the flat path's tags, `flat`
     /// reserves them now, for the levels to fall back on).
-    pub(super) fn route<F>(
+    pub(super) fn route<F, Tags>(
         &self,
         host_fits: bool,
-        flat: fn(&Chain) -> CallTags,
+        flat: fn(&Chain) -> Tags,
         chain: impl FnOnce() -> F,
-    ) -> Route<'_, 't, T, F> {
+    ) -> Route<'_, 't, T, F, Tags> {
         match self.levels.as_deref() {
             Some(levels) if host_fits => Route::Levels(levels.call(flat(&self.chain))),
             _ => Route::Flat(self.path_if(host_fits, chain)),
@@ -270,11 +271,19 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<Option<Vec<V>>>> + 'a {
         let deadline = self.deadline();
         let mut x = Some(x);
-        let path = self
-            .path(|| tree::gather(self.t, &self.chain, root, x.take().expect("once"), deadline));
+        let route = self.route(true, tree::reserve, || {
+            tree::gather(self.t, &self.chain, root, x.take().expect("once"), deadline)
+        });
         let bytes = x.map(|x| encode(x, "a gather value"));
         async move {
-            match (path, bytes) {
+            let path = match (route, bytes) {
+                (Route::Levels(call), Some(bytes)) => {
+                    return Box::pin(call.gather_value(self, root, bytes, deadline)).await;
+                }
+                (Route::Flat(path), bytes) => (path, bytes),
+                (Route::Levels(_), None) => unreachable!("the value is kept for the levels"),
+            };
+            match path {
                 (Path::Host(team, seq), Some(bytes)) => {
                     let body =
                         async { values::gather_value(team, seq, root, bytes?, deadline).await };
@@ -294,9 +303,17 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<V>> + 'a {
         let deadline = self.deadline();
         let mut values = Some(values);
-        let path = self
-            .path(|| tree::scatter(self.t, &self.chain, root, values.take().flatten(), deadline));
+        let route = self.route(true, tree::reserve, || {
+            tree::scatter(self.t, &self.chain, root, values.take().flatten(), deadline)
+        });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let values = values.take().flatten();
+                    return Box::pin(call.scatter_value(self, root, values, deadline)).await;
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {
@@ -316,11 +333,19 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<Vec<V>>> + 'a {
         let deadline = self.deadline();
         let mut x = Some(x);
-        let path =
-            self.path(|| tree::allgather(self.t, &self.chain, x.take().expect("once"), deadline));
+        let route = self.route(true, tree::reserve_allgather, || {
+            tree::allgather(self.t, &self.chain, x.take().expect("once"), deadline)
+        });
         let bytes = x.map(|x| encode(x, "an allgather value"));
         async move {
-            match (path, bytes) {
+            let path = match (route, bytes) {
+                (Route::Levels(call), Some(bytes)) => {
+                    return Box::pin(call.allgather_value(self, bytes, deadline)).await;
+                }
+                (Route::Flat(path), bytes) => (path, bytes),
+                (Route::Levels(_), None) => unreachable!("the value is kept for the levels"),
+            };
+            match path {
                 (Path::Host(team, seq), Some(bytes)) => {
                     team.begin(seq, deadline).await?;
                     let out =

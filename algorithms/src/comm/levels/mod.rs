@@ -1,16 +1,20 @@
 //! A communicator of the whole job that spans several hosts runs its
-//! barrier, broadcasts, reduces and allreduces in two levels (issue 32): inside each
-//! host through the host's shared memory, across hosts on a chain of one
-//! leader per host, so a value crosses the network once per host instead
-//! of once per rank. The host's team is made with the world, without
-//! messages; the leaders' chain is split off by the first call that needs
-//! it, with tags the world reserved when it was made.
+//! barrier, broadcasts, reductions, gathers and scatters in two levels
+//! (issue 32): inside each host through the host's shared memory, across
+//! hosts on a chain of one leader per host, so a value crosses the network
+//! once per host instead of once per rank. The host's team is made with
+//! the world, without messages; the leaders' chain is split off by the
+//! first call that needs it, with tags the world reserved when it was
+//! made. This file holds the levels and the reductions; `gathers` the
+//! rest.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use bytemuck::Pod;
 use catena_fabric::{ContextId, Rank, Time, Transport};
+
+mod gathers;
 
 use super::buffers::{
     combine_pod, combine_tagged, fill, fill_folded, or_scratch, tagged, untagged, POISONED,
@@ -201,7 +205,7 @@ impl<'t, T: Transport> Levels<'t, T> {
     /// Takes the next two-level call, with the tags `flat` its flat path
     /// reserved; a collective calls this when it is called, before its
     /// first await.
-    pub(super) fn call(&self, flat: CallTags) -> LevelsCall<'_, 't, T> {
+    pub(super) fn call<F>(&self, flat: F) -> LevelsCall<'_, 't, T, F> {
         let k = self.calls.get();
         self.calls.set(k + 1);
         LevelsCall {
@@ -256,16 +260,23 @@ fn build_failed() -> Error {
     }
 }
 
+/// The leaders' chain calls each two-level call has: a scatter makes
+/// two (the hosts' sizes up, their runs of pieces down), the others one.
+const LEADER_CALLS: u64 = 2;
+
 impl Built {
-    /// Two-level call `k` on the leaders' chain, on a leader.
+    /// Leaders' call `part` (below [`LEADER_CALLS`]) of two-level call `k`,
+    /// on a leader.
     fn leaders_call<'c, T: Transport>(
         &'c self,
         t: &'c T,
-        k: u64,
+        (k, part): (u64, u64),
         deadline: Time,
     ) -> Option<Call<'c, T>> {
+        debug_assert!(part < LEADER_CALLS);
         let chain = self.leaders.as_ref()?;
-        let tags = CallTags::numbered(self.leader_base.wrapping_add(k as u32));
+        let number = k.wrapping_mul(LEADER_CALLS).wrapping_add(part) as u32;
+        let tags = CallTags::numbered(self.leader_base.wrapping_add(number));
         Some(Call::new(t, chain, tags, deadline))
     }
 }
@@ -291,15 +302,16 @@ async fn on_host<T: Transport, R>(
 }
 
 /// One collective on the levels, taken when it was called: its number,
-/// and the tags its flat path reserved (which a broadcast from a root other
-/// than rank 0 uses to send it there, when the levels serve it).
-pub(super) struct LevelsCall<'a, 't, T: Transport> {
+/// and the tags `F` its flat path reserved (which a call with a root other
+/// than rank 0 uses between the root and rank 0, when the levels serve
+/// it).
+pub(super) struct LevelsCall<'a, 't, T: Transport, F = CallTags> {
     levels: &'a Levels<'t, T>,
     k: u64,
-    flat: CallTags,
+    flat: F,
 }
 
-impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
+impl<'a, 't, T: Transport, F: Copy> LevelsCall<'a, 't, T, F> {
     /// The levels, building them with the reserved tags if no call has
     /// started to, else waiting for the call that did.
     async fn built(&self, comm: &Comm<'t, T>, deadline: Time) -> Result<Rc<Built>> {
@@ -362,11 +374,41 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         .await
     }
 
-    /// The flat path's call on the communicator's chain.
-    fn flat<'c>(&self, comm: &'c Comm<'t, T>, deadline: Time) -> Call<'c, T> {
-        Call::new(comm.t, &comm.chain, self.flat, deadline)
+    /// The value this host's leader holds (`Ok(Some)` there, `Ok(None)`
+    /// on the other members) on every member of the host, as this call's
+    /// second host call.
+    async fn leader_to_members<V: Value>(
+        &self,
+        built: &Built,
+        held: Result<Option<V>>,
+        deadline: Time,
+    ) -> Result<V> {
+        let (down, team) = (self.seqs().1, self.levels.team.as_ref());
+        let leads = built.leaders.is_some();
+        on_host(team, down, deadline, async {
+            let Some(team) = team else {
+                return held.map(|v| v.expect("alone, this member leads"));
+            };
+            // A leader that failed leaves its host's members to their
+            // deadline, as a flat call would.
+            let (value, own) = match (leads, held) {
+                (true, Ok(value)) => (value, Ok(())),
+                (true, Err(e)) => return Err(e),
+                (false, own) => (None, own.map(drop)),
+            };
+            let got = values::bcast_value(team, down, 0, value, deadline).await;
+            own.and(got)
+        })
+        .await
     }
 
+    /// The flat path's call on the communicator's chain.
+    fn flat<'c>(&self, comm: &'c Comm<'t, T>, deadline: Time) -> Call<'c, T, F> {
+        Call::new(comm.t, &comm.chain, self.flat, deadline)
+    }
+}
+
+impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
     /// See [`Comm::ibarrier`].
     pub(super) async fn barrier(self, comm: &Comm<'t, T>, deadline: Time) -> Result<()> {
         let Some(built) = self.serving(comm, false, deadline).await? else {
@@ -384,7 +426,7 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             }
         })
         .await;
-        let across = match (entered, built.leaders_call(comm.t, self.k, deadline)) {
+        let across = match (entered, built.leaders_call(comm.t, (self.k, 0), deadline)) {
             (Ok(()), Some(call)) => doubling::allreduce(call, (), |_, _| ()).await,
             (entered, _) => entered,
         };
@@ -432,7 +474,10 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
                 };
             }
         }
-        if let (Ok(held), Some(call)) = (&mut value, built.leaders_call(comm.t, self.k, deadline)) {
+        if let (Ok(held), Some(call)) = (
+            &mut value,
+            built.leaders_call(comm.t, (self.k, 0), deadline),
+        ) {
             let at_first = held.take().filter(|_| comm.rank() == 0);
             value = bcast_bytes_in(call, 0, at_first).await.map(Some);
         }
@@ -532,18 +577,99 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         if let Err(e) = check_root(comm, root) {
             return self.pass(deadline).await.and(Err(e));
         }
-        let (t, chain) = (comm.t, &comm.chain);
+        let t = comm.t;
         let down = self.seqs().1;
         let total = match (
             self.to_leader(x, &op, deadline).await,
-            built.leaders_call(t, self.k, deadline),
+            built.leaders_call(t, (self.k, 0), deadline),
         ) {
             (Ok(Some(total)), Some(call)) => reduce_with(call, 0, total, combine).await,
             (other, _) => other,
         };
         on_host(self.levels.team.as_ref(), down, deadline, async { Ok(()) }).await?;
+        self.to_root(comm, root, total?, deadline).await
+    }
+
+    /// See [`Comm::ireduce_into`]: up to each host's leader through host
+    /// memory, a tree reduce across the leaders to rank 0, then to the
+    /// root where it is another. A member's buffer of another length
+    /// poisons the fold: the root gets `Mismatch`, none waits.
+    pub(super) async fn reduce_into<E: Pod>(
+        self,
+        comm: &Comm<'t, T>,
+        root: u32,
+        (send, recv): (&[E], Option<&mut [E]>),
+        op: impl Fn(&E, &E) -> E,
+        deadline: Time,
+    ) -> Result<()> {
+        let fold = |a: Vec<u8>, b: Vec<u8>| {
+            user_code("a reduce operation", || combine_tagged::<E>(&a, &b, &op))
+        };
+        let Some(built) = self.serving(comm, true, deadline).await? else {
+            let flat = self.flat(comm, deadline);
+            return match (recv, reduce_with(flat, root, tagged(send), fold).await?) {
+                (Some(recv), Some(bytes)) => fill_folded(bytes, recv, send.len(), "a reduce"),
+                _ => Ok(()),
+            };
+        };
+        let holds = match (comm.rank() == root) == recv.is_some() {
+            true => Ok(()),
+            false => Err(Error::InvalidArgument(
+                "reduce takes a receive buffer on the root and none elsewhere".into(),
+            )),
+        };
+        if let Err(e) = check_root(comm, root).and(holds) {
+            return self.pass(deadline).await.and(Err(e));
+        }
+        let (up, down) = self.seqs();
+        let team = self.levels.team.as_ref();
+        let combine = |acc: &mut [u8], x: &[u8]| combine_pod(acc, x, &op);
+        let elems = send.len();
+        let send = bytemuck::cast_slice::<E, u8>(send);
+        // A leader folds its host's values into an accumulator of its own.
+        let mut acc = built.leaders.is_some().then(|| send.to_vec());
+        let reduced = on_host(team, up, deadline, async {
+            let Some(team) = team else { return Ok(()) };
+            let call = TeamCall {
+                team,
+                seq: up,
+                deadline,
+            };
+            let elem = std::mem::size_of::<E>();
+            host::reduce(call, 0, send, acc.as_deref_mut(), elem, &combine).await
+        })
+        .await;
+        let total = match (reduced, built.leaders_call(comm.t, (self.k, 0), deadline)) {
+            (Ok(()), None) => Ok(None),
+            (Ok(()), Some(call)) => {
+                let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
+                reduce_with(call, 0, mine, fold).await
+            }
+            // The root learns it: the poison folds into the others'.
+            (Err(Error::Mismatch { .. }), Some(call)) => {
+                reduce_with(call, 0, vec![POISONED], fold).await
+            }
+            (Err(e), _) => Err(e),
+        };
+        on_host(team, down, deadline, async { Ok(()) }).await?;
+        match (recv, self.to_root(comm, root, total?, deadline).await?) {
+            (Some(recv), Some(bytes)) => fill_folded(bytes, recv, elems, "a reduce"),
+            _ => Ok(()),
+        }
+    }
+
+    /// A result that rank 0 holds (`Some` there) on the root instead,
+    /// sent with the flat path's tags where the root is another.
+    async fn to_root<A: Value>(
+        &self,
+        comm: &Comm<'t, T>,
+        root: u32,
+        total: Option<A>,
+        deadline: Time,
+    ) -> Result<Option<A>> {
+        let (t, chain) = (comm.t, &comm.chain);
         let tag = self.flat.round(0)?;
-        match (comm.rank(), total?) {
+        match (comm.rank(), total) {
             (0, Some(total)) if root == 0 => Ok(Some(total)),
             (0, Some(total)) => {
                 let to = comm.world_rank_of(root)?;
@@ -571,28 +697,15 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         let Some(built) = self.serving(comm, in_order, deadline).await? else {
             return allreduce_in(self.flat(comm, deadline), x, op).await;
         };
-        let (down, team) = (self.seqs().1, self.levels.team.as_ref());
         let host_total = self.to_leader(x, &op, deadline).await;
-        let total = match (host_total, built.leaders_call(comm.t, self.k, deadline)) {
+        let total = match (
+            host_total,
+            built.leaders_call(comm.t, (self.k, 0), deadline),
+        ) {
             (Ok(Some(total)), Some(call)) => doubling::allreduce(call, total, &op).await.map(Some),
             (other, _) => other,
         };
-        let leads = built.leaders.is_some();
-        on_host(team, down, deadline, async {
-            let Some(team) = team else {
-                return total.map(|total| total.expect("alone, this member leads"));
-            };
-            // A leader that failed leaves its host's members to their
-            // deadline, as a flat allreduce would.
-            let (total, own) = match (leads, total) {
-                (true, Ok(total)) => (total, Ok(())),
-                (true, Err(e)) => return Err(e),
-                (false, own) => (None, own.map(drop)),
-            };
-            let got = values::bcast_value(team, down, 0, total, deadline).await;
-            own.and(got)
-        })
-        .await
+        self.leader_to_members(&built, total, deadline).await
     }
 
     /// See [`Comm::iallreduce_into`]. A member's buffer of another length
@@ -629,7 +742,7 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             host::reduce(call, 0, send, acc.as_deref_mut(), elem, &combine).await
         })
         .await;
-        let across = match (reduced, built.leaders_call(comm.t, self.k, deadline)) {
+        let across = match (reduced, built.leaders_call(comm.t, (self.k, 0), deadline)) {
             (Ok(()), None) => Ok(None),
             (Ok(()), Some(call)) => {
                 let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
