@@ -1,13 +1,13 @@
 //! The world's collectives across hosts, in two levels (inside each host,
 //! then across one leader per host), against sequential references: a
 //! barrier, broadcasts from every root, reduces and allreduces with a
-//! non-commutative operation (which shows the fold's order), gathers,
-//! scatters and allgathers of values and of buffers, on hosts of
-//! consecutive ranks and on hosts dealt ranks in turn (where the folds
-//! stay flat), calls joined before the levels are built, commutative folds
-//! (which take the levels on dealt hosts too), a member's buffer of another
-//! length, a bad root, a dup, and fewer messages than the flat path; and
-//! the references on real processes across fake hosts.
+//! non-commutative operation (which shows the fold's order), scans both
+//! ways, gathers, scatters and allgathers of values and of buffers, on
+//! hosts of consecutive ranks and on hosts dealt ranks in turn (where the
+//! folds stay flat), calls joined before the levels are built, commutative
+//! folds (which take the levels on dealt hosts too), a member's buffer of
+//! another length, bad roots, a dup, and fewer messages than the flat
+//! path; and the references on real processes across fake hosts.
 
 mod common;
 
@@ -123,6 +123,33 @@ async fn check<T: Transport>(t: &T) -> Result<()> {
             );
         }
     }
+    let words = |run: std::ops::Range<u32>| run.map(word).collect::<String>();
+    let cat = |a: &String, b: &String| format!("{a}{b}");
+    assert_eq!(world.iscan(word(rank), cat).await?, words(0..rank + 1));
+    let got = world.iexscan(word(rank), cat).await?;
+    assert_eq!(
+        got,
+        (rank > 0).then(|| words(0..rank)),
+        "rank {rank}: exscan"
+    );
+    let scan = world
+        .idouble_scan(matrix(rank, 1), word(rank), mul, cat)
+        .await?;
+    let product_of =
+        |run: std::ops::Range<u32>| run.fold([1, 0, 0, 1], |acc, r| mul(&acc, &matrix(r, 1)));
+    assert_eq!(
+        scan.inclusive_lr,
+        product_of(0..rank + 1),
+        "rank {rank}: scan"
+    );
+    assert_eq!(scan.exclusive_lr, (rank > 0).then(|| product_of(0..rank)));
+    assert_eq!(
+        scan.inclusive_rl,
+        words(rank..n),
+        "rank {rank}: scan right to left"
+    );
+    let want = (rank + 1 < n).then(|| words(rank + 1..n));
+    assert_eq!(scan.exclusive_rl, want, "rank {rank}: exscan right to left");
     let got = world.iallgather(&word(rank)).await?;
     assert_eq!(got, (0..n).map(word).collect::<Vec<_>>());
     let send = [rank, rank * rank];
@@ -223,7 +250,7 @@ fn two_levels_cross_the_network_once_a_host() {
 }
 
 #[test]
-fn gathers_and_scatters_cross_the_network_once_a_host() {
+fn gathers_scatters_and_scans_cross_the_network_once_a_host() {
     // As above, for the calls that move every member's value.
     let messages = |per_host| {
         let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(per_host);
@@ -241,6 +268,7 @@ fn gathers_and_scatters_cross_the_network_once_a_host() {
                 world
                     .ireduce_into(root, &[1u64], recv, |a, b| a + b)
                     .await?;
+                assert_eq!(world.iscan(1u32, |a, b| a + b).await?, rank + 1);
             }
             Ok(())
         })

@@ -40,38 +40,23 @@ pub(super) enum Route<'a, 't, T: Transport, F, Tags = CallTags> {
 }
 
 impl<'t, T: Transport> Comm<'t, T> {
-    /// [`Comm::path_if`] for a call the host levels can take: theirs where
-    /// the communicator has them (with the flat path's tags, `flat`
-    /// reserves them now, for the levels to fall back on).
+    /// Chooses how a call being made now runs (every member decides
+    /// alike): on the host levels where the communicator has them (`flat`
+    /// reserves the flat path's tags now, for the levels to fall back on),
+    /// else through the host team where it has one, else `chain()`, which
+    /// takes the call's tags. Where host memory cannot carry the call
+    /// (`host_fits`, the same on every member, e.g. from the element type)
+    /// it takes the chain.
     pub(super) fn route<F, Tags>(
         &self,
         host_fits: bool,
         flat: fn(&Chain) -> Tags,
         chain: impl FnOnce() -> F,
     ) -> Route<'_, 't, T, F, Tags> {
-        match self.levels.as_deref() {
-            Some(levels) if host_fits => Route::Levels(levels.call(flat(&self.chain))),
-            _ => Route::Flat(self.path_if(host_fits, chain)),
-        }
-    }
-
-    /// Chooses the path of a call being made now: the host team when the
-    /// communicator has one (every member decides alike), else `chain()`,
-    /// which takes the call's tags.
-    pub(super) fn path<F>(&self, chain: impl FnOnce() -> F) -> Path<'_, 't, T, F> {
-        self.path_if(true, chain)
-    }
-
-    /// [`Comm::path`] where the host team can carry the call only if
-    /// `host_fits` (the same on every member, e.g. from the element type).
-    pub(super) fn path_if<F>(
-        &self,
-        host_fits: bool,
-        chain: impl FnOnce() -> F,
-    ) -> Path<'_, 't, T, F> {
-        match &self.team {
-            Some(team) if host_fits => Path::Host(team, team.call()),
-            _ => Path::Chain(Box::pin(chain())),
+        match (self.levels.as_deref(), &self.team) {
+            (Some(levels), _) if host_fits => Route::Levels(levels.call(flat(&self.chain))),
+            (_, Some(team)) if host_fits => Route::Flat(Path::Host(team, team.call())),
+            _ => Route::Flat(Path::Chain(Box::pin(chain()))),
         }
     }
 
@@ -245,11 +230,19 @@ impl<'t, T: Transport> Comm<'t, T> {
     ) -> impl Future<Output = Result<DoubleScan<A, B>>> + 'a {
         let deadline = self.deadline();
         let mut args = Some((x, y, op_lr, op_rl));
-        let path = self.path(|| {
+        let route = self.route(true, Chain::next_call, || {
             let (x, y, op_lr, op_rl) = args.take().expect("taken once");
             scan::double_scan(self.t, &self.chain, x, y, op_lr, op_rl, deadline)
         });
         async move {
+            let path = match route {
+                Route::Levels(call) => {
+                    let (x, y, op_lr, op_rl) = args.take().expect("taken once");
+                    let scan = call.double_scan(self, (x, y), op_lr, op_rl, deadline);
+                    return Box::pin(scan).await;
+                }
+                Route::Flat(path) => path,
+            };
             match path {
                 Path::Chain(call) => call.await,
                 Path::Host(team, seq) => {

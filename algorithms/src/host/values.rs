@@ -64,7 +64,7 @@ fn fold_owned<A>(values: Vec<A>, op: &impl Fn(&A, &A) -> A) -> Result<A> {
 }
 
 /// x_0 ⊕ … ⊕ x_(n-1) of at least one value.
-fn fold<A: Clone>(values: &[A], op: &impl Fn(&A, &A) -> A) -> Result<A> {
+pub(crate) fn fold<A: Clone>(values: &[A], op: &impl Fn(&A, &A) -> A) -> Result<A> {
     let mut acc = values[0].clone();
     for x in &values[1..] {
         acc = user_code("a scan operation", || op(&acc, x))?;
@@ -117,18 +117,44 @@ where
     A: Serialize + DeserializeOwned + Clone,
     B: Serialize + DeserializeOwned + Clone,
 {
-    let me = team.me() as usize;
-    let bytes = encode(&(&x, &y), "a scan value")?;
+    let (xs, ys) = swap_pairs(team, seq, &x, &y, deadline).await?;
+    double_scan_among(&xs, &ys, team.me() as usize, &op_lr, &op_rl)
+}
+
+/// Every member's `x` and `y`, in rank order, on every member.
+pub(crate) async fn swap_pairs<T, A, B>(
+    team: &Team<'_, T>,
+    seq: u64,
+    x: &A,
+    y: &B,
+    deadline: Time,
+) -> Result<(Vec<A>, Vec<B>)>
+where
+    T: HostMemory,
+    A: Serialize + DeserializeOwned,
+    B: Serialize + DeserializeOwned,
+{
+    let bytes = encode(&(x, y), "a scan value")?;
     let all = allgather_any(team, seq, &bytes, deadline).await?;
     let pairs: Vec<(A, B)> = decode_all(&all, "a scan value")?;
-    let xs: Vec<A> = pairs.iter().map(|(x, _)| x.clone()).collect();
-    let ys: Vec<B> = pairs.into_iter().map(|(_, y)| y).collect();
-    let exclusive_lr = (me > 0).then(|| fold(&xs[..me], &op_lr)).transpose()?;
-    let inclusive_lr = fold(&xs[..=me], &op_lr)?;
+    Ok(pairs.into_iter().unzip())
+}
+
+/// Member `me`'s double scan of the members' `xs` and `ys` (at least
+/// one each).
+pub(crate) fn double_scan_among<A: Clone, B: Clone>(
+    xs: &[A],
+    ys: &[B],
+    me: usize,
+    op_lr: &impl Fn(&A, &A) -> A,
+    op_rl: &impl Fn(&B, &B) -> B,
+) -> Result<DoubleScan<A, B>> {
+    let exclusive_lr = (me > 0).then(|| fold(&xs[..me], op_lr)).transpose()?;
+    let inclusive_lr = fold(&xs[..=me], op_lr)?;
     let exclusive_rl = (me + 1 < ys.len())
-        .then(|| fold(&ys[me + 1..], &op_rl))
+        .then(|| fold(&ys[me + 1..], op_rl))
         .transpose()?;
-    let inclusive_rl = fold(&ys[me..], &op_rl)?;
+    let inclusive_rl = fold(&ys[me..], op_rl)?;
     Ok(DoubleScan {
         inclusive_lr,
         exclusive_lr,

@@ -5,8 +5,8 @@
 //! once per host instead of once per rank. The host's team is made with
 //! the world, without messages; the leaders' chain is split off by the
 //! first call that needs it, with tags the world reserved when it was
-//! made. This file holds the levels and the reductions; `gathers` the
-//! rest.
+//! made. This file holds the levels and the reductions; `gathers` and
+//! `scans` the rest.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -15,6 +15,7 @@ use bytemuck::Pod;
 use catena_fabric::{ContextId, Rank, Time, Transport};
 
 mod gathers;
+mod scans;
 
 use super::buffers::{
     combine_pod, combine_tagged, fill, fill_folded, or_scratch, tagged, untagged, POISONED,
@@ -376,7 +377,7 @@ impl<'a, 't, T: Transport, F: Copy> LevelsCall<'a, 't, T, F> {
 
     /// The value this host's leader holds (`Ok(Some)` there, `Ok(None)`
     /// on the other members) on every member of the host, as this call's
-    /// second host call.
+    /// second host call; `Ok` only where `held` is.
     async fn leader_to_members<V: Value>(
         &self,
         built: &Built,
