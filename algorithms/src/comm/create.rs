@@ -11,11 +11,12 @@ use crate::call::Call;
 use catena_fabric::{Blocking, Rank, Tag, Transport};
 use serde::{Deserialize, Serialize};
 
+use super::levels::Levels;
 use super::{merge, Comm};
 use crate::chain::{CallTags, Chain, Neighbours};
 use crate::context::{channel, Channel, Proposal};
 use crate::groupmap::GroupMap;
-use crate::host::{Claim, MAX_MEMBERS};
+use crate::host::{Claim, MAX_MEMBERS, NO_REGION};
 use crate::scan::allreduce_in;
 use crate::{Error, Result};
 
@@ -80,7 +81,8 @@ struct Place {
 }
 
 /// The direct construction's votes: the creation's, and each member's
-/// place (by group rank) while the group is small enough for one host.
+/// place (by group rank) while the group is small enough for teams and
+/// each member shares its host with another.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct DirectVotes {
     votes: Votes,
@@ -194,27 +196,27 @@ impl<'t, T: Transport> Comm<'t, T> {
             let Some(rank) = my_rank(self.t, &map, tag)? else {
                 return Ok(None);
             };
-            let (chain, team) = match algorithm {
+            match algorithm {
                 CreateAlgorithm::Direct => {
                     let t = self.t;
                     let g = map.len();
-                    // A group on this host offers each member's region in the
-                    // same allreduce, for a team of its own.
-                    let local = (2..=MAX_MEMBERS).contains(&g)
-                        && map.iter().all(|r| t.host_ranks().binary_search(&r).is_ok());
-                    let claim = Claim::new(t, if local { g } else { 0 });
-                    let mut places = vec![
-                        None;
-                        if claim.offer().is_some() {
-                            g as usize
-                        } else {
-                            0
-                        }
-                    ];
-                    if let Some(region) = claim.offer() {
+                    // A group small enough for teams whose members each
+                    // share their host with another offers each member's
+                    // place in the same allreduce (a member that does not
+                    // offers none, and the merge drops them all): a team of
+                    // its own where it is on this host, a team on each host
+                    // where it spans hosts.
+                    let here = match (2..=MAX_MEMBERS).contains(&g) {
+                        true => members_here(t, &map),
+                        false => Vec::new(),
+                    };
+                    let offers = here.len() >= 2;
+                    let claim = Claim::new(t, here.len() as u32);
+                    let mut places = vec![None; if offers { g as usize } else { 0 }];
+                    if offers {
                         places[rank as usize] = Some(Place {
                             host: t.host(),
-                            region,
+                            region: claim.offer().unwrap_or(NO_REGION),
                         });
                     }
                     let mine = DirectVotes { votes, places };
@@ -229,29 +231,56 @@ impl<'t, T: Transport> Comm<'t, T> {
                     let context = all.votes.check(t.size())?;
                     let chain = chain_of(&map, rank, (0, g), context)?;
                     let places: Option<Vec<Place>> = all.places.iter().copied().collect();
-                    let team = match places {
-                        Some(places)
-                            if places.len() == g as usize
-                                && places.iter().all(|p| p.host == t.host()) =>
-                        {
-                            let ranks: Vec<Rank> = map.iter().collect();
-                            let regions = places.iter().map(|p| p.region);
-                            claim.into_team(ranks, regions, rank, context)?
-                        }
-                        _ => None,
-                    };
-                    (chain, team)
+                    let places = places.filter(|p| offers && p.len() == g as usize);
+                    let comm = self.derived(chain, Some(map));
+                    match places {
+                        Some(places) => comm.with_places(claim, &here, &places).map(Some),
+                        None => Ok(Some(comm)),
+                    }
                 }
-                CreateAlgorithm::RecursiveMerge => (
-                    merge::create(self.t, &map, rank, context, tag, votes, deadline).await?,
-                    None,
-                ),
-            };
-            let mut comm = self.derived(chain, Some(map));
-            comm.team = team.map(Box::new);
-            Ok(Some(comm))
+                CreateAlgorithm::RecursiveMerge => {
+                    let chain =
+                        merge::create(self.t, &map, rank, context, tag, votes, deadline).await?;
+                    Ok(Some(self.derived(chain, Some(map))))
+                }
+            }
         }
     }
+
+    /// A created communicator with the `places` its members offered (group
+    /// order; `here` its ranks on this host, this member's region held by
+    /// `claim`): a team where they are all on this host, two levels where
+    /// they span hosts.
+    fn with_places(mut self, claim: Claim<'t, T>, here: &[u32], places: &[Place]) -> Result<Self> {
+        let (t, rank) = (self.t, self.rank());
+        if here.iter().any(|&m| places[m as usize].host != t.host()) {
+            return Err(Error::Mismatch {
+                what: "a new group's places: a member of this host offered another's".into(),
+            });
+        }
+        let map = self.map.get().expect("given at creation");
+        let ranks: Vec<Rank> = here
+            .iter()
+            .map(|&m| map.select(m))
+            .collect::<Result<_, _>>()?;
+        let regions: Vec<u64> = here.iter().map(|&m| places[m as usize].region).collect();
+        if here.len() < places.len() {
+            let levels = Levels::of_group(t, &self.chain, claim, here, (ranks, regions))?;
+            self.levels = Some(levels);
+        } else if !regions.contains(&NO_REGION) {
+            let team = claim.into_team(ranks, regions, rank, self.chain.context())?;
+            self.team = team.map(Box::new);
+        }
+        Ok(self)
+    }
+}
+
+/// The group ranks of `map` whose processes share this host.
+fn members_here<T: Transport>(t: &T, map: &GroupMap) -> Vec<u32> {
+    let host = t.host_ranks();
+    (0..map.len())
+        .filter(|&m| map.select(m).is_ok_and(|r| host.binary_search(&r).is_ok()))
+        .collect()
 }
 
 /// The blocking form.

@@ -1,7 +1,8 @@
 //! A communicator's rank-to-world map and the local lookups through it.
 //! The world's is a stride and create_group's the caller's; one made by
 //! split or dup in host memory is listed from its team's member list
-//! ([`listed`]); any other made by split or dup is loaded by the named
+//! ([`listed`]), and a split's in two levels from its members' places;
+//! any other made by split or dup is loaded by the named
 //! collective `group_map`, one allgather of the members' world ranks, then
 //! compressed (Hybrid, so both directions stay fast).
 
@@ -80,7 +81,7 @@ fn load_failed() -> Error {
 /// The members' world ranks must list this group as the chain sees it:
 /// one per member, and this process at its own rank (a peer's garbage
 /// fails here, or in the map's own checks of range and repeats).
-fn check_listed(ranks: &[Rank], size: u32, rank: u32, me: Rank) -> Result<()> {
+pub(super) fn check_listed(ranks: &[Rank], size: u32, rank: u32, me: Rank) -> Result<()> {
     if ranks.len() != size as usize || ranks.get(rank as usize) != Some(&me) {
         return Err(Error::Mismatch {
             what: format!(
@@ -96,10 +97,10 @@ fn check_listed(ranks: &[Rank], size: u32, rank: u32, me: Rank) -> Result<()> {
 
 impl<'t, T: Transport> Comm<'t, T> {
     /// The group's rank-to-world map, and the one call that loads it. On a
-    /// communicator made by split or dup outside host memory the first call
-    /// is collective (every member makes it at the same point of its
-    /// calls): one allgather of world ranks, O(size) time once. Later calls
-    /// and every other communicator answer at once. The lookups
+    /// communicator made by split or dup outside host memory (and not in
+    /// two levels) the first call is collective (every member makes it at
+    /// the same point of its calls): one allgather of world ranks, O(size)
+    /// time once. Later calls and every other communicator answer at once. The lookups
     /// (`world_rank_of`, `group_rank_of`, `translate`, `send`, `recv`) are
     /// local and refuse to run before it.
     pub fn igroup_map(&self) -> impl Future<Output = Result<&GroupMap>> + '_ {

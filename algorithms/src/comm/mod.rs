@@ -70,14 +70,14 @@ pub struct Comm<'t, T: Transport> {
     /// The members' shared memory, when they all share this host: the
     /// collectives run through it instead of the chain.
     team: Option<Box<Team<'t, T>>>,
-    /// Where the members span several hosts (a communicator of the whole
-    /// job): the host levels its barrier, broadcasts, reduces and
-    /// allreduces take.
+    /// Where the members span several hosts (the whole job, its dups, and
+    /// a split or created group of at most `MAX_MEMBERS` whose members
+    /// offered places): the host levels its collectives take.
     levels: Option<Box<Levels<'t, T>>>,
     timeout: Duration,
     algorithm: Algorithm,
-    /// The rank-to-world map: given at creation, listed from the team, or
-    /// loaded by `group_map`.
+    /// The rank-to-world map: given at creation, listed from the team or
+    /// the places a split's members offered, or loaded by `group_map`.
     map: OnceCell<GroupMap>,
     /// Whether `group_map` is loading the map.
     loading: Cell<map::Loading>,
@@ -90,9 +90,8 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// When every rank shares this host, the first world of a process
     /// takes the host's shared memory for its collectives (every rank
     /// decides alike from the job's shape); across hosts it runs its
-    /// barrier, broadcasts, reduces and allreduces in two levels, inside
-    /// each host and across one leader per host (built by the first such
-    /// call). Later worlds of the same process run the chain algorithms,
+    /// collectives in two levels, inside each host and across one leader
+    /// per host (built by the first such call). Later worlds of the same process run the chain algorithms,
     /// so make one and dup it.
     pub fn world(t: &'t T) -> Comm<'t, T> {
         let map = GroupMap::world_group(t.size());
@@ -413,8 +412,9 @@ impl<'t, T: Transport> Comm<'t, T> {
         offered.offer().map(|region| Offer { region })
     }
 
-    /// The communicator of a chain split's `split`, in host memory where
-    /// its group is on this host and every member offered a region.
+    /// The communicator of a chain split's `split`, where every member
+    /// offered a region: in host memory where its group is on this host,
+    /// in two levels where it spans hosts (a team of its members on each).
     fn member_of(&self, split: Split, claim: Claim<'t, T>) -> Result<Option<Comm<'t, T>>> {
         let Split::Member(group) = split else {
             return Ok(None);
@@ -422,13 +422,26 @@ impl<'t, T: Transport> Comm<'t, T> {
         let Some(places) = group.places else {
             return Ok(Some(self.derived(group.chain, None)));
         };
+        let (t, rank, context) = (self.t, group.chain.rank(), group.chain.context());
         let ranks: Vec<_> = places.iter().map(|p| p.rank).collect();
-        let regions = places.iter().map(|p| p.region);
-        let (rank, context) = (group.chain.rank(), group.chain.context());
-        let team = claim.into_team(ranks, regions, rank, context)?;
-        // The map is made from the team's list on the first lookup.
-        let mut comm = self.derived(group.chain, None);
-        comm.team = team.map(Box::new);
+        map::check_listed(&ranks, group.chain.size(), rank, t.rank())?;
+        let here: Vec<u32> = (0..places.len() as u32)
+            .filter(|&m| places[m as usize].host == t.host())
+            .collect();
+        if here.len() == places.len() {
+            let regions = places.iter().map(|p| p.region);
+            let team = claim.into_team(ranks, regions, rank, context)?;
+            // The map is made from the team's list on the first lookup.
+            let mut comm = self.derived(group.chain, None);
+            comm.team = team.map(Box::new);
+            return Ok(Some(comm));
+        }
+        let of_here = |m: &u32| places[*m as usize];
+        let ranks_here = here.iter().map(|m| of_here(m).rank).collect();
+        let regions_here = here.iter().map(|m| of_here(m).region).collect();
+        let mut comm = self.derived(group.chain, map::listed(t.size(), &ranks));
+        let levels = Levels::of_group(t, &comm.chain, claim, &here, (ranks_here, regions_here))?;
+        comm.levels = Some(levels);
         Ok(Some(comm))
     }
 }

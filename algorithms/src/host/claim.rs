@@ -7,6 +7,11 @@ use catena_fabric::{ContextId, HostMemory, HostRegion, Rank};
 use super::{Layout, Team, MAX_MEMBERS};
 use crate::Result;
 
+/// Where a member that has no region for a group's team says so (its
+/// arena had no room, or the group has no team on its host): the group
+/// gets no team there.
+pub(crate) const NO_REGION: u64 = u64::MAX;
+
 /// A region held for a group of at most some number of members.
 pub(crate) struct Claim<'t, T: HostMemory> {
     t: &'t T,

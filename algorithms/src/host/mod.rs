@@ -33,7 +33,7 @@ pub(crate) use allgather::{allgather, allgather_any};
 pub(crate) use allreduce::allreduce;
 pub(crate) use barrier::barrier;
 pub(crate) use bcast::{bcast, poison as poison_bcast, Value};
-pub(crate) use claim::Claim;
+pub(crate) use claim::{Claim, NO_REGION};
 pub(crate) use gather::{gather, gather_any};
 pub(crate) use gathered::Gathered;
 pub(crate) use layout::{Layout, MAX_MEMBERS};

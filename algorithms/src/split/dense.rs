@@ -21,11 +21,8 @@ use crate::codec::{decode, encode_appended, Wire};
 use crate::context::Proposal;
 use crate::error::user_code;
 use crate::groupmap::GroupMap;
-use crate::host::{allgather_any, Claim, Team, TeamCall};
+use crate::host::{allgather_any, Claim, Team, TeamCall, NO_REGION};
 use crate::{Error, Result};
-
-/// No region: its owner's arena had no room, so its group gets no team.
-const NO_REGION: u64 = u64::MAX;
 
 /// What each member tells every other (as bytes: fixed fields, then the
 /// color, the key and the reason for a refusal, read in place).

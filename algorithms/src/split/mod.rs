@@ -229,8 +229,9 @@ pub struct Group {
     pub id: u32,
     /// How many groups the split made.
     pub count: u32,
-    /// Every member's place, in group order, where the group is on one host
-    /// and its members offered regions for a team.
+    /// Every member's place, in group order, where its members offered
+    /// regions for a team (a group of at most `MAX_MEMBERS` on hosts of
+    /// several ranks).
     pub(crate) places: Option<Box<[numbering::Place]>>,
 }
 

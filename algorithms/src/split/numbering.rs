@@ -18,8 +18,8 @@ use crate::Result;
 
 /// Takes the tags of one call on the parent; the new chain is the member's
 /// alone until the split returns it. A member that `offer`s a region of its
-/// host arena learns every member's, where the whole group is on its host
-/// and every member offered one (in the same allreduce that numbers it).
+/// host arena learns every member's place, where every member offered one
+/// (in the same allreduce that numbers it).
 pub(crate) async fn number<T: Transport>(
     call: Call<'_, T>,
     placement: Option<Placement>,
@@ -84,9 +84,9 @@ pub(crate) async fn number<T: Transport>(
     }))
 }
 
-/// The group's number, and every member's place where all of them are on
-/// this host and offered a region, from one allreduce on the new chain
-/// (`mine`: the number if this member leads).
+/// The group's number, and every member's place where all of them
+/// offered a region, from one allreduce on the new chain (`mine`: the
+/// number if this member leads).
 async fn number_placed<T: Transport>(
     t: &T,
     chain: &Chain,
@@ -114,8 +114,7 @@ async fn number_placed<T: Transport>(
     let id = all.id.expect("every group has a leader");
     let places = all
         .places
-        .and_then(|p| p.into_iter().collect::<Option<Box<[Place]>>>())
-        .filter(|p| p.iter().all(|place| place.host == t.host()));
+        .and_then(|p| p.into_iter().collect::<Option<Box<[Place]>>>());
     Ok((id, places))
 }
 

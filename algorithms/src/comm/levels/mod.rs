@@ -27,7 +27,7 @@ use crate::chain::{CallTags, Chain};
 use crate::codec::{decode, encode};
 use crate::doubling;
 use crate::error::user_code;
-use crate::host::{self, values, Claim, Team, TeamCall};
+use crate::host::{self, values, Claim, Team, TeamCall, NO_REGION};
 use crate::once::{taken_once, Once};
 use crate::scan::{allreduce_in, double_scan_in};
 use crate::split::{self, Algorithm, Color, Key, Request, Split};
@@ -41,9 +41,45 @@ pub(super) struct Levels<'t, T: Transport> {
     team: Option<Team<'t, T>>,
     state: RefCell<State>,
     /// Two-level calls taken so far: call k has the host team's sequence
-    /// numbers 2k + 1 and 2k + 2 and the leaders' chain's call
-    /// `leader_base + k`, whichever path it takes in the end.
+    /// numbers 2k + 1 and 2k + 2 and the leaders' chain's calls
+    /// `leader_base + 2k` and `+ 2k + 1`, whichever path it takes in the
+    /// end.
     calls: Cell<u64>,
+    /// This member's place on its host, which a dup shares.
+    host: HostPart,
+}
+
+/// The communicator's members on this member's host, as this member sees
+/// them when the communicator is made.
+#[derive(Clone, Copy, Debug)]
+struct HostPart {
+    /// This member is the first of them: it leads the host.
+    leads: bool,
+    /// How many there are.
+    members: u32,
+    /// They hold consecutive ranks of the communicator.
+    consecutive: bool,
+}
+
+impl HostPart {
+    /// The part of member `me` whose host holds the communicator's ranks
+    /// `here` (ascending, `me` among them).
+    fn of(here: &[u32], me: u32) -> HostPart {
+        HostPart {
+            leads: here.first() == Some(&me),
+            members: here.len() as u32,
+            consecutive: here.windows(2).all(|w| w[1] == w[0] + 1),
+        }
+    }
+
+    /// This member's part of the shape, its host having a team or not.
+    fn shape(self, team: bool) -> Shape {
+        Shape {
+            teams: team || self.members == 1,
+            shared: self.members > 1,
+            ordered: self.consecutive,
+        }
+    }
 }
 
 /// Where the levels' build stands (see [`crate::once`]; it holds no borrow
@@ -58,6 +94,8 @@ struct Reservation {
     shape: CallTags,
     /// This member's part of the shape.
     mine: Shape,
+    /// Whether this member leads its host.
+    leads: bool,
 }
 
 /// The built levels.
@@ -91,20 +129,7 @@ struct Shape {
     ordered: bool,
 }
 
-/// Where a member that has no region for a dup's team says so.
-const NO_REGION: u64 = u64::MAX;
-
 impl Shape {
-    /// A member's part, on a host of `ranks` (ascending) that has a team
-    /// or not.
-    fn of_host(ranks: &[Rank], team: bool) -> Shape {
-        Shape {
-            teams: team || ranks.len() == 1,
-            shared: ranks.len() > 1,
-            ordered: ranks.windows(2).all(|w| w[1] == w[0] + 1),
-        }
-    }
-
     fn combine(a: &Shape, b: &Shape) -> Shape {
         Shape {
             teams: a.teams && b.teams,
@@ -121,24 +146,52 @@ impl Shape {
 }
 
 impl<'t, T: Transport> Levels<'t, T> {
-    /// Levels with the host's `team` and this member's `mine` part of the
-    /// shape, the build's tags reserved on `chain` now.
+    /// Levels with the host's `team` (where its members have one) and this
+    /// member's `host`, the build's tags reserved on `chain` now.
     fn reserved(
         t: &T,
         chain: &Chain,
         team: Option<Team<'t, T>>,
-        mine: Shape,
+        host: HostPart,
     ) -> Box<Levels<'t, T>> {
         let reservation = Reservation {
             leaders: split::Reserved::on(t, chain),
             shape: chain.next_call(),
-            mine,
+            mine: host.shape(team.is_some()),
+            leads: host.leads,
         };
         Box::new(Levels {
             team,
             state: RefCell::new(Once::Reserved(Box::new(reservation))),
             calls: Cell::new(0),
+            host,
         })
+    }
+
+    /// The levels of a new communicator on `chain` that spans hosts: its
+    /// members on this host, its ranks `here` (ascending, this member's
+    /// `rank` among them), world ranks `ranks`, offered `regions` (this
+    /// member's held by `claim`) for a team of theirs, which they make where
+    /// each has one ([`NO_REGION`] where one has none).
+    pub(super) fn of_group(
+        t: &'t T,
+        chain: &Chain,
+        claim: Claim<'t, T>,
+        here: &[u32],
+        (ranks, regions): (Vec<Rank>, Vec<u64>),
+    ) -> Result<Box<Levels<'t, T>>> {
+        let rank = chain.rank();
+        let me = here
+            .iter()
+            .position(|&m| m == rank)
+            .ok_or_else(|| Error::Mismatch {
+                what: format!("a new group's places: this member's rank {rank} is on another host"),
+            })?;
+        let team = match regions.contains(&NO_REGION) {
+            true => None,
+            false => claim.into_team(ranks, regions, me as u32, chain.context())?,
+        };
+        Ok(Levels::reserved(t, chain, team, HostPart::of(here, rank)))
     }
 
     /// The levels of the world on `chain`, if the job spans several hosts
@@ -152,8 +205,12 @@ impl<'t, T: Transport> Levels<'t, T> {
             return None;
         }
         let team = Team::of_host(t)?;
-        let mine = Shape::of_host(ranks, team.is_some());
-        Some(Levels::reserved(t, chain, team, mine))
+        Some(Levels::reserved(
+            t,
+            chain,
+            team,
+            HostPart::of(ranks, t.rank()),
+        ))
     }
 
     /// Takes a call that makes a dup's levels ([`Levels::of_dup`]); a dup
@@ -177,7 +234,6 @@ impl<'t, T: Transport> Levels<'t, T> {
         context: ContextId,
         deadline: Time,
     ) -> Result<Box<Levels<'t, T>>> {
-        let ranks = t.host_ranks();
         let (up, down) = seqs(k);
         let team = match &self.team {
             None => None,
@@ -199,8 +255,7 @@ impl<'t, T: Transport> Levels<'t, T> {
                 }
             }
         };
-        let mine = Shape::of_host(ranks, team.is_some());
-        Ok(Levels::reserved(t, chain, team, mine))
+        Ok(Levels::reserved(t, chain, team, self.host))
     }
 
     /// Takes the next two-level call, with the tags `flat` its flat path
@@ -217,16 +272,14 @@ impl<'t, T: Transport> Levels<'t, T> {
     }
 }
 
-/// The build: the leaders' split (a member knows whether it leads from
-/// its host's ranks), then the agreement on the shape.
+/// The build: the leaders' split, then the agreement on the shape.
 async fn build<T: Transport>(
     t: &T,
     chain: &Chain,
     reservation: Reservation,
     deadline: Time,
 ) -> Result<Built> {
-    let leads = t.host_ranks().first() == Some(&t.rank());
-    let color = match leads {
+    let color = match reservation.leads {
         true => Color::Is(()),
         false => Color::NotMember,
     };
