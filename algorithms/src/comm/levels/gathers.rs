@@ -131,41 +131,29 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         values: Option<Run>,
         deadline: Time,
     ) -> Result<Vec<u8>> {
-        let (t, chain) = (comm.t, &comm.chain);
+        let t = comm.t;
         let (up, down) = self.seqs();
         let team = self.levels.team.as_ref();
         on_host(team, up, deadline, async { Ok(()) }).await?;
-        let mut held = Ok(values);
-        if root != 0 {
-            let tag = self.flat.round(0)?;
-            if let (true, Ok(Some(values))) = (comm.rank() == root, &held) {
-                let sent = match comm.world_rank_of(0) {
-                    Ok(first) => chain.send(t, first, tag, values, deadline).await,
-                    Err(e) => Err(e),
-                };
-                held = sent.map(|()| None);
-            } else if comm.rank() == 0 {
-                held = match comm.world_rank_of(root) {
-                    Ok(from) => chain.recv(t, from, tag, deadline).await.map(Some),
-                    Err(e) => Err(e),
-                };
-            }
-        }
+        let held = self.to_first(comm, root, values, deadline).await;
         let members = team.map_or(1, |team| team.size());
-        let run = match (held, built.leaders_call(t, (self.k, 0), deadline)) {
-            (Ok(values), Some(sizes_call)) => {
+        let run = match (
+            held,
+            built.leaders_call(t, (self.k, 0), deadline),
+            built.leaders_call(t, (self.k, 1), deadline),
+        ) {
+            (Ok(values), Some(sizes_call), Some(deal)) => {
                 let sizes = reduce_with(sizes_call, 0, vec![u64::from(members)], joined).await;
                 let runs = match (sizes, values) {
                     (Ok(Some(sizes)), Some(values)) => cut(values, &sizes).map(Some),
                     (sizes, _) => sizes.map(|_| None),
                 };
-                match (runs, built.leaders_call(t, (self.k, 1), deadline)) {
-                    (Ok(runs), Some(deal)) => scatter_in::<T, Run>(deal, 0, runs).await.map(Some),
-                    (Err(e), _) => Err(e),
-                    (Ok(_), None) => unreachable!("a leader has the leaders' chain"),
+                match runs {
+                    Ok(runs) => scatter_in::<T, Run>(deal, 0, runs).await.map(Some),
+                    Err(e) => Err(e),
                 }
             }
-            (held, _) => held.map(|_| None),
+            (held, ..) => held.map(|_| None),
         };
         let leads = built.leaders.is_some();
         on_host(team, down, deadline, async {

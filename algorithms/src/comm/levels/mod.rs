@@ -712,6 +712,32 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         }
     }
 
+    /// A value that the root holds (`Some` there) on rank 0 instead, sent
+    /// with the flat path's tags where the root is another.
+    async fn to_first<V: Value>(
+        &self,
+        comm: &Comm<'t, T>,
+        root: u32,
+        value: Option<V>,
+        deadline: Time,
+    ) -> Result<Option<V>> {
+        let (t, chain) = (comm.t, &comm.chain);
+        let tag = self.flat.round(0)?;
+        match (comm.rank(), value) {
+            (_, value) if root == 0 => Ok(value),
+            (me, Some(value)) if me == root => {
+                let to = comm.world_rank_of(0)?;
+                chain.send(t, to, tag, &value, deadline).await?;
+                Ok(None)
+            }
+            (0, _) => {
+                let from = comm.world_rank_of(root)?;
+                chain.recv(t, from, tag, deadline).await.map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// A result that rank 0 holds (`Some` there) on the root instead,
     /// sent with the flat path's tags where the root is another.
     async fn to_root<A: Value>(
