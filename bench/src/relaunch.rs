@@ -28,7 +28,7 @@ pub fn run_under_mpiexec(
 ) -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("catena-bench {subcommand}: MPICH under mpiexec -n {ranks} ...");
     let status = std::process::Command::new("mpiexec")
-        .args(hosts.mpiexec_args())
+        .args(hosts.mpiexec_args(ranks))
         .arg("-n")
         .arg(ranks.to_string())
         .arg(std::env::current_exe()?)

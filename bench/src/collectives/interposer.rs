@@ -69,7 +69,7 @@ fn median(values: &mut [f64]) -> f64 {
 fn run(args: &Args, program: &Path, preload: Option<&Path>) -> Result<f64> {
     let mut mpiexec = Command::new("mpiexec");
     mpiexec
-        .args(args.job.hosts.mpiexec_args())
+        .args(args.job.hosts.mpiexec_args(args.job.ranks))
         .arg("-n")
         .arg(args.job.ranks.to_string());
     if let Some(library) = preload {

@@ -406,7 +406,7 @@ fn run_mpiexec(args: &Args) -> Result<()> {
     );
     let mut mpiexec = std::process::Command::new("mpiexec");
     mpiexec
-        .args(args.job.hosts.mpiexec_args())
+        .args(args.job.hosts.mpiexec_args(args.job.ranks))
         .arg("-n")
         .arg(args.job.ranks.to_string());
     if args.provider != catena_fabric::AUTO {

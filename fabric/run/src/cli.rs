@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use crate::launch::{launch, LaunchSpec};
+use crate::launch::{launch, LaunchSpec, Placement};
 
 /// What a command returns: the exit code to leave with, or an error to print.
 pub type Outcome = Result<u8, Box<dyn std::error::Error>>;
@@ -45,9 +45,15 @@ pub fn run(args: LaunchArgs, who: &str) -> Outcome {
 /// that spans hosts, started through a proxy on each.
 #[derive(clap::Args, Debug, Default)]
 pub struct HostArgs {
-    /// Run on these hosts, rank r on host r mod hosts (as `mpiexec -hosts`).
+    /// Run on these hosts.
     #[arg(long, value_delimiter = ',')]
     pub hosts: Vec<String>,
+    /// Which ranks each host runs: `cyclic`, rank r on host r mod hosts
+    /// (as `mpiexec -hosts`), or `block`, consecutive ranks on each (as
+    /// Slurm's block distribution), where the collectives that fold in rank
+    /// order take two levels across hosts.
+    #[arg(long, value_enum, default_value_t = Placement::Cyclic, requires = "hosts")]
+    pub placement: Placement,
     /// The command that runs a command on a host: it is given the host name,
     /// then the command's words, shell-quoted (ssh's convention).
     #[arg(long, default_value = "ssh", requires = "hosts")]
@@ -63,9 +69,10 @@ pub struct HostArgs {
 }
 
 impl HostArgs {
-    /// The same hosts for MPICH's `mpiexec` (Hydra's ssh launcher run
-    /// through the remote-exec command's program).
-    pub fn mpiexec_args(&self) -> Vec<String> {
+    /// The same hosts, placed alike, for MPICH's `mpiexec` of `ranks`
+    /// ranks (Hydra's ssh launcher run through the remote-exec command's
+    /// program; blocks as each host's count of ranks).
+    pub fn mpiexec_args(&self, ranks: u32) -> Vec<String> {
         let Some(exec) = self.remote_exec.split_whitespace().next() else {
             return Vec::new();
         };
@@ -78,8 +85,24 @@ impl HostArgs {
             "-launcher-exec".into(),
             exec.into(),
             "-hosts".into(),
-            self.hosts.join(","),
+            self.mpiexec_hosts(ranks),
         ]
+    }
+
+    /// Hydra's `-hosts` list: the names (one rank each in turn), or each
+    /// with its block's count (a host with none left out).
+    fn mpiexec_hosts(&self, ranks: u32) -> String {
+        let hosts = self.hosts.len() as u32;
+        match self.placement {
+            Placement::Cyclic => self.hosts.join(","),
+            Placement::Block => (0..hosts)
+                .zip(&self.hosts)
+                .map(|(h, name)| (name, self.placement.ranks_of(h, hosts, ranks).len()))
+                .filter(|&(_, count)| count > 0)
+                .map(|(name, count)| format!("{name}:{count}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        }
     }
 
     /// Makes `spec` span the hosts asked for, if any.
@@ -88,6 +111,7 @@ impl HostArgs {
             return Ok(());
         }
         spec.hosts = self.hosts.clone();
+        spec.placement = self.placement;
         spec.remote_exec = self
             .remote_exec
             .split_whitespace()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use catena_fabric::shm::ShmTransport;
 use catena_fabric::{Error, Provider, Result};
-use catena_run::launch::{launch, LaunchReport, LaunchSpec};
+use catena_run::launch::{launch, LaunchReport, LaunchSpec, Placement};
 
 use crate::conformance::Check;
 
@@ -36,6 +36,9 @@ pub enum Starter {
     /// catena's launcher across this many fake hosts (see [`FAKEHOST`]),
     /// rank r on host r mod hosts.
     LauncherOnHosts(u32),
+    /// catena's launcher across this many fake hosts, consecutive ranks
+    /// on each (`--placement block`).
+    LauncherInBlocksOnHosts(u32),
     /// `mpiexec -hosts` across this many fake hosts, placed alike.
     MpiexecOnHosts(u32),
     /// Slurm's `srun --mpi=` this plugin (`pmix` or `pmi2`), on the
@@ -179,6 +182,18 @@ pub fn launch_case_across<P: Provider>(
     env: &[(&str, &str)],
     body: impl FnOnce(&P) -> Result<()>,
 ) -> Option<LaunchReport> {
+    launch_case_placed(case, ranks, (hosts, Placement::Cyclic), env, body)
+}
+
+/// [`launch_case_across`] with the ranks placed on the hosts by
+/// `placement`.
+pub fn launch_case_placed<P: Provider>(
+    case: &str,
+    ranks: u32,
+    (hosts, placement): (u32, Placement),
+    env: &[(&str, &str)],
+    body: impl FnOnce(&P) -> Result<()>,
+) -> Option<LaunchReport> {
     if let Some(code) = catena_run::launch::serve_as_proxy() {
         std::process::exit(code);
     }
@@ -194,6 +209,7 @@ pub fn launch_case_across<P: Provider>(
     spec.capture_output = true;
     if hosts > 0 {
         spec.hosts = fake_host_names(hosts);
+        spec.placement = placement;
         spec.remote_exec = vec![FAKEHOST.into()];
         spec.proxy_command = std::iter::once(exe.into_os_string())
             .chain(rank_args(case).map(Into::into))
@@ -226,16 +242,17 @@ pub fn run_case_on<P: Provider>(
     env: &[(&str, &str)],
     body: impl FnOnce(&P) -> Result<()>,
 ) {
-    let hosts = match starter {
-        Starter::LauncherOnHosts(h) | Starter::MpiexecOnHosts(h) => h,
-        _ => 0,
+    let (hosts, placement) = match starter {
+        Starter::LauncherOnHosts(h) | Starter::MpiexecOnHosts(h) => (h, Placement::Cyclic),
+        Starter::LauncherInBlocksOnHosts(h) => (h, Placement::Block),
+        _ => (0, Placement::Cyclic),
     };
     if hosts > 0 && skip_without_fake_hosts(case) {
         return;
     }
     match starter {
-        Starter::Launcher | Starter::LauncherOnHosts(_) => {
-            if let Some(report) = launch_case_across(case, ranks, hosts, env, body) {
+        Starter::Launcher | Starter::LauncherOnHosts(_) | Starter::LauncherInBlocksOnHosts(_) => {
+            if let Some(report) = launch_case_placed(case, ranks, (hosts, placement), env, body) {
                 assert!(
                     report.success(),
                     "{case} failed: {:?}\n{}",
@@ -485,9 +502,10 @@ pub const OFI_TCP: &[(&str, &str)] = &[("CATENA_OFI_PROVIDER", "tcp;ofi_rxm")];
 pub const UCX_TCP: &[(&str, &str)] = &[("CATENA_UCX_TLS", "tcp,self")];
 
 /// `body::<P>` on every network provider, across 2 fake hosts × 2 ranks
-/// and 3 fake hosts × 2 ranks, under catena's launcher and under
-/// `mpiexec` (features `ofi`, `ucx`, `mpi` of the calling crate), as
-/// `#[test]`s in module `$module`:
+/// and 3 fake hosts × 2 ranks, under catena's launcher (the 3 hosts with
+/// consecutive ranks on each, the 2 dealt ranks in turn) and under
+/// `mpiexec` (ranks in turn; features `ofi`, `ucx`, `mpi` of the calling
+/// crate), as `#[test]`s in module `$module`:
 ///
 /// ```ignore
 /// catena_testkit::across_hosts_tests!(split_across_hosts: every_algorithm_matches_the_reference);
@@ -507,9 +525,9 @@ macro_rules! across_hosts_tests {
                 let _ = $body::<$crate::fabric::shm::ShmTransport>;
             };
             $crate::across_hosts_tests!(@case "ofi", $body, ofi_2x2, $crate::fabric::ofi::OfiTransport, OFI_TCP, 4, LauncherOnHosts(2));
-            $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2, $crate::fabric::ofi::OfiTransport, OFI_TCP, 6, LauncherOnHosts(3));
+            $crate::across_hosts_tests!(@case "ofi", $body, ofi_3x2_blocks, $crate::fabric::ofi::OfiTransport, OFI_TCP, 6, LauncherInBlocksOnHosts(3));
             $crate::across_hosts_tests!(@case "ucx", $body, ucx_2x2, $crate::fabric::ucx::UcxTransport, UCX_TCP, 4, LauncherOnHosts(2));
-            $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2, $crate::fabric::ucx::UcxTransport, UCX_TCP, 6, LauncherOnHosts(3));
+            $crate::across_hosts_tests!(@case "ucx", $body, ucx_3x2_blocks, $crate::fabric::ucx::UcxTransport, UCX_TCP, 6, LauncherInBlocksOnHosts(3));
             #[cfg(feature = "mpi")]
             mod mpiexec {
                 #[allow(unused_imports)]

@@ -70,7 +70,9 @@ pub(super) fn launch_across_hosts(spec: &LaunchSpec) -> Result<LaunchReport> {
         .enumerate()
         .map(|(h, name)| Host {
             name: name.clone(),
-            ranks: (h as u32..size).step_by(spec.hosts.len()).collect(),
+            ranks: spec
+                .placement
+                .ranks_of(h as u32, spec.hosts.len() as u32, size),
             exec: None,
             exec_status: None,
             joined: false,

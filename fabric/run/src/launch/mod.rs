@@ -8,6 +8,7 @@
 
 mod child;
 mod hosts;
+mod placement;
 mod proxy;
 mod server;
 
@@ -21,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use child::{crash_by_signal, die_with_launcher, flush, forward, Sink};
+pub use placement::Placement;
 pub use proxy::serve_as_proxy;
 
 use catena_fabric::bootstrap::JobSegment;
@@ -55,9 +57,11 @@ pub struct LaunchSpec {
     pub grace: Duration,
     /// Collect the ranks' output into the report instead of printing it.
     pub capture_output: bool,
-    /// The hosts to run on, rank r on host r mod hosts (as MPICH's
-    /// `mpiexec -hosts` places them); empty runs every rank on this machine.
+    /// The hosts to run on; empty runs every rank on this machine.
     pub hosts: Vec<String>,
+    /// Which ranks each host runs: by default rank r on host r mod hosts
+    /// (as MPICH's `mpiexec -hosts` places them).
+    pub placement: Placement,
     /// How to run a command on a host: this program followed by the host
     /// name and the command's words, shell-quoted (`ssh` by default).
     pub remote_exec: Vec<OsString>,
@@ -84,6 +88,7 @@ impl LaunchSpec {
             grace: Duration::from_secs(3),
             capture_output: false,
             hosts: Vec::new(),
+            placement: Placement::Cyclic,
             remote_exec: vec!["ssh".into()],
             proxy_command: Vec::new(),
             bootstrap_address: None,
