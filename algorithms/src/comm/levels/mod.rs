@@ -428,6 +428,40 @@ impl<'a, 't, T: Transport, F: Copy> LevelsCall<'a, 't, T, F> {
         .await
     }
 
+    /// This host's elementwise fold of its members' `send` in rank order,
+    /// as this call's first host call: on its leader as the chain's
+    /// reductions carry it ([`tagged`]; a poison where a member's buffer had
+    /// another length), `Ok(None)` on the other members.
+    async fn buffers_to_leader<E: Pod>(
+        &self,
+        built: &Built,
+        send: &[E],
+        op: &impl Fn(&E, &E) -> E,
+        deadline: Time,
+    ) -> Result<Option<Vec<u8>>> {
+        let (up, team) = (self.seqs().0, self.levels.team.as_ref());
+        let combine = |acc: &mut [u8], x: &[u8]| combine_pod(acc, x, op);
+        let send = bytemuck::cast_slice::<E, u8>(send);
+        // A leader folds its host's values into an accumulator of its own.
+        let mut acc = built.leaders.is_some().then(|| send.to_vec());
+        let reduced = on_host(team, up, deadline, async {
+            let Some(team) = team else { return Ok(()) };
+            let call = TeamCall {
+                team,
+                seq: up,
+                deadline,
+            };
+            let elem = std::mem::size_of::<E>();
+            host::reduce(call, 0, send, acc.as_deref_mut(), elem, &combine).await
+        })
+        .await;
+        match (reduced, acc) {
+            (Ok(()), acc) => Ok(acc.map(|acc| tagged::<u8>(&acc))),
+            (Err(Error::Mismatch { .. }), Some(_)) => Ok(Some(vec![POISONED])),
+            (Err(e), _) => Err(e),
+        }
+    }
+
     /// The value this host's leader holds (`Ok(Some)` there, `Ok(None)`
     /// on the other members) on every member of the host, as this call's
     /// second host call; `Ok` only where `held` is.
@@ -675,39 +709,16 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
         if let Err(e) = check_root(comm, root).and(holds) {
             return self.pass(deadline).await.and(Err(e));
         }
-        let (up, down) = self.seqs();
-        let team = self.levels.team.as_ref();
-        let combine = |acc: &mut [u8], x: &[u8]| combine_pod(acc, x, &op);
-        let elems = send.len();
-        let send = bytemuck::cast_slice::<E, u8>(send);
-        // A leader folds its host's values into an accumulator of its own.
-        let mut acc = built.leaders.is_some().then(|| send.to_vec());
-        let reduced = on_host(team, up, deadline, async {
-            let Some(team) = team else { return Ok(()) };
-            let call = TeamCall {
-                team,
-                seq: up,
-                deadline,
-            };
-            let elem = std::mem::size_of::<E>();
-            host::reduce(call, 0, send, acc.as_deref_mut(), elem, &combine).await
-        })
-        .await;
-        let total = match (reduced, built.leaders_call(comm.t, (self.k, 0), deadline)) {
-            (Ok(()), None) => Ok(None),
-            (Ok(()), Some(call)) => {
-                let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
-                reduce_with(call, 0, mine, fold).await
-            }
-            // The root learns it: the poison folds into the others'.
-            (Err(Error::Mismatch { .. }), Some(call)) => {
-                reduce_with(call, 0, vec![POISONED], fold).await
-            }
-            (Err(e), _) => Err(e),
+        let held = self.buffers_to_leader(&built, send, &op, deadline).await;
+        // A poison folds into the others' values: the root learns it.
+        let total = match (held, built.leaders_call(comm.t, (self.k, 0), deadline)) {
+            (Ok(Some(mine)), Some(call)) => reduce_with(call, 0, mine, fold).await,
+            (other, _) => other,
         };
-        on_host(team, down, deadline, async { Ok(()) }).await?;
+        let down = self.seqs().1;
+        on_host(self.levels.team.as_ref(), down, deadline, async { Ok(()) }).await?;
         match (recv, self.to_root(comm, root, total?, deadline).await?) {
-            (Some(recv), Some(bytes)) => fill_folded(bytes, recv, elems, "a reduce"),
+            (Some(recv), Some(bytes)) => fill_folded(bytes, recv, send.len(), "a reduce"),
             _ => Ok(()),
         }
     }
@@ -804,42 +815,21 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             let folded = allreduce_in(self.flat(comm, deadline), tagged(send), fold).await?;
             return fill_folded(folded, recv, send.len(), "an allreduce");
         };
-        let (up, down) = self.seqs();
+        let down = self.seqs().1;
         let team = self.levels.team.as_ref();
         let leads = built.leaders.is_some();
-        let combine = |acc: &mut [u8], x: &[u8]| combine_pod(acc, x, &op);
-        let send = bytemuck::cast_slice::<E, u8>(send);
-        // A leader folds its host's values into an accumulator of its own.
-        let mut acc = leads.then(|| send.to_vec());
-        let reduced = on_host(team, up, deadline, async {
-            let Some(team) = team else { return Ok(()) };
-            let call = TeamCall {
-                team,
-                seq: up,
-                deadline,
-            };
-            let elem = std::mem::size_of::<E>();
-            host::reduce(call, 0, send, acc.as_deref_mut(), elem, &combine).await
-        })
-        .await;
-        let across = match (reduced, built.leaders_call(comm.t, (self.k, 0), deadline)) {
-            (Ok(()), None) => Ok(None),
-            (Ok(()), Some(call)) => {
-                let mine = tagged::<u8>(acc.as_deref().expect("a leader's"));
+        let held = self.buffers_to_leader(&built, send, &op, deadline).await;
+        // A poison folds into the other hosts' values: they learn it too.
+        let across = match (held, built.leaders_call(comm.t, (self.k, 0), deadline)) {
+            (Ok(Some(mine)), Some(call)) => {
                 let folded = doubling::allreduce(call, mine, fold).await;
                 folded
                     .and_then(|bytes| untagged(bytes, "an allreduce"))
                     .map(Some)
             }
-            // The other hosts learn it too: the poison folds into theirs.
-            (Err(Error::Mismatch { .. }), Some(call)) => {
-                let folded = doubling::allreduce(call, vec![POISONED], fold).await;
-                folded
-                    .and_then(|bytes| untagged(bytes, "an allreduce"))
-                    .map(Some)
-            }
-            (Err(e), _) => Err(e),
+            (other, _) => other,
         };
+        let send = bytemuck::cast_slice::<E, u8>(send);
         let mut scratch = Vec::new();
         let recv = bytemuck::cast_slice_mut::<E, u8>(recv);
         let (into, wrong) = or_scratch(recv, send.len(), &mut scratch, "the receive buffer");
