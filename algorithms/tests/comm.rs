@@ -267,6 +267,34 @@ fn sim_communicators_in_host_memory() {
     }
 }
 
+/// The same cases across simulated hosts: the world, its dups, and what
+/// is split (dense across hosts where every host holds consecutive ranks,
+/// on the chain where they are dealt in turn) or created across them take
+/// two levels.
+#[test]
+fn sim_communicators_across_hosts() {
+    for (n, per_host, dealt) in [(4, 2, false), (8, 4, false), (13, 4, false), (33, 8, false)]
+        .into_iter()
+        .chain([(8, 3, true), (13, 4, true)])
+    {
+        for seed in 0..3 {
+            let sim = Sim::new(n, LogGp::default());
+            let sim = match dealt {
+                true => sim.with_ranks_dealt_over(per_host),
+                false => sim.with_ranks_per_host(per_host),
+            };
+            let (results, _) = sim
+                .run(async |t: &SimRank<'_>| every_case(t, seed).await)
+                .expect("every rank finishes");
+            for r in results {
+                r.unwrap_or_else(|e| {
+                    panic!("{n} ranks, {per_host} a host (dealt {dealt}), seed {seed}: {e}")
+                });
+            }
+        }
+    }
+}
+
 fn communicators<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
     catena_fabric::block_on(t, every_case(t, 7)).map_err(catena_fabric::Error::Protocol)
 }
@@ -277,6 +305,8 @@ common::provider_cases! {
     shm_communicators_9: catena_fabric::shm::ShmTransport, 9, &[], communicators;
     shm_communicators_33: catena_fabric::shm::ShmTransport, 33, &[], communicators;
 }
+
+catena_testkit::across_hosts_tests!(communicators_across_hosts: communicators);
 
 #[cfg(feature = "ofi")]
 common::provider_cases! {

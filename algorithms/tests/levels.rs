@@ -334,6 +334,36 @@ fn split_and_created_groups_across_hosts_take_two_levels() {
 }
 
 #[test]
+fn a_split_across_hosts_swaps_its_records_in_two_levels() {
+    // Splits of 16 ranks on hosts of four once the levels are built: the
+    // dense split across hosts (Auto) against the chain's Hash split.
+    let messages = |algorithm| {
+        let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(4);
+        messages_of(sim, async |t: &SimRank<'_>| -> Result<()> {
+            let world = Comm::world(t)
+                .with_timeout(common::TIMEOUT)
+                .with_algorithm(algorithm);
+            world.ibarrier().await?;
+            for i in 0..10u32 {
+                let color = (world.rank() + i) % 3;
+                let split = world.isplit(Some(color), 16 - world.rank()).await?;
+                let split = split.expect("every rank has a color");
+                let members = (0..16).filter(|r| (r + i) % 3 == color).count();
+                assert_eq!(split.size() as usize, members);
+                let first = (0..16).rev().find(|r| (r + i) % 3 == color);
+                assert_eq!(split.world_rank_of(0)?, first.expect("a member"));
+            }
+            Ok(())
+        })
+    };
+    let (dense, chain) = (messages(Algorithm::Auto), messages(Algorithm::Hash));
+    assert!(
+        dense * 5 < chain,
+        "{dense} messages by the dense split against {chain} by the chain's"
+    );
+}
+
+#[test]
 fn commutative_folds_take_the_levels_on_hosts_dealt_ranks_in_turn() {
     // The same sums on 16 ranks dealt over 4 hosts, folded in rank order
     // (flat: the hosts' ranks are not consecutive) and in any order.

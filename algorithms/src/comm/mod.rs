@@ -31,11 +31,11 @@ use crate::host::Claim;
 use crate::host::{Team, TeamCall};
 use crate::scan::allreduce_in;
 use crate::split::numbering::Offer;
-use crate::split::{dense, split_offering, Algorithm, Color, Key, Request, Split};
+use crate::split::{self, dense, split_offering, Algorithm, Color, Key, Request, Split};
 use crate::{Error, Result, Wire};
 pub use create::{CreateAlgorithm, CREATE_TAGS};
 pub use hierarchy::Hierarchy;
-use levels::Levels;
+use levels::{Levels, LevelsCall};
 pub(crate) use map::listed as listed_map;
 
 /// The timeout a communicator gives each call unless told otherwise.
@@ -288,12 +288,25 @@ impl<'t, T: Transport> Comm<'t, T> {
         C: Serialize + 'a,
         K: Wire + Clone + Ord + 'static,
     {
+        self.split_request(Request::own_order(color, key, algorithm))
+    }
+
+    /// Splits as `request` asks, by the path [`Comm::split_path`] chooses.
+    fn split_request<'a, C, K, O>(
+        &'a self,
+        request: Request<C, K, O>,
+    ) -> impl Future<Output = Result<Option<Comm<'t, T>>>> + 'a
+    where
+        C: Serialize + 'a,
+        K: Wire + Clone + 'a,
+        O: Fn(&K, &K) -> Ordering + 'a,
+    {
         let deadline = self.deadline();
-        let mut request = Some(Request::own_order(color, key, algorithm));
+        let algorithm = request.algorithm;
+        let mut request = Some(request);
         let mut claim = None;
-        let path = self.dense_path(algorithm, || {
+        let path = self.split_path(algorithm, &mut claim, |offer| {
             let request = request.take().expect("taken once");
-            let offer = self.offer_into(&mut claim);
             Box::pin(split_offering(
                 self.t,
                 &self.chain,
@@ -303,11 +316,10 @@ impl<'t, T: Transport> Comm<'t, T> {
             ))
         });
         async move {
+            let offered = || claim.expect("offered off the host team");
             match path {
-                DensePath::Chain(split) => {
-                    self.member_of(split.await?, claim.expect("made with the chain's path"))
-                }
-                DensePath::Dense(team, seqs, proposal) => {
+                SplitPath::Chain(split) => self.member_of(split.await?, offered()),
+                SplitPath::Dense(team, seqs, proposal) => {
                     let request = request.take().expect("taken once");
                     let call = TeamCall {
                         team,
@@ -317,23 +329,50 @@ impl<'t, T: Transport> Comm<'t, T> {
                     let body = dense::split(call, &self.chain, proposal, request);
                     Ok(self.member_of_dense(body.await?))
                 }
+                SplitPath::Levels(calls, reserved, offer) => {
+                    let request = request.take().expect("taken once");
+                    let body = levels::dense_split::split(
+                        self,
+                        calls,
+                        reserved,
+                        (request, offer),
+                        deadline,
+                    );
+                    self.member_of(Box::pin(body).await?, offered())
+                }
             }
         }
     }
 
-    /// Chooses how a split called now runs: the dense path on a
-    /// communicator in host memory (with the team's two calls and a context
-    /// proposal, taken now), else `chain()`, which takes the chain's tags.
-    fn dense_path<F>(
+    /// Chooses how a split called now runs (every member decides alike):
+    /// the dense path on a communicator in host memory (with the team's two
+    /// calls and a context proposal, taken now); the dense path across hosts
+    /// on one with levels of at most [`DENSE_ACROSS_HOSTS`] members (two
+    /// two-level calls, and a chain split reserved to fall back on); else
+    /// `chain(offer)`, which takes the chain's tags. Off the host team,
+    /// this member offers its new group a region for a team, kept in
+    /// `claim`.
+    fn split_path<F>(
         &self,
         algorithm: Algorithm,
-        chain: impl FnOnce() -> F,
-    ) -> DensePath<'_, 't, T, F> {
-        match &self.team {
-            Some(team) if matches!(algorithm, Algorithm::Auto | Algorithm::Dense) => {
-                DensePath::Dense(team, (team.call(), team.call()), Proposal::new(self.t))
+        claim: &mut Option<Claim<'t, T>>,
+        chain: impl FnOnce(Option<Offer>) -> F,
+    ) -> SplitPath<'_, 't, T, F> {
+        let dense = matches!(algorithm, Algorithm::Auto | Algorithm::Dense);
+        if let (Some(team), true) = (&self.team, dense) {
+            return SplitPath::Dense(team, (team.call(), team.call()), Proposal::new(self.t));
+        }
+        let offer = self.offer_into(claim);
+        match self.levels.as_deref() {
+            Some(levels)
+                if algorithm == Algorithm::Dense
+                    || (algorithm == Algorithm::Auto && self.size() <= DENSE_ACROSS_HOSTS) =>
+            {
+                let calls = [levels.call(()), levels.call(())];
+                let reserved = split::Reserved::on(self.t, &self.chain);
+                SplitPath::Levels(calls, reserved, offer)
             }
-            _ => DensePath::Chain(Box::pin(chain())),
+            _ => SplitPath::Chain(Box::pin(chain(offer))),
         }
     }
 
@@ -368,38 +407,12 @@ impl<'t, T: Transport> Comm<'t, T> {
         C: Serialize + 'a,
         K: Wire + Clone + 'a,
     {
-        let deadline = self.deadline();
-        let request = Request::by(color.into(), Key::Is(key), order, self.algorithm);
-        let mut request = Some(request);
-        let mut claim = None;
-        let path = self.dense_path(self.algorithm, || {
-            let request = request.take().expect("taken once");
-            let offer = self.offer_into(&mut claim);
-            Box::pin(split_offering(
-                self.t,
-                &self.chain,
-                request,
-                offer,
-                deadline,
-            ))
-        });
-        async move {
-            match path {
-                DensePath::Chain(split) => {
-                    self.member_of(split.await?, claim.expect("made with the chain's path"))
-                }
-                DensePath::Dense(team, seqs, proposal) => {
-                    let request = request.take().expect("taken once");
-                    let call = TeamCall {
-                        team,
-                        seq: seqs,
-                        deadline,
-                    };
-                    let body = dense::split(call, &self.chain, proposal, request);
-                    Ok(self.member_of_dense(body.await?))
-                }
-            }
-        }
+        self.split_request(Request::by(
+            color.into(),
+            Key::Is(key),
+            order,
+            self.algorithm,
+        ))
     }
 
     /// A region offered to the group a chain split makes, for a team where
@@ -447,14 +460,25 @@ impl<'t, T: Transport> Comm<'t, T> {
 }
 
 /// How a split runs: the dense path through the host team (its two calls
-/// and a context proposal) or a chain split (its future, which took its
-/// tags; boxed, as it holds every chain algorithm's state: unboxed, a
-/// split's future was 8,976 bytes where the dense path needs 6,144, all
-/// moved on every split in host memory too).
-enum DensePath<'a, 't, T: Transport, F> {
+/// and a context proposal), the dense path across hosts (its two two-level
+/// calls, the chain split it falls back on, and this member's offer), or a
+/// chain split (its future, which took its tags; boxed, as it holds every
+/// chain algorithm's state: unboxed, a split's future was 8,976 bytes
+/// where the dense path needs 6,144, all moved on every split in host
+/// memory too).
+enum SplitPath<'a, 't, T: Transport, F> {
     Dense(&'a Team<'t, T>, (u64, u64), Proposal),
+    Levels(
+        [LevelsCall<'a, 't, T, ()>; 2],
+        split::Reserved,
+        Option<Offer>,
+    ),
     Chain(std::pin::Pin<Box<F>>),
 }
+
+/// The most members a split across hosts takes the dense path with under
+/// `Auto` (every member holds every member's record).
+const DENSE_ACROSS_HOSTS: u32 = 4096;
 
 /// Joins the job on the default provider (shm; see
 /// [`catena_fabric::init`]), runs `body` with the world communicator, and

@@ -1,7 +1,8 @@
-//! The split of a communicator in host memory (issue 32's dense path): one
-//! allgather through shared memory of every member's color, key, context
-//! proposal and the region its new group's team would use, then a local
-//! sort of its own group. Members check the same agreement as the chain
+//! The dense split (issue 32): one allgather of every member's color, key,
+//! context proposal, host and the region its new group's team would use,
+//! then a local sort of its own group. The allgather runs through the
+//! host's shared memory for a communicator on one host, in two levels for
+//! one across hosts ([`Swap`]). Members check the same agreement as the chain
 //! split's (every process sees every record, so a disagreement fails all
 //! alike); a user comparator's answers are checked across the group in a
 //! second call, so one that lies fails every process instead of making
@@ -9,19 +10,22 @@
 
 use std::cmp::Ordering;
 
+use std::cell::Cell;
+
 use catena_fabric::{HostMemory, Rank, Transport};
 use serde::Serialize;
 
 use super::agreement::{disagreement, modes, types, KEYED, SPLIT};
 use super::item::KeyOrder;
 use super::mix::digest;
+use super::numbering::Place;
 use super::{Color, Group, Key, Request, Split};
 use crate::chain::Chain;
 use crate::codec::{decode, encode_appended, Wire};
 use crate::context::Proposal;
 use crate::error::user_code;
 use crate::groupmap::GroupMap;
-use crate::host::{allgather_any, Claim, Team, TeamCall, NO_REGION};
+use crate::host::{allgather_any, Claim, Gathered, Team, TeamCall, NO_REGION};
 use crate::{Error, Result};
 
 /// What each member tells every other (as bytes: fixed fields, then the
@@ -44,15 +48,17 @@ struct Head {
     algorithm: u32,
     modes: u8,
     proposal: Proposal,
+    /// The member's host.
+    host: u64,
     /// The member's region for its new group's team.
     region: u64,
 }
 
 /// The bytes before a record's color: types, algorithm, modes, image and
-/// refused flags, the proposal's leader and serial, the region, and the
-/// color's and key's lengths (whole words: a length never wraps, however
-/// long the encoding).
-const FIXED: usize = 8 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 8;
+/// refused flags, the proposal's leader and serial, the host, the region,
+/// and the color's and key's lengths (whole words: a length never wraps,
+/// however long the encoding).
+const FIXED: usize = 8 + 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 8 + 8;
 
 impl<'a> Record<'a> {
     /// This member's record: `head`, then its color and key encoded in
@@ -100,9 +106,10 @@ impl<'a> Record<'a> {
         ]);
         fixed[15..19].copy_from_slice(&leader.to_le_bytes());
         fixed[19..27].copy_from_slice(&serial.to_le_bytes());
-        fixed[27..35].copy_from_slice(&head.region.to_le_bytes());
-        fixed[35..43].copy_from_slice(&(color_len as u64).to_le_bytes());
-        fixed[43..51].copy_from_slice(&(key_len as u64).to_le_bytes());
+        fixed[27..35].copy_from_slice(&head.host.to_le_bytes());
+        fixed[35..43].copy_from_slice(&head.region.to_le_bytes());
+        fixed[43..51].copy_from_slice(&(color_len as u64).to_le_bytes());
+        fixed[51..59].copy_from_slice(&(key_len as u64).to_le_bytes());
         out
     }
 
@@ -117,7 +124,7 @@ impl<'a> Record<'a> {
         let word = |at: usize| u32::from_le_bytes(fixed[at..at + 4].try_into().expect("4 bytes"));
         let long = |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
         let length = |at: usize| usize::try_from(long(at)).map_err(|_| bad());
-        let (color_len, key_len) = (length(35)?, length(43)?);
+        let (color_len, key_len) = (length(43)?, length(51)?);
         let rest = &bytes[FIXED..];
         let color = rest.get(..color_len).ok_or_else(bad)?;
         let key = rest
@@ -130,7 +137,8 @@ impl<'a> Record<'a> {
                 algorithm: word(8),
                 modes: fixed[12],
                 proposal: Proposal::from_parts(word(15), long(19)),
-                region: long(27),
+                host: long(27),
+                region: long(35),
             },
             image: fixed[13] != 0,
             refused: (fixed[14] != 0).then_some(refused),
@@ -145,6 +153,54 @@ pub(crate) struct Dense<'t, T: HostMemory> {
     pub split: Split,
     pub team: Option<Team<'t, T>>,
     pub map: Option<GroupMap>,
+}
+
+/// Where a dense split's members swap their records, in member order: the
+/// team of a communicator in host memory, or the two levels of one across
+/// hosts.
+pub(crate) trait Swap {
+    /// How many members there are.
+    fn size(&self) -> u32;
+    /// This member's place among them.
+    fn me(&self) -> u32;
+    /// Member `m`'s world rank.
+    fn world_rank(&self, m: u32) -> Result<Rank>;
+    /// Every member's `bytes`, in member order: round 0 the records, round
+    /// 1 the comparator's check (each at most once, in that order).
+    async fn swap(&self, round: usize, bytes: &[u8]) -> Result<Gathered>;
+}
+
+/// The host team's swap: its two calls `call.seq`, counting in `ran` those
+/// that ran.
+struct TeamSwap<'c, 'a, 't, T: HostMemory> {
+    call: &'c TeamCall<'a, 't, T, (u64, u64)>,
+    ran: &'c Cell<usize>,
+}
+
+impl<T: HostMemory> Swap for TeamSwap<'_, '_, '_, T> {
+    fn size(&self) -> u32 {
+        self.call.team.size()
+    }
+
+    fn me(&self) -> u32 {
+        self.call.team.me()
+    }
+
+    fn world_rank(&self, m: u32) -> Result<Rank> {
+        Ok(self.call.team.rank_of(m))
+    }
+
+    async fn swap(&self, round: usize, bytes: &[u8]) -> Result<Gathered> {
+        let TeamCall {
+            team,
+            seq,
+            deadline,
+        } = *self.call;
+        let seq = [seq.0, seq.1][round];
+        self.ran.set(round + 1);
+        team.run(seq, deadline, allgather_any(team, seq, bytes, deadline))
+            .await
+    }
 }
 
 /// Splits the communicator of `call`'s team and `parent` as `request`
@@ -163,8 +219,15 @@ where
     K: Wire,
     O: Fn(&K, &K) -> Ordering,
 {
-    let ran = std::cell::Cell::new(0);
-    let out = split_in(&call, &ran, parent, proposal, request).await;
+    let ran = Cell::new(0);
+    let t = call.team.t();
+    let claim = Claim::new(t, call.team.size());
+    let region = claim.offer().unwrap_or(NO_REGION);
+    let swap = TeamSwap {
+        call: &call,
+        ran: &ran,
+    };
+    let out = split_with(&swap, t, parent, (proposal, region), request).await;
     let TeamCall {
         team,
         seq: (first, second),
@@ -173,24 +236,49 @@ where
     for seq in [first, second].into_iter().skip(ran.get()) {
         team.run(seq, deadline, async { Ok(()) }).await?;
     }
-    out
+    let split = out?;
+    let Split::Member(group) = &split else {
+        return Ok(Dense {
+            split,
+            team: None,
+            map: None,
+        });
+    };
+    let places = group.places.as_deref().unwrap_or_default();
+    let ranks: Vec<Rank> = places.iter().map(|p| p.rank).collect();
+    let regions = places.iter().map(|p| p.region);
+    // A group with a team makes its map from the team's member list on
+    // its first lookup; one without (a lone member, or an arena that had no
+    // room) gets it now.
+    let no_region = regions.clone().any(|r| r == NO_REGION);
+    let map = (no_region || ranks.len() < 2)
+        .then(|| crate::comm::listed_map(t.size(), &ranks))
+        .flatten();
+    let (at, context) = (group.chain.rank(), group.chain.context());
+    let team = match no_region {
+        true => None,
+        false => claim.into_team(ranks, regions, at, context)?,
+    };
+    Ok(Dense { split, team, map })
 }
 
-/// [`split`], counting in `ran` the calls it ran.
-async fn split_in<'t, T, C, K, O>(
-    call: &TeamCall<'_, 't, T, (u64, u64)>,
-    ran: &std::cell::Cell<usize>,
+/// The dense split of the members `swap` reaches, on their `parent`
+/// chain, as `request` asks: this member offers `proposal` for the new
+/// groups' context and `region` for its new group's team, and learns its
+/// group's places (every member's world rank, host and region).
+pub(crate) async fn split_with<T, C, K, O>(
+    swap: &impl Swap,
+    t: &T,
     parent: &Chain,
-    proposal: Proposal,
+    (proposal, region): (Proposal, u64),
     request: Request<C, K, O>,
-) -> Result<Dense<'t, T>>
+) -> Result<Split>
 where
     T: Transport,
     C: Serialize,
     K: Wire,
     O: Fn(&K, &K) -> Ordering,
 {
-    let (team, seqs, deadline) = (call.team, call.seq, call.deadline);
     let Request {
         color,
         key,
@@ -198,25 +286,16 @@ where
         image,
         algorithm,
     } = request;
-    let t = team.t();
-    let claim = Claim::new(t, team.size());
-    let region = claim.offer().unwrap_or(NO_REGION);
     let head = Head {
         types: types::<C, K>(),
         algorithm: algorithm.id(),
         modes: modes(&color, &key, false, false),
         proposal,
+        host: t.host(),
         region,
     };
     let bytes = Record::encode(head, &color, &key, image.as_deref());
-    ran.set(1);
-    let all = team
-        .run(
-            seqs.0,
-            deadline,
-            allgather_any(team, seqs.0, &bytes, deadline),
-        )
-        .await?;
+    let all = swap.swap(0, &bytes).await?;
     let records: Vec<Record<'_>> = all.iter().map(Record::parse).collect::<Result<_>>()?;
     if let Some((m, why)) = records
         .iter()
@@ -264,7 +343,14 @@ where
             .collect::<Result<_>>()?,
         false => Vec::new(),
     };
-    let me = team.me();
+    if records.len() != swap.size() as usize {
+        return Err(Error::Codec {
+            action: "decode",
+            what: "a split's records",
+            message: format!("{} records for {} members", records.len(), swap.size()),
+        });
+    }
+    let me = swap.me();
     let mine = records[me as usize].color;
     let mut group: Vec<u32> = match head.modes & (SPLIT | super::agreement::EVERYONE) {
         0 => Vec::new(),
@@ -287,14 +373,7 @@ where
             }
             Err(_) => 0,
         };
-        ran.set(2);
-        let all = team
-            .run(
-                seqs.1,
-                deadline,
-                allgather_any(team, seqs.1, &shown.to_le_bytes(), deadline),
-            )
-            .await?;
+        let all = swap.swap(1, &shown.to_le_bytes()).await?;
         let shown: Vec<u64> = all
             .iter()
             .map(|b| b.try_into().map(u64::from_le_bytes).unwrap_or(0))
@@ -318,47 +397,40 @@ where
     sorted?;
     let count = leaders.len() as u32;
     let Some(at) = group.iter().position(|&m| m == me) else {
-        return Ok(Dense {
-            split: Split::NotMember { groups: count },
-            team: None,
-            map: None,
-        });
+        return Ok(Split::NotMember { groups: count });
     };
     let id = leaders
         .iter()
         .position(|&l| records[l as usize].color == mine)
         .expect("a member's color leads a group") as u32;
-    let ranks: Vec<Rank> = group.iter().map(|&m| team.rank_of(m)).collect();
-    let size = ranks.len() as u32;
+    let places: Box<[Place]> = group
+        .iter()
+        .map(|&m| {
+            let head = records[m as usize].head;
+            Ok(Place {
+                rank: swap.world_rank(m)?,
+                host: head.host,
+                region: head.region,
+            })
+        })
+        .collect::<Result<_>>()?;
     let chain = Chain::from_links(
         at as u32,
-        size,
+        places.len() as u32,
         parent.address(),
-        at.checked_sub(1).map(|l| ranks[l]),
-        ranks.get(at + 1).copied(),
+        at.checked_sub(1).map(|l| places[l].rank),
+        places.get(at + 1).map(|p| p.rank),
         context,
     )?;
-    let regions = group.iter().map(|&m| records[m as usize].head.region);
-    // A group with a team makes its map from the team's member list on
-    // its first lookup; one without (a lone member, or an arena that had no
-    // room) gets it now.
-    let no_region = regions.clone().any(|r| r == NO_REGION);
-    let map = (no_region || ranks.len() < 2)
-        .then(|| crate::comm::listed_map(t.size(), &ranks))
-        .flatten();
-    let team = match no_region {
-        true => None,
-        false => claim.into_team(ranks, regions, at as u32, context)?,
-    };
-    let split = Split::Member(Group {
+    Ok(Split::Member(Group {
         chain,
         id,
         count,
-        places: None,
-    });
-    Ok(Dense { split, team, map })
+        places: Some(places),
+    }))
 }
 
+/// Orders a group's members by key (integer images as bytes, else the
 /// Orders a group's members by key (integer images as bytes, else the
 /// user's order), then by parent rank.
 fn sort<K>(
@@ -400,14 +472,15 @@ mod tests {
             algorithm: 3,
             modes: 5,
             proposal: Proposal::from_parts(2, 9),
+            host: 77,
             region: 4096,
         };
         let bytes = Record::encode(head, &Color::Is("blue"), &Key::Is(0u8), Some(&[1, 2, 3]));
         let back = Record::parse(&bytes).unwrap();
         let h = back.head;
         assert_eq!(
-            (h.types, h.algorithm, h.modes, h.region, back.image),
-            (7, 3, 5, 4096, true)
+            (h.types, h.algorithm, h.modes, h.host, h.region, back.image),
+            (7, 3, 5, 77, 4096, true)
         );
         assert_eq!(h.proposal.parts(), (2, 9));
         assert_eq!(
@@ -417,7 +490,7 @@ mod tests {
         for cut in 0..FIXED + 8 {
             assert!(Record::parse(&bytes[..cut]).is_err(), "{cut} bytes");
         }
-        for (at, len) in [(35, u64::MAX), (43, u64::MAX), (35, u32::MAX as u64 + 4)] {
+        for (at, len) in [(43, u64::MAX), (51, u64::MAX), (43, u32::MAX as u64 + 4)] {
             let mut huge = bytes.clone();
             huge[at..at + 8].copy_from_slice(&len.to_le_bytes());
             assert!(Record::parse(&huge).is_err(), "length {len} at {at}");
@@ -440,6 +513,7 @@ mod tests {
             algorithm: 0,
             modes: 1,
             proposal: Proposal::from_parts(0, 1),
+            host: 0,
             region: NO_REGION,
         };
         let bytes = Record::encode(head, &Color::Is(3u8), &Key::Is(Unencodable), None);

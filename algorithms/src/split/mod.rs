@@ -302,6 +302,12 @@ impl Reserved {
             context: Proposal::new(t),
         }
     }
+
+    /// The context id this split proposes (which a dense split that runs
+    /// instead proposes too).
+    pub(crate) fn proposal(&self) -> Proposal {
+        self.context
+    }
 }
 
 /// What the caller asks of a split: the same on the chain's path and on a

@@ -77,7 +77,7 @@ impl<'a, 't, T: Transport, F: Copy> LevelsCall<'a, 't, T, F> {
     /// Every member's `mine`, in rank order, on every member: each host's
     /// run to its leader, the runs by recursive doubling across the leaders,
     /// the whole from each leader through its host.
-    async fn allgather_run(
+    pub(super) async fn allgather_run(
         &self,
         comm: &Comm<'t, T>,
         built: &Built,

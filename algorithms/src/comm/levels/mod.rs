@@ -6,7 +6,7 @@
 //! the world, without messages; the leaders' chain is split off by the
 //! first call that needs it, with tags the world reserved when it was
 //! made. This file holds the levels and the reductions; `gathers` and
-//! `scans` the rest.
+//! `scans` the rest, and `dense_split` the dense split across hosts.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -14,6 +14,7 @@ use std::rc::Rc;
 use bytemuck::Pod;
 use catena_fabric::{ContextId, Rank, Time, Transport};
 
+pub(super) mod dense_split;
 mod gathers;
 mod scans;
 
