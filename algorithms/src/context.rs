@@ -17,7 +17,8 @@ pub const WORLD_CONTEXT: ContextId = DERIVED - CHANNELS;
 /// [`crate::chain::Chain::world`] in tests and benchmarks).
 const DERIVED: ContextId = 1 << 63;
 
-/// Ids per communicator: collectives, point-to-point, group creation.
+/// Ids per communicator: collectives, point-to-point, group creation, the
+/// leaders' chain across hosts.
 pub const CHANNELS: ContextId = 4;
 
 // The world's ids lie below every derived one.
@@ -33,6 +34,9 @@ pub(crate) enum Channel {
     /// `create_group` on this communicator as the parent; tags from the
     /// user's creation tag.
     Create = 2,
+    /// The chain of its hosts' leaders, where it spans hosts
+    /// (`comm::levels`); tags in its two-level calls' order.
+    Leaders = 3,
 }
 
 /// A communicator's id for one channel.

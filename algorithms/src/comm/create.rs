@@ -265,7 +265,7 @@ impl<'t, T: Transport> Comm<'t, T> {
             .collect::<Result<_, _>>()?;
         let regions: Vec<u64> = here.iter().map(|&m| places[m as usize].region).collect();
         if here.len() < places.len() {
-            let levels = Levels::of_group(t, &self.chain, claim, here, (ranks, regions))?;
+            let levels = Levels::of_group(&self.chain, claim, here, (ranks, regions))?;
             self.levels = Some(levels);
         } else if !regions.contains(&NO_REGION) {
             let team = claim.into_team(ranks, regions, rank, self.chain.context())?;

@@ -453,7 +453,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         let ranks_here = here.iter().map(|m| of_here(m).rank).collect();
         let regions_here = here.iter().map(|m| of_here(m).region).collect();
         let mut comm = self.derived(group.chain, map::listed(t.size(), &ranks));
-        let levels = Levels::of_group(t, &comm.chain, claim, &here, (ranks_here, regions_here))?;
+        let levels = Levels::of_group(&comm.chain, claim, &here, (ranks_here, regions_here))?;
         comm.levels = Some(levels);
         Ok(Some(comm))
     }

@@ -26,12 +26,12 @@ use super::Comm;
 use crate::call::Call;
 use crate::chain::{CallTags, Chain};
 use crate::codec::{decode, encode};
+use crate::context::{channel, Channel};
 use crate::doubling;
 use crate::error::user_code;
 use crate::host::{self, values, Claim, Team, TeamCall, NO_REGION};
 use crate::once::{taken_once, Once};
 use crate::scan::{allreduce_in, double_scan_in};
-use crate::split::{self, Algorithm, Color, Key, Request, Split};
 use crate::tree::{bcast_bytes_in, bcast_in, reduce_with};
 use crate::{Error, Result};
 
@@ -88,11 +88,10 @@ impl HostPart {
 type State = Once<Box<Reservation>, Built>;
 
 /// What the build takes on the communicator's chain, reserved when the
-/// communicator is made: the leaders' split and the agreement on the
-/// levels' shape.
+/// communicator is made: one double scan, which agrees on the levels' shape
+/// and links the leaders' chain.
 struct Reservation {
-    leaders: split::Reserved,
-    shape: CallTags,
+    scan: CallTags,
     /// This member's part of the shape.
     mine: Shape,
     /// Whether this member leads its host.
@@ -149,15 +148,9 @@ impl Shape {
 impl<'t, T: Transport> Levels<'t, T> {
     /// Levels with the host's `team` (where its members have one) and this
     /// member's `host`, the build's tags reserved on `chain` now.
-    fn reserved(
-        t: &T,
-        chain: &Chain,
-        team: Option<Team<'t, T>>,
-        host: HostPart,
-    ) -> Box<Levels<'t, T>> {
+    fn reserved(chain: &Chain, team: Option<Team<'t, T>>, host: HostPart) -> Box<Levels<'t, T>> {
         let reservation = Reservation {
-            leaders: split::Reserved::on(t, chain),
-            shape: chain.next_call(),
+            scan: chain.next_call(),
             mine: host.shape(team.is_some()),
             leads: host.leads,
         };
@@ -175,7 +168,6 @@ impl<'t, T: Transport> Levels<'t, T> {
     /// member's held by `claim`) for a team of theirs, which they make where
     /// each has one ([`NO_REGION`] where one has none).
     pub(super) fn of_group(
-        t: &'t T,
         chain: &Chain,
         claim: Claim<'t, T>,
         here: &[u32],
@@ -192,7 +184,7 @@ impl<'t, T: Transport> Levels<'t, T> {
             true => None,
             false => claim.into_team(ranks, regions, me as u32, chain.context())?,
         };
-        Ok(Levels::reserved(t, chain, team, HostPart::of(here, rank)))
+        Ok(Levels::reserved(chain, team, HostPart::of(here, rank)))
     }
 
     /// The levels of the world on `chain`, if the job spans several hosts
@@ -206,12 +198,7 @@ impl<'t, T: Transport> Levels<'t, T> {
             return None;
         }
         let team = Team::of_host(t)?;
-        Some(Levels::reserved(
-            t,
-            chain,
-            team,
-            HostPart::of(ranks, t.rank()),
-        ))
+        Some(Levels::reserved(chain, team, HostPart::of(ranks, t.rank())))
     }
 
     /// Takes a call that makes a dup's levels ([`Levels::of_dup`]); a dup
@@ -256,7 +243,7 @@ impl<'t, T: Transport> Levels<'t, T> {
                 }
             }
         };
-        Ok(Levels::reserved(t, chain, team, self.host))
+        Ok(Levels::reserved(chain, team, self.host))
     }
 
     /// Takes the next two-level call, with the tags `flat` its flat path
@@ -273,39 +260,93 @@ impl<'t, T: Transport> Levels<'t, T> {
     }
 }
 
-/// The build: the leaders' split, then the agreement on the shape.
+/// What each member adds to the build's double scan: its part of the
+/// shape, and whether it leads (a leader its world rank too).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Part {
+    shape: Shape,
+    /// The leaders in the run folded so far.
+    leaders: u32,
+    /// The run's leader nearest the member that folds it: the last one
+    /// left to right, the first one right to left.
+    nearest: Option<Rank>,
+}
+
+impl Part {
+    fn shape(a: &Part, b: &Part) -> Shape {
+        Shape::combine(&a.shape, &b.shape)
+    }
+
+    /// Left to right: the last leader of the two runs.
+    fn left_to_right(a: &Part, b: &Part) -> Part {
+        Part {
+            shape: Part::shape(a, b),
+            leaders: a.leaders + b.leaders,
+            nearest: b.nearest.or(a.nearest),
+        }
+    }
+
+    /// Right to left: the first leader of the two runs.
+    fn right_to_left(a: &Part, b: &Part) -> Part {
+        Part {
+            nearest: a.nearest.or(b.nearest),
+            ..Part::left_to_right(a, b)
+        }
+    }
+}
+
+/// The build: one double scan on the communicator's chain agrees on the
+/// shape and tells each leader how many leaders lie before it, how many
+/// there are, and the nearest on each side, which link the leaders' chain
+/// (on the communicator's leaders' channel) without a split.
 async fn build<T: Transport>(
     t: &T,
     chain: &Chain,
     reservation: Reservation,
     deadline: Time,
 ) -> Result<Built> {
-    let color = match reservation.leads {
-        true => Color::Is(()),
-        false => Color::NotMember,
+    let mine = Part {
+        shape: reservation.mine,
+        leaders: u32::from(reservation.leads),
+        nearest: reservation.leads.then(|| t.rank()),
     };
-    let request = Request::own_order(color, Key::<()>::ParentOrder, Algorithm::Auto);
-    let call = Call::new(t, chain, reservation.leaders, deadline);
-    let leaders = match split::run(call, request, split::numbering::NoOffer).await? {
-        Split::Member(group) => Some(group.chain),
-        Split::NotMember { .. } => None,
+    let call = Call::new(t, chain, reservation.scan, deadline);
+    let scan = double_scan_in(
+        call,
+        mine.clone(),
+        mine,
+        Part::left_to_right,
+        Part::right_to_left,
+    )
+    .await?;
+    let whole = match &scan.exclusive_rl {
+        Some(right) => Part::left_to_right(&scan.inclusive_lr, right),
+        None => scan.inclusive_lr.clone(),
     };
-    let call = Call::new(t, chain, reservation.shape, deadline);
-    let shape = allreduce_in(call, reservation.mine, Shape::combine).await?;
-    let leader_base = match &leaders {
-        Some(chain) => {
+    let leaders = match reservation.leads {
+        true => {
+            let before = scan.exclusive_lr.as_ref();
+            let after = scan.exclusive_rl.as_ref();
+            let leaders = Chain::from_links(
+                before.map_or(0, |p| p.leaders),
+                whole.leaders,
+                t.rank(),
+                before.and_then(|p| p.nearest),
+                after.and_then(|p| p.nearest),
+                channel(chain.context(), Channel::Leaders),
+            )?;
             // Its tree broadcasts and recursive doubling need neighbour
             // searches, reserved before any two-level call numbers its
             // calls.
-            doubling::reserve_searches(chain);
-            chain.calls_made()
+            doubling::reserve_searches(&leaders);
+            Some(leaders)
         }
-        None => 0,
+        false => None,
     };
     Ok(Built {
+        leader_base: leaders.as_ref().map_or(0, Chain::calls_made),
         leaders,
-        leader_base,
-        shape,
+        shape: whole.shape,
     })
 }
 
