@@ -1,11 +1,10 @@
-//! A communicator of the whole job that spans several hosts runs its
-//! barrier, broadcasts, reductions, gathers and scatters in two levels
-//! (issue 32): inside each host through the host's shared memory, across
-//! hosts on a chain of one leader per host, so a value crosses the network
-//! once per host instead of once per rank. The host's team is made with
-//! the world, without messages; the leaders' chain is split off by the
-//! first call that needs it, with tags the world reserved when it was
-//! made. This file holds the levels and the reductions; `gathers` and
+//! A communicator that spans several hosts runs its collectives in two
+//! levels (issue 32): inside each host through the host's shared memory,
+//! across hosts on a chain of one leader per host, so a value crosses the
+//! network once per host instead of once per rank. The host's team is made
+//! with the communicator, without messages; the leaders' chain is linked by
+//! one double scan in the first call that needs it, with tags the
+//! communicator reserved when it was made. This file holds the levels and the reductions; `gathers` and
 //! `scans` the rest, and `dense_split` the dense split across hosts.
 
 use std::cell::{Cell, RefCell};
