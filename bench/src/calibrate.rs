@@ -680,9 +680,10 @@ fn sweep(args: &Args) -> Result<()> {
                 other => return Err(format!("--ops: no operation {other}").into()),
             };
             // The second call where the first does one-off work: an
-            // alltoall's plan, the world's host levels across hosts.
+            // alltoall's plan, the world's host levels across hosts (which
+            // an allreduce or a split builds).
             let calls = match op {
-                Op::Alltoall(..) | Op::Allreduce(_) => 2,
+                Op::Alltoall(..) | Op::Allreduce(_) | Op::Split(_) => 2,
                 _ => 1,
             };
             let started = Instant::now();
