@@ -243,24 +243,12 @@ fn messages_of(sim: Sim, body: impl AsyncFn(&SimRank<'_>) -> Result<()>) -> u64 
     report.messages
 }
 
-#[test]
-fn two_levels_cross_the_network_once_a_host() {
-    // The same calls on 16 ranks, 4 to a host, and on 16 hosts of one
-    // rank (where the levels find nothing to share and stay flat).
-    let messages = |per_host| {
-        let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(per_host);
-        messages_of(sim, async |t: &SimRank<'_>| -> Result<()> {
-            let world = Comm::world(t).with_timeout(common::TIMEOUT);
-            let dup = world.idup().await?;
-            for i in 0..20u64 {
-                world.iallreduce(i, |a, b| a + b).await?;
-                world.ibcast(3, (world.rank() == 3).then_some(i)).await?;
-                dup.ibarrier().await?;
-            }
-            Ok(())
-        })
-    };
-    let (two_level, flat) = (messages(4), messages(1));
+/// 16 simulated ranks, `per_host` on each host.
+fn on_hosts_of(per_host: u32) -> Sim {
+    Sim::new(16, LogGp::default()).with_ranks_per_host(per_host)
+}
+
+fn assert_under_half(two_level: u64, flat: u64) {
     assert!(
         two_level * 2 < flat,
         "{two_level} messages in two levels against {flat} flat"
@@ -268,34 +256,56 @@ fn two_levels_cross_the_network_once_a_host() {
 }
 
 #[test]
+fn two_levels_cross_the_network_once_a_host() {
+    // The same calls on 16 ranks, 4 to a host, and on 16 hosts of one
+    // rank (where the levels find nothing to share and stay flat).
+    let messages = |per_host| {
+        messages_of(
+            on_hosts_of(per_host),
+            async |t: &SimRank<'_>| -> Result<()> {
+                let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                let dup = world.idup().await?;
+                for i in 0..20u64 {
+                    world.iallreduce(i, |a, b| a + b).await?;
+                    world.ibcast(3, (world.rank() == 3).then_some(i)).await?;
+                    dup.ibarrier().await?;
+                }
+                Ok(())
+            },
+        )
+    };
+    let (two_level, flat) = (messages(4), messages(1));
+    assert_under_half(two_level, flat);
+}
+
+#[test]
 fn gathers_scatters_and_scans_cross_the_network_once_a_host() {
     // As above, for the calls that move every member's value.
     let messages = |per_host| {
-        let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(per_host);
-        messages_of(sim, async |t: &SimRank<'_>| -> Result<()> {
-            let world = Comm::world(t).with_timeout(common::TIMEOUT);
-            let rank = world.rank();
-            for i in 0..20u32 {
-                let root = i % 16;
-                world.igather(root, &rank).await?;
-                let values = (rank == root).then(|| (0..16).collect());
-                assert_eq!(world.iscatter::<u32>(root, values).await?, rank);
-                assert_eq!(world.iallgather(&rank).await?, (0..16).collect::<Vec<_>>());
-                let mut sum = [0u64];
-                let recv = (rank == root).then_some(&mut sum[..]);
-                world
-                    .ireduce_into(root, &[1u64], recv, |a, b| a + b)
-                    .await?;
-                assert_eq!(world.iscan(1u32, |a, b| a + b).await?, rank + 1);
-            }
-            Ok(())
-        })
+        messages_of(
+            on_hosts_of(per_host),
+            async |t: &SimRank<'_>| -> Result<()> {
+                let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                let rank = world.rank();
+                for i in 0..20u32 {
+                    let root = i % 16;
+                    world.igather(root, &rank).await?;
+                    let values = (rank == root).then(|| (0..16).collect());
+                    assert_eq!(world.iscatter::<u32>(root, values).await?, rank);
+                    assert_eq!(world.iallgather(&rank).await?, (0..16).collect::<Vec<_>>());
+                    let mut sum = [0u64];
+                    let recv = (rank == root).then_some(&mut sum[..]);
+                    world
+                        .ireduce_into(root, &[1u64], recv, |a, b| a + b)
+                        .await?;
+                    assert_eq!(world.iscan(1u32, |a, b| a + b).await?, rank + 1);
+                }
+                Ok(())
+            },
+        )
     };
     let (two_level, flat) = (messages(4), messages(1));
-    assert!(
-        two_level * 2 < flat,
-        "{two_level} messages in two levels against {flat} flat"
-    );
+    assert_under_half(two_level, flat);
 }
 
 #[test]
@@ -305,32 +315,31 @@ fn split_and_created_groups_across_hosts_take_two_levels() {
     // messages of 20 rounds of calls on each, past the first 10 (which
     // make the communicators and build their levels).
     let messages = |per_host, rounds| {
-        let sim = Sim::new(16, LogGp::default()).with_ranks_per_host(per_host);
-        messages_of(sim, async |t: &SimRank<'_>| -> Result<()> {
-            let world = Comm::world(t).with_timeout(common::TIMEOUT);
-            let color = (world.rank() / 2) % 2;
-            let split = world.isplit(Some(color), world.rank()).await?;
-            let split = split.expect("every rank has a color");
-            let pairs: Vec<u32> = (0..16).filter(|r| (r / 2) % 2 == color).collect();
-            let map = GroupMap::from_ranks(16, &pairs, Strategy::Auto)?;
-            let created = world.icreate_group(map, color, CreateAlgorithm::Direct);
-            let created = created.await?.expect("a member");
-            for comm in [&split, &created] {
-                for i in 0..rounds {
-                    assert_eq!(comm.iallreduce(i, |a, b| a + b).await?, 8 * i);
-                    let got = comm.iallgather(&comm.rank()).await?;
-                    assert_eq!(got, (0..8).collect::<Vec<u32>>());
+        messages_of(
+            on_hosts_of(per_host),
+            async |t: &SimRank<'_>| -> Result<()> {
+                let world = Comm::world(t).with_timeout(common::TIMEOUT);
+                let color = (world.rank() / 2) % 2;
+                let split = world.isplit(Some(color), world.rank()).await?;
+                let split = split.expect("every rank has a color");
+                let pairs: Vec<u32> = (0..16).filter(|r| (r / 2) % 2 == color).collect();
+                let map = GroupMap::from_ranks(16, &pairs, Strategy::Auto)?;
+                let created = world.icreate_group(map, color, CreateAlgorithm::Direct);
+                let created = created.await?.expect("a member");
+                for comm in [&split, &created] {
+                    for i in 0..rounds {
+                        assert_eq!(comm.iallreduce(i, |a, b| a + b).await?, 8 * i);
+                        let got = comm.iallgather(&comm.rank()).await?;
+                        assert_eq!(got, (0..8).collect::<Vec<u32>>());
+                    }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
     };
     let two_level = messages(4, 30) - messages(4, 10);
     let flat = messages(1, 30) - messages(1, 10);
-    assert!(
-        two_level * 2 < flat,
-        "{two_level} messages in two levels against {flat} flat"
-    );
+    assert_under_half(two_level, flat);
 }
 
 #[test]

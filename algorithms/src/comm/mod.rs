@@ -27,8 +27,7 @@ use serde::Serialize;
 use crate::chain::Chain;
 use crate::context::{Proposal, WORLD_CONTEXT};
 use crate::groupmap::GroupMap;
-use crate::host::Claim;
-use crate::host::{Team, TeamCall};
+use crate::host::{Claim, Team, TeamCall, NO_REGION};
 use crate::scan::allreduce_in;
 use crate::split::numbering::Offer;
 use crate::split::{self, dense, split_offering, Algorithm, Color, Key, Request, Split};
@@ -91,8 +90,8 @@ impl<'t, T: Transport> Comm<'t, T> {
     /// takes the host's shared memory for its collectives (every rank
     /// decides alike from the job's shape); across hosts it runs its
     /// collectives in two levels, inside each host and across one leader
-    /// per host (built by the first such call). Later worlds of the same process run the chain algorithms,
-    /// so make one and dup it.
+    /// per host (built by the first such call). Later worlds of the same
+    /// process run the chain algorithms, so make one and dup it.
     pub fn world(t: &'t T) -> Comm<'t, T> {
         let map = GroupMap::world_group(t.size());
         let mut world = Comm::new(t, Chain::world(t, WORLD_CONTEXT), Some(map));
@@ -442,7 +441,13 @@ impl<'t, T: Transport> Comm<'t, T> {
             .filter(|&m| places[m as usize].host == t.host())
             .collect();
         if here.len() == places.len() {
+            // A member whose arena had no room offered none (the dense
+            // split across hosts says so): no team, the map from the places.
             let regions = places.iter().map(|p| p.region);
+            if regions.clone().any(|r| r == NO_REGION) {
+                let map = map::listed(t.size(), &ranks);
+                return Ok(Some(self.derived(group.chain, map)));
+            }
             let team = claim.into_team(ranks, regions, rank, context)?;
             // The map is made from the team's list on the first lookup.
             let mut comm = self.derived(group.chain, None);
