@@ -403,17 +403,18 @@ where
         .iter()
         .position(|&l| records[l as usize].color == mine)
         .expect("a member's color leads a group") as u32;
-    let places: Box<[Place]> = group
-        .iter()
-        .map(|&m| {
-            let head = records[m as usize].head;
-            Ok(Place {
-                rank: swap.world_rank(m)?,
-                host: head.host,
-                region: head.region,
-            })
-        })
-        .collect::<Result<_>>()?;
+    // Filled in place: collecting the fallible lookups into a boxed slice
+    // reallocated, which the one-host split's latency showed.
+    let mut places = Vec::with_capacity(group.len());
+    for &m in &group {
+        let head = records[m as usize].head;
+        places.push(Place {
+            rank: swap.world_rank(m)?,
+            host: head.host,
+            region: head.region,
+        });
+    }
+    let places = places.into_boxed_slice();
     let chain = Chain::from_links(
         at as u32,
         places.len() as u32,
