@@ -31,11 +31,14 @@ fn joined<X>(mut a: Vec<X>, b: Vec<X>) -> Result<Vec<X>> {
 /// The runs of consecutive members that hosts of `sizes` members hold, in
 /// order, cut from all the members' `values`.
 fn cut(values: Run, sizes: &[u64]) -> Result<Vec<Run>> {
-    let members: u64 = sizes.iter().sum();
-    if members != values.len() as u64 {
+    // The sizes come from the other leaders: a sum past u64 is a lie too.
+    let members = sizes
+        .iter()
+        .try_fold(0u64, |sum, &size| sum.checked_add(size));
+    if members != Some(values.len() as u64) {
         return Err(Error::Mismatch {
             what: format!(
-                "a scatter across hosts: the hosts hold {members} members, the root dealt {}",
+                "a scatter across hosts: the hosts hold {members:?} members, the root dealt {}",
                 values.len()
             ),
         });
@@ -291,6 +294,29 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T, [CallTags; 2]> {
         match mine {
             Ok(mine) => self.allgather_run(comm, &built, mine, deadline).await,
             Err(e) => self.pass(deadline).await.and(Err(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_cut_by_the_hosts_sizes_and_lies_refused() {
+        let values: Run = (0..5u8).map(|v| vec![v]).collect();
+        let runs = cut(values.clone(), &[2, 0, 3]).unwrap();
+        assert_eq!(
+            runs,
+            [
+                vec![vec![0], vec![1]],
+                vec![],
+                vec![vec![2], vec![3], vec![4]]
+            ]
+        );
+        for sizes in [&[2, 2][..], &[3, 3], &[u64::MAX, 6]] {
+            let refused = cut(values.clone(), sizes);
+            assert!(matches!(refused, Err(Error::Mismatch { .. })), "{sizes:?}");
         }
     }
 }

@@ -17,8 +17,12 @@ pub enum Placement {
 }
 
 impl Placement {
-    /// The ranks host `host` of `hosts` runs, of a job of `ranks`.
+    /// The ranks host `host` of `hosts` runs, of a job of `ranks` (none
+    /// where there are no hosts).
     pub fn ranks_of(self, host: u32, hosts: u32, ranks: u32) -> Vec<Rank> {
+        if hosts == 0 {
+            return Vec::new();
+        }
         match self {
             Placement::Cyclic => (host..ranks).step_by(hosts as usize).collect(),
             Placement::Block => {
@@ -56,5 +60,8 @@ mod tests {
             .map(|h| Placement::Cyclic.ranks_of(h, 3, 8))
             .collect();
         assert_eq!(dealt, [vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+        for placement in [Placement::Cyclic, Placement::Block] {
+            assert!(placement.ranks_of(0, 0, 8).is_empty());
+        }
     }
 }
