@@ -50,6 +50,19 @@ fn cut(values: Run, sizes: &[u64]) -> Result<Vec<Run>> {
         .collect())
 }
 
+/// `all` if it holds one value per member of a communicator of `size`
+/// (the leaders' runs came from peers, whose counts the join trusts).
+fn check_count(all: Run, size: u32) -> Result<Run> {
+    if all.len() == size as usize {
+        return Ok(all);
+    }
+    Err(Error::Codec {
+        action: "decode",
+        what: "the hosts' runs of gathered values",
+        message: format!("{} values for {size} members", all.len()),
+    })
+}
+
 /// `Codec` unless a leader's run holds one value per member of its host.
 fn check_run(run: &Run, members: u32) -> Result<()> {
     if run.len() == members as usize {
@@ -210,7 +223,10 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T> {
             return gather_bytes_in(self.flat(comm, deadline), root, mine?).await;
         };
         match check_root(comm, root).and(mine) {
-            Ok(mine) => self.gather_run(comm, &built, root, mine, deadline).await,
+            Ok(mine) => {
+                let all = self.gather_run(comm, &built, root, mine, deadline).await?;
+                all.map(|all| check_count(all, comm.size())).transpose()
+            }
             Err(e) => self.pass(deadline).await.and(Err(e)),
         }
     }
@@ -292,7 +308,10 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T, [CallTags; 2]> {
             return allgather_bytes_in(self.flat(comm, deadline), mine?).await;
         };
         match mine {
-            Ok(mine) => self.allgather_run(comm, &built, mine, deadline).await,
+            Ok(mine) => {
+                let all = self.allgather_run(comm, &built, mine, deadline).await?;
+                check_count(all, comm.size())
+            }
             Err(e) => self.pass(deadline).await.and(Err(e)),
         }
     }
@@ -301,6 +320,16 @@ impl<'a, 't, T: Transport> LevelsCall<'a, 't, T, [CallTags; 2]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_of_another_count_are_refused() {
+        let all: Run = vec![vec![1], vec![2]];
+        assert_eq!(check_count(all.clone(), 2).unwrap(), all);
+        for size in [1, 3] {
+            let refused = check_count(all.clone(), size);
+            assert!(matches!(refused, Err(Error::Codec { .. })), "{size}");
+        }
+    }
 
     #[test]
     fn runs_are_cut_by_the_hosts_sizes_and_lies_refused() {
