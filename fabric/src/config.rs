@@ -60,6 +60,12 @@ pub const ENV_HOST_EXCHANGE_MAX: &str = "CATENA_HOST_EXCHANGE_MAX";
 /// The radix of a host's short allreduce's trees above
 /// `CATENA_HOST_EXCHANGE_MAX` members.
 pub const ENV_HOST_ALLREDUCE_RADIX: &str = "CATENA_HOST_ALLREDUCE_RADIX";
+/// From this many bytes a host collective's long data is copied straight
+/// out of the writer's own buffer (one copy, where the system allows it),
+/// not through its cells; `off` copies through cells always.
+pub const ENV_HOST_SINGLE_COPY_MIN: &str = "CATENA_HOST_SINGLE_COPY_MIN";
+/// Up to this many bytes (see `CATENA_HOST_SINGLE_COPY_MIN`).
+pub const ENV_HOST_SINGLE_COPY_MAX: &str = "CATENA_HOST_SINGLE_COPY_MAX";
 /// `off`, `on` or a core number: a thread that drives ofi/ucx progress.
 pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
 /// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).
@@ -147,12 +153,16 @@ pub fn rendezvous(default_threshold: usize, default_bulk: usize) -> Result<(usiz
 }
 
 /// Which algorithm a host's collectives take for short values (those that
-/// fit a mailbox slot), by the team's size. The defaults were measured on
+/// fit a mailbox slot), by the team's size, and how they move long ones. The defaults were measured on
 /// 16 cores of one socket (an Intel Xeon): a member that posts to several
 /// others pays for each post, so bcast and reduce, measured call after
 /// call, go fastest along binary trees; an allreduce waits for its result,
 /// so it exchanges all values among up to 8 members and takes shallower
-/// trees above. The variables exist to measure them again elsewhere.
+/// trees above. And from which length long values are copied once, out of
+/// their writer's buffer, rather than twice, through its cells: measured
+/// on two cores of that Xeon (`catena-bench collectives -n 2`, bcast),
+/// one copy wins from 64 KiB (5.3 to 7.2 µs where cells take 11) to 8 MiB,
+/// cells from 16 MiB. The variables exist to measure them again elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostTuning {
     /// The radix of bcast's and reduce's trees (`CATENA_HOST_TREE_RADIX`;
@@ -164,6 +174,14 @@ pub struct HostTuning {
     /// The radix of a short allreduce's trees (up to member 0 and down)
     /// above `exchange_max` members (`CATENA_HOST_ALLREDUCE_RADIX`).
     pub allreduce_radix: u32,
+    /// From this many bytes long data is copied once, straight out of its
+    /// writer's buffer, where the provider offers that
+    /// (`CATENA_HOST_SINGLE_COPY_MIN`; `usize::MAX`, `off`, never) ...
+    pub single_copy_min: usize,
+    /// ... up to this many (`CATENA_HOST_SINGLE_COPY_MAX`): a longer one
+    /// streams faster through cells, where writer and reader copy in
+    /// parallel, each a half of the memory traffic.
+    pub single_copy_max: usize,
 }
 
 impl Default for HostTuning {
@@ -172,6 +190,8 @@ impl Default for HostTuning {
             tree_radix: 2,
             exchange_max: 8,
             allreduce_radix: 4,
+            single_copy_min: 64 << 10,
+            single_copy_max: 8 << 20,
         }
     }
 }
@@ -193,7 +213,19 @@ pub fn host_tuning() -> Result<HostTuning> {
             optional(ENV_HOST_ALLREDUCE_RADIX)?,
         )?
         .unwrap_or(default.allreduce_radix),
+        single_copy_min: single_copy_min(std::env::var(ENV_HOST_SINGLE_COPY_MIN).ok().as_deref())?
+            .unwrap_or(default.single_copy_min),
+        single_copy_max: optional(ENV_HOST_SINGLE_COPY_MAX)?.unwrap_or(default.single_copy_max),
     })
+}
+
+/// `CATENA_HOST_SINGLE_COPY_MIN`'s value `raw`, if set: bytes, or `off`
+/// (never: `usize::MAX`).
+fn single_copy_min(raw: Option<&str>) -> Result<Option<usize>> {
+    match raw.map(str::trim) {
+        Some("off") => Ok(Some(usize::MAX)),
+        _ => parse(ENV_HOST_SINGLE_COPY_MIN, raw),
+    }
 }
 
 /// `Bootstrap` unless `radix`, the value of `name` if set, is in
@@ -239,6 +271,15 @@ mod tests {
         for good in [16, 2048, 1 << 30] {
             assert_eq!(ring_size(good).unwrap(), good);
         }
+    }
+
+    #[test]
+    fn single_copies_start_at_a_number_of_bytes_or_never() {
+        assert_eq!(single_copy_min(None).unwrap(), None);
+        assert_eq!(single_copy_min(Some(" off ")).unwrap(), Some(usize::MAX));
+        assert_eq!(single_copy_min(Some("4096")).unwrap(), Some(4096));
+        let err = single_copy_min(Some("on")).unwrap_err().to_string();
+        assert!(err.contains(ENV_HOST_SINGLE_COPY_MIN), "{err}");
     }
 
     #[test]

@@ -387,6 +387,31 @@ pub trait HostMemory: Rma {
     /// Adds `value` (wrapping) to the word at `at` of `peer`'s arena; yields
     /// the old value.
     fn host_add(&self, peer: &Self::HostPeer, at: u64, value: u64) -> Result<u64>;
+    /// Offers `data`, memory of this rank's own outside its arena, to its
+    /// host peers to copy out of in one copy
+    /// ([`HostMemory::host_copy_from`]) until [`HostMemory::host_withdraw`]:
+    /// the handle peers name it by, or `None` where this provider makes no
+    /// such offers (data then moves through the arena, in two copies). The
+    /// caller keeps `data` as it is, and alive, until every peer it told
+    /// has copied or the call that offered it has ended.
+    fn host_offer(&self, _data: &[u8]) -> Option<u64> {
+        None
+    }
+    /// Ends an offer of [`HostMemory::host_offer`].
+    fn host_withdraw(&self, _handle: u64) {}
+    /// Copies `buf.len()` bytes from `at` bytes into `peer`'s offer `handle`
+    /// into `buf`, in one copy: `Ok(false)` where this rank cannot (the
+    /// provider, the system's rules, a peer that exited), and then `buf`
+    /// holds nothing meant; an offer the peer does not hold is an error.
+    fn host_copy_from(
+        &self,
+        _peer: &Self::HostPeer,
+        _handle: u64,
+        _at: u64,
+        _buf: &mut [u8],
+    ) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// What eager messaging ([`crate::eager`]) needs besides puts, signals and

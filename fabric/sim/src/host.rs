@@ -260,6 +260,46 @@ impl HostMemory for SimRank<'_> {
         memory.set_word(offset, old.wrapping_add(value));
         Ok(old)
     }
+
+    /// The simulator keeps a copy of what is offered (it costs the offering
+    /// rank nothing, as a real offer of an address does not).
+    fn host_offer(&self, data: &[u8]) -> Option<u64> {
+        let sim = self.sim();
+        if !sim.single_copy {
+            return None;
+        }
+        let state = sim.state(self.rank_id());
+        let handle = state.next_offer.get();
+        state.next_offer.set(handle + 1);
+        sim.as_transport(|| state.offers.borrow_mut().push((handle, data.into())));
+        Some(handle)
+    }
+
+    fn host_withdraw(&self, handle: u64) {
+        let sim = self.sim();
+        let state = sim.state(self.rank_id());
+        sim.as_transport(|| state.offers.borrow_mut().retain(|(h, _)| *h != handle));
+    }
+
+    /// Charged as a read of a peer's memory.
+    fn host_copy_from(&self, peer: &Rank, handle: u64, at: u64, buf: &mut [u8]) -> Result<bool> {
+        let _call = self.sim().call(self.rank_id());
+        let sim = self.sim();
+        if sim.single_copy_refused.contains(&self.rank_id()) {
+            return Ok(false);
+        }
+        let offers = sim.state(*peer).offers.borrow();
+        let Some((_, data)) = offers.iter().find(|(h, _)| *h == handle) else {
+            return Err(Error::Protocol(format!(
+                "rank {peer} holds no offer {handle} to copy from"
+            )));
+        };
+        let at = usize::try_from(at).unwrap_or(usize::MAX);
+        check_bounds(at, buf.len(), data.len())?;
+        buf.copy_from_slice(&data[at..at + buf.len()]);
+        self.charge(buf.len());
+        Ok(true)
+    }
 }
 
 /// Forgets every rank's host regions: a run starts with fresh arenas.
@@ -270,5 +310,6 @@ pub(super) fn reset(sim: &Sim) {
     for state in &sim.ranks {
         state.world_region.set(false);
         state.host_regions.set(0);
+        state.offers.borrow_mut().clear();
     }
 }

@@ -143,6 +143,10 @@ struct RankState {
     host_regions: Cell<u64>,
     /// Whether the world's host region was handed out.
     world_region: Cell<bool>,
+    /// What this rank offers its host peers to copy from (see
+    /// `HostMemory::host_offer`), by handle, and the next handle.
+    offers: RefCell<Vec<(u64, Rc<[u8]>)>>,
+    next_offer: Cell<u64>,
     inbox: RefCell<Vec<Envelope>>,
 }
 
@@ -281,6 +285,10 @@ pub struct Sim {
     /// 0..size ordered by host (and rank), made when a rank first asks
     /// who shares its host.
     all_ranks: OnceCell<Vec<Rank>>,
+    /// Whether ranks offer their memory to single copies, and the ranks
+    /// whose copies are refused (as a system's rules may refuse them).
+    single_copy: bool,
+    single_copy_refused: FxHashSet<Rank>,
 }
 
 /// How ranks lie on simulated hosts.
@@ -340,7 +348,25 @@ impl Sim {
             placement: Placement::Blocks(1),
             host_model: HostModel::default(),
             all_ranks: OnceCell::new(),
+            single_copy: true,
+            single_copy_refused: FxHashSet::default(),
         }
+    }
+
+    /// Whether ranks offer their own memory to their host peers' single
+    /// copies (`HostMemory::host_offer`; on by default, as on the real
+    /// providers): off, long host data moves through host memory in two.
+    pub fn with_single_copy(mut self, on: bool) -> Sim {
+        self.single_copy = on;
+        self
+    }
+
+    /// Refuses the single copies of these ranks, as a system's rules may
+    /// (`host_copy_from` says it cannot), so that they take what was
+    /// offered the other way.
+    pub fn with_single_copy_refused(mut self, ranks: impl IntoIterator<Item = Rank>) -> Sim {
+        self.single_copy_refused = ranks.into_iter().collect();
+        self
     }
 
     /// Charges host memory (the memory the ranks of one simulated host

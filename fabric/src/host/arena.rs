@@ -3,9 +3,10 @@
 //! a fixed offset, then the regions the owner hands out. Every access is
 //! checked against the arena's length and kept off the header.
 
+use std::cell::OnceCell;
 use std::hash::{Hash, Hasher};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use super::{ArenaAddress, WORLD_REGION_BYTES};
 use crate::bounds::{check_bounds, check_word};
@@ -29,6 +30,45 @@ const SLEEPERS_AT: usize = 68;
 pub struct ArenaMap {
     segment: Segment,
     rank: Rank,
+    /// The owner's pid (a peer's arena only: 0 for this process's own).
+    pid: libc::pid_t,
+    /// A descriptor of the owner's process, opened on the first copy out
+    /// of its memory: it tells whether the process the pid named has
+    /// exited since (then the pid may name another process). `None` where
+    /// the kernel gives none or this process holds [`MAX_PROCESS_FDS`].
+    process: OnceCell<Option<ProcessFd>>,
+}
+
+/// The most peer process descriptors one process holds: copies from
+/// further peers go through host memory instead, so that a host of many
+/// ranks does not spend the descriptors its programs need.
+const MAX_PROCESS_FDS: usize = 64;
+static PROCESS_FDS: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the [`MAX_PROCESS_FDS`] descriptors.
+struct ProcessFd(OwnedFd);
+
+impl ProcessFd {
+    fn open(pid: libc::pid_t) -> Option<ProcessFd> {
+        PROCESS_FDS
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_PROCESS_FDS).then_some(n + 1)
+            })
+            .ok()?;
+        match crate::os::pidfd_open(pid) {
+            Some(fd) => Some(ProcessFd(fd)),
+            None => {
+                PROCESS_FDS.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+impl Drop for ProcessFd {
+    fn drop(&mut self) {
+        PROCESS_FDS.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A job's id as the header holds it: arenas of another job are not ours.
@@ -50,7 +90,13 @@ impl ArenaMap {
         header(LEN_AT, len as u64);
         header(JOB_AT, job_hash(job));
         segment.u64_at(MAGIC_AT).store(MAGIC, Ordering::Release);
-        Ok((ArenaMap { segment, rank }, fd))
+        let arena = ArenaMap {
+            segment,
+            rank,
+            pid: 0,
+            process: OnceCell::new(),
+        };
+        Ok((arena, fd))
     }
 
     /// Maps the arena `rank` (process `pid`) published at `address`, if it
@@ -77,7 +123,12 @@ impl ArenaMap {
         {
             return Err(refused("its header names another owner, length or job"));
         }
-        Ok(ArenaMap { segment, rank })
+        Ok(ArenaMap {
+            segment,
+            rank,
+            pid: pid as libc::pid_t,
+            process: OnceCell::new(),
+        })
     }
 
     /// The owner's rank.
@@ -177,6 +228,64 @@ impl ArenaMap {
     #[inline]
     pub fn load(&self, at: u64) -> Result<u64> {
         Ok(self.word(at)?.load(Ordering::Acquire))
+    }
+
+    /// Copies `buf.len()` bytes at address `addr` of the owner's own memory
+    /// into `buf` in one copy (Linux's cross-memory attach); `Ok(false)`
+    /// where the kernel does not let this process do so (another user, a
+    /// ptrace scope that forbids it, no process descriptors) or the owner
+    /// exited before the copy ended (what was copied may be another
+    /// process's: `buf` holds nothing meant). An address range the owner
+    /// does not hold is an error.
+    pub fn copy_from(&self, addr: u64, buf: &mut [u8]) -> Result<bool> {
+        if self.pid == 0 {
+            return Ok(false);
+        }
+        // Opened after the mapping was checked to be this pid's arena, and
+        // while the owner is in the call that offered the memory: the
+        // descriptor names the arena's owner.
+        let Some(process) = self.process.get_or_init(|| ProcessFd::open(self.pid)) else {
+            return Ok(false);
+        };
+        let mut done = 0;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            let local = libc::iovec {
+                iov_base: rest.as_mut_ptr().cast(),
+                iov_len: rest.len(),
+            };
+            let remote = libc::iovec {
+                iov_base: (addr as usize).wrapping_add(done) as *mut libc::c_void,
+                iov_len: rest.len(),
+            };
+            // SAFETY: the kernel writes at most `rest.len()` bytes into
+            // `rest`, ours; the remote range is checked by the kernel
+            // against the owner's mappings (EFAULT), never dereferenced here.
+            let n = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
+            match n {
+                n if n > 0 => done += n as usize,
+                0 => return Err(self.not_held(addr, buf.len())),
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    return match e.raw_os_error() {
+                        Some(libc::EFAULT) => Err(self.not_held(addr, buf.len())),
+                        Some(libc::EPERM | libc::ENOSYS | libc::ESRCH) => Ok(false),
+                        _ => Err(Error::io(
+                            format!("copying from rank {}'s memory", self.rank),
+                            e,
+                        )),
+                    };
+                }
+            }
+        }
+        Ok(!crate::os::pidfd_exited(&process.0))
+    }
+
+    fn not_held(&self, addr: u64, len: usize) -> Error {
+        Error::Protocol(format!(
+            "rank {} offered {len} bytes at {addr:#x}, which it does not hold",
+            self.rank
+        ))
     }
 
     /// Adds `value` to the word at `at` (wrapping); yields the old value and

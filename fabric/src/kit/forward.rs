@@ -197,5 +197,23 @@ macro_rules! forward_host_memory {
         fn host_add(&self, peer: &Self::HostPeer, at: u64, value: u64) -> $crate::Result<u64> {
             self.$inner.host_add(peer, at, value)
         }
+
+        fn host_offer(&self, data: &[u8]) -> Option<u64> {
+            self.$inner.host_offer(data)
+        }
+
+        fn host_withdraw(&self, handle: u64) {
+            self.$inner.host_withdraw(handle)
+        }
+
+        fn host_copy_from(
+            &self,
+            peer: &Self::HostPeer,
+            handle: u64,
+            at: u64,
+            buf: &mut [u8],
+        ) -> $crate::Result<bool> {
+            self.$inner.host_copy_from(peer, handle, at, buf)
+        }
     };
 }

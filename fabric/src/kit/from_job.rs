@@ -133,6 +133,30 @@ macro_rules! host_memory_from_job {
             fn host_add(&self, peer: &Self::HostPeer, at: u64, value: u64) -> $crate::Result<u64> {
                 peer.add(at, value)
             }
+
+            // The handle is the data's address: a peer copies out of this
+            // process's memory by its pid (the kernel checks the range).
+            fn host_offer(&self, data: &[u8]) -> Option<u64> {
+                self.job.host_memory().ok()?;
+                Some(data.as_ptr() as u64)
+            }
+
+            fn host_copy_from(
+                &self,
+                peer: &Self::HostPeer,
+                handle: u64,
+                at: u64,
+                buf: &mut [u8],
+            ) -> $crate::Result<bool> {
+                let addr = handle.checked_add(at).ok_or_else(|| {
+                    $crate::Error::Protocol(format!(
+                        "rank {} offered memory at {handle:#x}, {at} bytes into which \
+                         overflows an address",
+                        peer.rank()
+                    ))
+                })?;
+                peer.copy_from(addr, buf)
+            }
         }
     };
 }

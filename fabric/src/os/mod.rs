@@ -13,6 +13,30 @@ pub fn process_alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
+/// A descriptor of process `pid` (`pidfd_open`), `None` where the kernel
+/// gives none (before Linux 5.3, or the process is gone).
+pub fn pidfd_open(pid: libc::pid_t) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a plain system call; a descriptor it returns is ours alone.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether the process behind `pidfd` has exited (its descriptor reads as
+/// ready); a failed look counts as exited.
+pub fn pidfd_exited(pidfd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of ours; a zero timeout never blocks.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready != 0
+}
+
 /// 64 bits from the kernel's random source (job ids, window secrets).
 pub fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];

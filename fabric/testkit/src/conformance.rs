@@ -574,7 +574,10 @@ fn expect_err<V: std::fmt::Debug>(
 /// Host memory: every rank writes a pattern and stores a flag into a region
 /// of each of its host peers' arenas (and its own), then waits for its own
 /// flags and reads what landed; bad offsets and ranks fail with the right
-/// error and write nothing.
+/// error and write nothing. Then every rank offers a buffer of its own and
+/// its host peers copy a slice of it out byte-exactly (or are told they
+/// cannot); a handle never offered, or an offset past any address, is
+/// refused, never read.
 pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
     const TAG_REGION: u32 = 5;
     const SLOT: u64 = 128;
@@ -656,9 +659,42 @@ pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
             elsewhere,
         )?;
     }
-    // Every peer is done with this rank's region once it passed the
-    // barrier; its count goes to zero and the allocator may reuse it.
+    const TAG_OFFER: u32 = 6;
+    let offered = pattern(t.rank(), 99, 4096);
+    let offer = t.host_offer(&offered);
+    for &p in peers.iter().filter(|&&p| p != t.rank()) {
+        let handle = offer.map_or(Vec::new(), |h| h.to_le_bytes().to_vec());
+        t.send(p, CTX, TAG_OFFER, &handle, deadline(t)).await?;
+    }
+    for &p in peers.iter().filter(|&&p| p != t.rank()) {
+        let got = t.recv(Some(p), CTX, TAG_OFFER, deadline(t)).await?.data;
+        let Ok(handle) = <[u8; 8]>::try_from(got) else {
+            continue;
+        };
+        let (handle, peer) = (u64::from_le_bytes(handle), t.host_peer(p)?);
+        let mut slice = vec![0; 1000];
+        if t.host_copy_from(&peer, handle, 17, &mut slice)?
+            && slice != pattern(p, 99, 4096)[17..1017]
+        {
+            return Err(fail(format!(
+                "a single copy from rank {p} is not what it offered"
+            )));
+        }
+        for (forged, at) in [(u64::MAX - 4096, 0), (handle, u64::MAX - 8)] {
+            if let Ok(true) = t.host_copy_from(&peer, forged, at, &mut slice) {
+                return Err(fail(format!(
+                    "a single copy from rank {p} at {forged:#x} + {at} read something"
+                )));
+            }
+        }
+    }
+    // Every peer is done with this rank's region (and offer) once it
+    // passed the barrier; its count goes to zero and the allocator may
+    // reuse it.
     barrier(t).await?;
+    if let Some(handle) = offer {
+        t.host_withdraw(handle);
+    }
     t.host_add(&own, region.at, u64::MAX)?;
     t.host_release(region);
     Ok(())
