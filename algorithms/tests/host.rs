@@ -431,6 +431,30 @@ fn sim_host_collectives_1_to_17() {
     }
 }
 
+/// Long values copied once out of their writer's buffer, where some
+/// members cannot (they take the data through cells) or none offers.
+#[test]
+fn sim_host_single_copies_refused_or_off() {
+    for n in [2, 5, 9] {
+        let refused = [1, n - 1];
+        let sims = [
+            Sim::new(n, LogGp::default()).with_single_copy_refused(refused),
+            Sim::new(n, LogGp::default()).with_single_copy(false),
+        ];
+        for sim in sims {
+            let sim = sim.with_ranks_per_host(n);
+            let (results, _) = sim
+                .run(async |t: &SimRank<'_>| {
+                    every_collective(t, 4, true).await?;
+                    odd_lengths(t, 9).await
+                })
+                .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+            let failed: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+            assert!(failed.is_empty(), "{n} ranks: {failed:#?}");
+        }
+    }
+}
+
 /// The same collectives with a rank per simulated host: on the chain, the
 /// buffer collectives' bytes forwarded without an encoding pass.
 #[test]

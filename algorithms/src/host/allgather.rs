@@ -174,7 +174,7 @@ async fn offer<T: HostMemory>(
     deadline: Time,
 ) -> Result<()> {
     for m in (0..team.size()).filter(|&m| m != team.me()) {
-        announce(team, m, seq, send, 0, deadline).await?;
+        announce(team, m, seq, send, 0, None, deadline).await?;
     }
     if expose_long && send.len() > team.layout().inline() {
         expose(team, &[(send, Readers::All)], CELL, deadline).await?;

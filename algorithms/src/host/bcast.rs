@@ -1,12 +1,14 @@
 //! Broadcast inside a host: the length (and a short value itself) travels
 //! down a k-nomial tree rotated to the root, each member forwarding what
-//! its parent posted; a longer value is exposed by the root in its cells
-//! and every other member copies it straight out (one level, in parallel).
+//! its parent posted; every member copies a longer value straight out of
+//! the root's buffer where the root offers it (see `offer`), else out of
+//! the cells the root exposes it in (one level, in parallel).
 
 use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
 use super::mailbox::{arrived, post, read, POISON};
+use super::offer::{copy_offered, refused, reply, Offer, Where};
 use super::stream::{expose, pull, pull_into, Readers};
 use super::tree::{children, member_of, parent, virtual_of};
 use super::{select, Team};
@@ -47,19 +49,38 @@ pub(crate) async fn bcast_along<T: HostMemory>(
     let inline = team.layout().inline();
     let v = virtual_of(me, root, n);
     let children = || children(v, n, radix).map(|c| member_of(c, root, n));
-    // A long value's post carries the index of its first chunk: 0.
-    const FIRST: [u8; 8] = [0; 8];
     if me == root {
         let data: &[u8] = match &value {
             Value::Fixed(buf) => buf,
             Value::Any(bytes) => bytes,
         };
         let long = data.len() > inline;
+        // A long value's post says where it is.
+        let offer = if long {
+            Offer::of(team, data, data.len())
+        } else {
+            None
+        };
+        let at = match &offer {
+            Some(offer) => Where::Offered {
+                first: 0,
+                handle: offer.handle(),
+                at: 0,
+            },
+            None => Where::Cells { first: 0 },
+        }
+        .encode();
         for c in children() {
-            let carried = if long { &FIRST[..] } else { data };
+            let carried = if long { &at[..] } else { data };
             post(team, c, seq, data.len() as u64, carried, deadline).await?;
         }
-        if long {
+        if offer.is_some() {
+            let readers = (0..n).filter(|&m| m != me);
+            let refused = refused(team, seq, readers, deadline).await?;
+            if !refused.is_empty() {
+                expose(team, &[(data, Readers::Some(&refused))], CELL, deadline).await?;
+            }
+        } else if long {
             expose(team, &[(data, Readers::All)], CELL, deadline).await?;
         }
         return Ok(());
@@ -75,9 +96,13 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         });
     }
     let long = len > inline as u64;
+    let at = match long {
+        true => Where::read(team, from, seq)?,
+        false => Where::Cells { first: 0 },
+    };
     if long {
         for c in children() {
-            post(team, c, seq, len, &FIRST, deadline).await?;
+            post(team, c, seq, len, &at.encode(), deadline).await?;
         }
     }
     let mut scratch = Vec::new();
@@ -102,6 +127,41 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         read(team, from, seq, into)?;
         for c in children() {
             post(team, c, seq, len, into, deadline).await?;
+        }
+    }
+    if let (true, Where::Offered { handle, at, .. }) = (long, at) {
+        // Copied straight from the root's buffer; cells only if that fails.
+        let copied = match (&mut value, wrong) {
+            // Nothing wanted, neither copied nor through cells.
+            (_, Some(_)) => Ok(true),
+            (Value::Fixed(buf), None) => copy_offered(team, root, seq, (handle, at), buf),
+            (Value::Any(bytes), None) => {
+                let len = usize::try_from(len).unwrap_or(usize::MAX);
+                bytes.clear();
+                match bytes.try_reserve(len) {
+                    Ok(()) => {
+                        bytes.resize(len, 0);
+                        copy_offered(team, root, seq, (handle, at), bytes)
+                    }
+                    Err(_) => Err(Error::Codec {
+                        action: "receive",
+                        what: "a bcast value",
+                        message: format!("the root sent {len} bytes, more than fit here"),
+                    }),
+                }
+            }
+        };
+        // The root waits for every reply, whatever became of the copy.
+        reply(team, root, seq, !matches!(copied, Ok(false)), deadline).await?;
+        if let Some(expected) = wrong {
+            return Err(Error::Mismatch {
+                what: format!(
+                    "bcast lengths: the root sent {len} bytes for a buffer of {expected}"
+                ),
+            });
+        }
+        if copied? {
+            return Ok(());
         }
     }
     if let Some(expected) = wrong {

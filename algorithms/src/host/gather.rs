@@ -1,11 +1,13 @@
 //! Gather inside a host: every member posts its value to the root (a long
-//! one exposed for the root alone) and the root copies each into place.
+//! one offered to the root, or exposed for it alone) and the root copies
+//! each into place.
 
 use catena_fabric::{HostMemory, Time};
 
 use super::gathered::Gathered;
 use super::layout::CELL;
 use super::message::{announce, receive_appended, receive_into};
+use super::offer::{refused, Offer};
 use super::stream::{expose, Readers};
 use super::{others_then_me, Team};
 use crate::{Error, Result};
@@ -22,7 +24,7 @@ pub(crate) async fn gather<T: HostMemory>(
 ) -> Result<()> {
     let me = team.me();
     let Some(recv) = recv.filter(|_| me == root) else {
-        return send_to_root(team, seq, root, send, deadline).await;
+        return send_to_root(team, seq, root, send, true, deadline).await;
     };
     let each = send.len();
     // A member's value of another length is reported once every member's
@@ -53,7 +55,8 @@ pub(crate) async fn gather_any<T: HostMemory>(
 ) -> Result<Option<Gathered>> {
     let me = team.me();
     if me != root {
-        send_to_root(team, seq, root, send, deadline).await?;
+        // The root takes values of any length as they land, not by copies.
+        send_to_root(team, seq, root, send, false, deadline).await?;
         return Ok(None);
     }
     let mut all = Gathered::with_capacity(team.size() as usize, send.len());
@@ -68,15 +71,30 @@ pub(crate) async fn gather_any<T: HostMemory>(
     Ok(Some(all))
 }
 
+/// Posts `send` to the root; a long one offered (if `offer` and it is worth
+/// one) or exposed.
 async fn send_to_root<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     root: u32,
     send: &[u8],
+    offer: bool,
     deadline: Time,
 ) -> Result<()> {
-    announce(team, root, seq, send, 0, deadline).await?;
-    if send.len() > team.layout().inline() {
+    let long = send.len() > team.layout().inline();
+    let offer = match long && offer {
+        true => Offer::of(team, send, send.len()),
+        false => None,
+    };
+    let offered = offer.as_ref().map(|offer| (offer.handle(), 0));
+    announce(team, root, seq, send, 0, offered, deadline).await?;
+    let exposed = match offer {
+        Some(_) => !refused(team, seq, [root].into_iter(), deadline)
+            .await?
+            .is_empty(),
+        None => long,
+    };
+    if exposed {
         expose(team, &[(send, Readers::One(root))], CELL, deadline).await?;
     }
     Ok(())

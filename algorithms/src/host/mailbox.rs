@@ -78,11 +78,3 @@ pub(crate) fn read<T: HostMemory>(
     let slot = team.at(team.me(), team.layout().mailbox(seq, from));
     Ok(team.t().host_read(own, slot + SLOT_HEADER, out)?)
 }
-
-/// Where a long message that member `from` posted for call `seq` starts
-/// in its exposure.
-pub(crate) fn first_chunk<T: HostMemory>(team: &Team<'_, T>, from: u32, seq: u64) -> Result<u64> {
-    let mut bytes = [0u8; 8];
-    read(team, from, seq, &mut bytes)?;
-    Ok(u64::from_le_bytes(bytes))
-}

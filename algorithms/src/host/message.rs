@@ -2,31 +2,41 @@
 //! carries its length and, if it fits, its bytes; a longer one says where
 //! its first chunk lies in the writer's exposure (see `stream`; chunks of a
 //! whole cell), which the writer makes separately, once per call, for all
-//! its long messages. A writer posts to a reader at most once per call.
+//! its long messages, and where the writer offered it (see `offer`), where
+//! it lies in that offer: the reader then copies it from there and replies,
+//! and only the readers that could not copy find it in the exposure. A
+//! writer posts to a reader at most once per call.
 
 use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
-use super::mailbox::{arrived, first_chunk, post, read, POISON};
+use super::mailbox::{arrived, post, read, POISON};
+use super::offer::{copy_offered, reply, Where};
 use super::stream::{pull, pull_into};
 use super::Team;
 use crate::{Error, Result};
 
 /// Posts `data`'s header to member `to` for call `seq`: its bytes if they
-/// fit, else the index of its first chunk in this member's exposure.
+/// fit, else the index of its first chunk in this member's exposure and
+/// where it lies in this member's `offered` (handle, offset), if offered.
 pub(crate) async fn announce<T: HostMemory>(
     team: &Team<'_, T>,
     to: u32,
     seq: u64,
     data: &[u8],
     first: u64,
+    offered: Option<(u64, u64)>,
     deadline: Time,
 ) -> Result<()> {
     let len = data.len() as u64;
-    match data.len() <= team.layout().inline() {
-        true => post(team, to, seq, len, data, deadline).await,
-        false => post(team, to, seq, len, &first.to_le_bytes(), deadline).await,
+    if data.len() <= team.layout().inline() {
+        return post(team, to, seq, len, data, deadline).await;
     }
+    let at = match offered {
+        Some((handle, at)) => Where::Offered { first, handle, at },
+        None => Where::Cells { first },
+    };
+    post(team, to, seq, len, &at.encode(), deadline).await
 }
 
 /// Receives member `from`'s message of call `seq` into `out`, which must be
@@ -50,20 +60,22 @@ pub(crate) async fn receive_into<T: HostMemory>(
             ),
         });
     }
-    match long {
-        false => read(team, from, seq, out),
-        true => {
-            pull_into(
-                team,
-                from,
-                first_chunk(team, from, seq)?,
-                out,
-                CELL,
-                deadline,
-            )
-            .await
-        }
+    if !long {
+        return read(team, from, seq, out);
     }
+    let first = match Where::read(team, from, seq)? {
+        Where::Cells { first } => first,
+        Where::Offered { first, handle, at } => {
+            let copied = copy_offered(team, from, seq, (handle, at), out);
+            // The writer waits for every reply, whatever became of the copy.
+            reply(team, from, seq, !matches!(copied, Ok(false)), deadline).await?;
+            if copied? {
+                return Ok(());
+            }
+            first
+        }
+    };
+    pull_into(team, from, first, out, CELL, deadline).await
 }
 
 /// Consumes member `from`'s message of call `seq`, which has arrived with
@@ -79,7 +91,11 @@ pub(crate) async fn drain<T: HostMemory>(
     if len <= team.layout().inline() as u64 || len == POISON {
         return Ok(());
     }
-    let first = first_chunk(team, from, seq)?;
+    let first = match Where::read(team, from, seq)? {
+        Where::Cells { first } => first,
+        // Nothing wanted: no copy, and no cells either.
+        Where::Offered { .. } => return reply(team, from, seq, true, deadline).await,
+    };
     let len = usize::try_from(len).unwrap_or(usize::MAX);
     pull(team, from, first, len, CELL, |_, _| Ok(()), deadline).await
 }
@@ -116,7 +132,15 @@ pub(crate) async fn receive_appended<T: HostMemory>(
         return read(team, from, seq, &mut out[start..]);
     }
     let total = usize::try_from(len).map_err(|_| too_long(from, len))?;
-    let first = first_chunk(team, from, seq)?;
+    let first = match Where::read(team, from, seq)? {
+        Where::Cells { first } => first,
+        // Its length is the writer's word, so the bytes come through cells,
+        // taking memory as they land.
+        Where::Offered { first, .. } => {
+            reply(team, from, seq, false, deadline).await?;
+            first
+        }
+    };
     pull(
         team,
         from,

@@ -16,6 +16,7 @@ mod gathered;
 mod layout;
 mod mailbox;
 mod message;
+mod offer;
 mod reduce;
 mod scatter;
 pub(crate) mod select;

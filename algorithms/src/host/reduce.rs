@@ -210,7 +210,7 @@ async fn reduce_slices_in<T: HostMemory>(
     // Member `k` below `w`, and above it.
     let below = move |w: u32, k: u32| (w + n - k) % n;
     let above = move |w: u32, k: u32| (w + k) % n;
-    let pieces: Vec<(&[u8], Readers)> = (1..n)
+    let pieces: Vec<(&[u8], Readers<'_>)> = (1..n)
         .map(|k| below(me, k))
         .map(|m| (&send[slice(m)], Readers::One(m)))
         .collect();

@@ -10,6 +10,7 @@ use catena_fabric::{HostMemory, Time};
 use super::layout::CELL;
 use super::mailbox::{arrived, post, read};
 use super::message::{announce, drain, receive, receive_into};
+use super::offer::{refused, Offer};
 use super::stream::{chunks, expose, Readers};
 use super::tree::{children, member_of, parent, subtree_end, virtual_of};
 use super::{select, Team};
@@ -171,7 +172,9 @@ pub(crate) async fn scatter_any<T: HostMemory>(
     }
 }
 
-/// Posts each member its piece; exposes the long ones in rank order.
+/// Posts each member its piece; offers the long ones where they are cut
+/// from one buffer and worth it, and exposes them in rank order to the
+/// members that did not copy them (all, without an offer).
 async fn deal<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
@@ -179,6 +182,10 @@ async fn deal<T: HostMemory>(
     deadline: Time,
 ) -> Result<()> {
     let me = team.me();
+    let offer = match pieces {
+        Pieces::Even(all, piece) if piece > team.layout().inline() => Offer::of(team, all, piece),
+        _ => None,
+    };
     let mut first = 0;
     let mut long = Vec::new();
     for m in 0..pieces.count(team.size()) {
@@ -187,14 +194,34 @@ async fn deal<T: HostMemory>(
         if m == me {
             continue;
         }
-        announce(team, m, seq, piece, first, deadline).await?;
-        if piece.len() > team.layout().inline() {
+        let is_long = piece.len() > team.layout().inline();
+        let offered = match (&offer, pieces) {
+            (Some(offer), Pieces::Even(_, each)) if is_long => {
+                Some((offer.handle(), u64::from(m) * each as u64))
+            }
+            _ => None,
+        };
+        announce(team, m, seq, piece, first, offered, deadline).await?;
+        if is_long {
             first += chunks(piece.len(), CELL);
-            long.push((piece, Readers::One(m)));
+            long.push((piece, m));
         }
     }
-    if !long.is_empty() {
-        expose(team, &long, CELL, deadline).await?;
+    let refused = match offer {
+        Some(_) => refused(team, seq, long.iter().map(|&(_, m)| m), deadline).await?,
+        None => long.iter().map(|&(_, m)| m).collect(),
+    };
+    if refused.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    // Every long piece keeps its place in the exposure (its chunks as
+    // announced); only those of members that did not copy are written.
+    let exposed: Vec<(&[u8], Readers<'_>)> = long
+        .iter()
+        .map(|&(piece, m)| match refused.binary_search(&m).is_ok() {
+            true => (piece, Readers::One(m)),
+            false => (piece, Readers::Some(&[])),
+        })
+        .collect();
+    expose(team, &exposed, CELL, deadline).await
 }

@@ -18,11 +18,13 @@ use crate::{Error, Result};
 
 /// Who reads a piece of an exposure.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Readers {
+pub(crate) enum Readers<'a> {
     /// Every member but the writer.
     All,
     /// One member.
     One(u32),
+    /// These members (not the writer).
+    Some(&'a [u32]),
 }
 
 /// The chunk size for elements of `elem` bytes: the most whole elements a
@@ -47,7 +49,7 @@ pub(crate) type Step<'a, R> = Pin<Box<dyn Future<Output = Result<R>> + 'a>>;
 /// bytes (at most a cell).
 pub(crate) fn expose<'a, T: HostMemory>(
     team: &'a Team<'_, T>,
-    pieces: &'a [(&'a [u8], Readers)],
+    pieces: &'a [(&'a [u8], Readers<'a>)],
     chunk: usize,
     deadline: Time,
 ) -> Step<'a, ()> {
@@ -59,7 +61,7 @@ pub(crate) fn expose<'a, T: HostMemory>(
 /// own value too would otherwise read from memory a second time.
 pub(crate) fn expose_mirrored<'a, T: HostMemory>(
     team: &'a Team<'_, T>,
-    piece: &'a [(&'a [u8], Readers); 1],
+    piece: &'a [(&'a [u8], Readers<'a>); 1],
     chunk: usize,
     mirror: &'a mut [u8],
     deadline: Time,
@@ -79,7 +81,7 @@ pub(crate) fn expose_mirrored<'a, T: HostMemory>(
 
 async fn expose_in<T: HostMemory>(
     team: &Team<'_, T>,
-    pieces: &[(&[u8], Readers)],
+    pieces: &[(&[u8], Readers<'_>)],
     chunk: usize,
     mirror: &mut [u8],
     deadline: Time,
@@ -104,6 +106,11 @@ async fn expose_in<T: HostMemory>(
     let mut index = 0u64;
     let mut mirror = mirror.chunks_mut(chunk);
     for &(data, readers) in pieces {
+        if let Readers::Some([]) = readers {
+            // Read by nobody: its chunks keep their places, unwritten.
+            index += chunks(data.len(), chunk);
+            continue;
+        }
         for chunk in data.chunks(chunk) {
             let cell = (index % CELLS) as usize;
             for (by, count) in std::mem::take(&mut users[cell]) {
@@ -124,6 +131,7 @@ async fn expose_in<T: HostMemory>(
             match readers {
                 Readers::All => (0..size).filter(|&m| m != me).try_for_each(&mut tell)?,
                 Readers::One(m) => tell(m)?,
+                Readers::Some(members) => members.iter().try_for_each(|&m| tell(m))?,
             }
             index += 1;
         }
