@@ -135,8 +135,11 @@ pub(crate) async fn bcast_along<T: HostMemory>(
             // Nothing wanted, neither copied nor through cells.
             (_, Some(_)) => Ok(true),
             (Value::Fixed(buf), None) => copy_offered(team, root, seq, (handle, at), buf),
+            // The length is the root's word: memory for more than an offer
+            // holds is taken as the bytes land, through cells.
+            (Value::Any(_), None) if len > team.tuning().single_copy_max as u64 => Ok(false),
             (Value::Any(bytes), None) => {
-                let len = usize::try_from(len).unwrap_or(usize::MAX);
+                let len = len as usize;
                 bytes.clear();
                 match bytes.try_reserve(len) {
                     Ok(()) => {
