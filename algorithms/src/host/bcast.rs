@@ -61,7 +61,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         } else {
             None
         };
-        let at = match &offer {
+        let place = match &offer {
             Some(offer) => Where::Offered {
                 first: 0,
                 handle: offer.handle(),
@@ -71,7 +71,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         }
         .encode();
         for c in children() {
-            let carried = if long { &at[..] } else { data };
+            let carried = if long { &place[..] } else { data };
             post(team, c, seq, data.len() as u64, carried, deadline).await?;
         }
         if offer.is_some() {
@@ -96,13 +96,13 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         });
     }
     let long = len > inline as u64;
-    let at = match long {
+    let place = match long {
         true => Where::read(team, from, seq)?,
         false => Where::Cells { first: 0 },
     };
     if long {
         for c in children() {
-            post(team, c, seq, len, &at.encode(), deadline).await?;
+            post(team, c, seq, len, &place.encode(), deadline).await?;
         }
     }
     let mut scratch = Vec::new();
@@ -129,7 +129,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
             post(team, c, seq, len, into, deadline).await?;
         }
     }
-    if let (true, Where::Offered { handle, at, .. }) = (long, at) {
+    if let (true, Where::Offered { handle, at, .. }) = (long, place) {
         // Copied straight from the root's buffer; cells only if that fails.
         let copied = match (&mut value, wrong) {
             // Nothing wanted, neither copied nor through cells.
