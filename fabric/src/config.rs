@@ -178,9 +178,11 @@ pub struct HostTuning {
     /// writer's buffer, where the provider offers that
     /// (`CATENA_HOST_SINGLE_COPY_MIN`; `usize::MAX`, `off`, never) ...
     pub single_copy_min: usize,
-    /// ... up to this many (`CATENA_HOST_SINGLE_COPY_MAX`): a longer one
+    /// ... up to this many (`CATENA_HOST_SINGLE_COPY_MAX`) where the
+    /// writer would otherwise wait (bcast, gather, scatter): a longer one
     /// streams faster through cells, where writer and reader copy in
-    /// parallel, each a half of the memory traffic.
+    /// parallel, each a half of the memory traffic. An allgather, whose
+    /// members all copy, copies once at any length from the minimum.
     pub single_copy_max: usize,
 }
 

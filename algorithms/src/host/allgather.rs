@@ -1,7 +1,8 @@
 //! Allgather inside a host: every member posts its value to every other (a
-//! long one exposed once for all of them) and copies everyone's into place;
-//! short values among more members than a short allreduce exchanges with
-//! take its trees instead, gathered up to member 0 and broadcast down.
+//! long one offered, or exposed once for all of them) and copies
+//! everyone's into place; short values among more members than a short
+//! allreduce exchanges with take its trees instead, gathered up to member
+//! 0 and broadcast down.
 
 use catena_fabric::{HostMemory, Time};
 
@@ -10,6 +11,7 @@ use super::gathered::Gathered;
 use super::layout::CELL;
 use super::mailbox::post;
 use super::message::{announce, receive_appended, receive_into};
+use super::offer::{refused, Offer};
 use super::stream::{expose, expose_mirrored, Readers};
 use super::tree::{children, parent, subtree_end};
 use super::{select, Team};
@@ -35,12 +37,28 @@ pub(crate) async fn allgather<T: HostMemory>(
     let (before, rest) = recv.split_at_mut(me * each);
     let (mine, after) = rest.split_at_mut(each);
     let long = each > team.layout().inline();
-    // A long value is copied into place as it is exposed, from cache.
+    let offer = match long {
+        true => Offer::of_any_length(team, send, each),
+        false => None,
+    };
     let exposing = async {
-        offer(team, seq, send, false, deadline).await?;
-        match long {
-            true => expose_mirrored(team, &[(send, Readers::All)], CELL, mine, deadline).await,
-            false => {
+        let offered = offer.as_ref().map(|offer| (offer.handle(), 0));
+        announce_to_all(team, seq, send, offered, deadline).await?;
+        match (long, &offer) {
+            // Copied into place as it is exposed, from cache.
+            (true, None) => {
+                expose_mirrored(team, &[(send, Readers::All)], CELL, mine, deadline).await
+            }
+            (true, Some(_)) => {
+                mine.copy_from_slice(send);
+                let others = (0..team.size()).filter(|&m| m != team.me());
+                let refused = refused(team, seq, others, deadline).await?;
+                match refused.is_empty() {
+                    true => Ok(()),
+                    false => expose(team, &[(send, Readers::Some(&refused))], CELL, deadline).await,
+                }
+            }
+            (false, _) => {
                 mine.copy_from_slice(send);
                 Ok(())
             }
@@ -147,7 +165,14 @@ pub(crate) async fn allgather_any<T: HostMemory>(
     deadline: Time,
 ) -> Result<Gathered> {
     let me = team.me();
-    let exposing = offer(team, seq, send, true, deadline);
+    // Its readers take values of any length as they land, not by copies.
+    let exposing = async {
+        announce_to_all(team, seq, send, None, deadline).await?;
+        match send.len() > team.layout().inline() {
+            true => expose(team, &[(send, Readers::All)], CELL, deadline).await,
+            false => Ok(()),
+        }
+    };
     let copying = async {
         let mut all = Gathered::with_capacity(team.size() as usize, send.len());
         for m in 0..team.size() {
@@ -164,20 +189,17 @@ pub(crate) async fn allgather_any<T: HostMemory>(
     Ok(all)
 }
 
-/// Posts `send` to every other member, and exposes it once if it is long
-/// and `expose_long` (else the caller does).
-async fn offer<T: HostMemory>(
+/// Posts `send` to every other member (a long one, where it lies in this
+/// member's exposure, from chunk 0, and in its `offered`, if offered).
+async fn announce_to_all<T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
     send: &[u8],
-    expose_long: bool,
+    offered: Option<(u64, u64)>,
     deadline: Time,
 ) -> Result<()> {
     for m in (0..team.size()).filter(|&m| m != team.me()) {
-        announce(team, m, seq, send, 0, None, deadline).await?;
-    }
-    if expose_long && send.len() > team.layout().inline() {
-        expose(team, &[(send, Readers::All)], CELL, deadline).await?;
+        announce(team, m, seq, send, 0, offered, deadline).await?;
     }
     Ok(())
 }

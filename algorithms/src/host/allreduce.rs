@@ -3,14 +3,16 @@
 //! `HostTuning::exchange_max` members; above, up a tree to member 0 and
 //! down again (of radix `HostTuning::allreduce_radix`).
 //! A longer value is reduced by slices (each member reduces its slice of
-//! everyone's) and the reduced slices are copied out by everyone.
+//! everyone's) and the reduced slices are copied out by everyone: offered
+//! (see `offer`) as an allgather's values are, else through cells.
 
 use catena_fabric::{HostMemory, Time};
 
 use super::bcast::{bcast_along, poison_along, Value};
 use super::mailbox::{arrived, post, read};
+use super::offer::{copy_offered, noticed, notify, refused, reply, Offer};
 use super::reduce::{reduce_slices, up_the_tree};
-use super::stream::{chunk_for, expose_mirrored, pull_into, Readers};
+use super::stream::{chunk_for, expose, expose_mirrored, pull_into, Readers};
 use super::{select, Combine, Team, TeamCall};
 use crate::{Error, Result};
 
@@ -60,25 +62,60 @@ async fn reduce_everywhere<T: HostMemory>(
     }
     let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;
     let chunk = chunk_for(elem).expect("checked by reduce_slices");
-    // This member's slice is copied into place as it is exposed, from cache.
     let mine = slice(me);
     let (before, rest) = recv.split_at_mut(mine.start);
     let (own, after) = rest.split_at_mut(mine.len());
+    let others = || (0..n).filter(move |&m| m != me);
+    // The reduced slice is offered as an allgather's value is (every
+    // member copies), else exposed to all.
+    let offer = Offer::of_any_length(team, &reduced, reduced.len());
+    for m in others() {
+        notify(team, m, seq, offer.as_ref().map(Offer::handle))?;
+    }
     let pieces = [(&reduced[..], Readers::All)];
-    let exposing = expose_mirrored(team, &pieces, chunk, own, deadline);
+    let exposing = async {
+        if offer.is_none() {
+            // Copied into place as it is exposed, from cache.
+            return expose_mirrored(team, &pieces, chunk, own, deadline).await;
+        }
+        own.copy_from_slice(&reduced);
+        let refused = refused(team, seq, others(), deadline).await?;
+        match refused.is_empty() {
+            true => Ok(()),
+            false => {
+                expose(
+                    team,
+                    &[(&reduced, Readers::Some(&refused))],
+                    chunk,
+                    deadline,
+                )
+                .await
+            }
+        }
+    };
     // Every writer's slice at once: a writer reuses a cell only once every
     // reader drained it, so readers taking one writer after another would
     // let one writer move at a time.
     let mut parts = Vec::with_capacity(n as usize - 1);
     let (mut before, mut after) = (before, after);
-    for m in (0..n).filter(|&m| m != me) {
+    for m in others() {
         let len = slice(m).len();
         let part;
         match m < me {
             true => (part, before) = std::mem::take(&mut before).split_at_mut(len),
             false => (part, after) = std::mem::take(&mut after).split_at_mut(len),
         }
-        parts.push(pull_into(team, m, 0, part, chunk, deadline));
+        parts.push(async move {
+            if let Some(handle) = noticed(team, m, seq, deadline).await? {
+                let copied = copy_offered(team, m, seq, (handle, 0), part);
+                // The writer waits for every reply, whatever became of the copy.
+                reply(team, m, seq, !matches!(copied, Ok(false)))?;
+                if copied? {
+                    return Ok(());
+                }
+            }
+            pull_into(team, m, 0, part, chunk, deadline).await
+        });
     }
     let copying = crate::join::join_all(parts);
     crate::join::join(exposing, copying).await.map(drop)

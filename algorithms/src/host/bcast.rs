@@ -155,7 +155,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
             }
         };
         // The root waits for every reply, whatever became of the copy.
-        reply(team, root, seq, !matches!(copied, Ok(false)), deadline).await?;
+        reply(team, root, seq, !matches!(copied, Ok(false)))?;
         if let Some(expected) = wrong {
             return Err(Error::Mismatch {
                 what: format!(

@@ -64,9 +64,22 @@ impl Layout {
         Self::BARRIER + LINE * (self.rounds + u64::from(from))
     }
 
+    /// Writer `from`'s notice that its data of a call is ready, and where
+    /// (see `offer::notify`): two words in the line `from` stores its
+    /// ready count in, which no one else writes.
+    pub(crate) fn notice(&self, from: u32) -> u64 {
+        self.ready(from) + 8
+    }
+
     /// How many of this member's chunks reader `by` has consumed, in all.
     pub(crate) fn consumed(&self, by: u32) -> u64 {
         self.ready(0) + LINE * (self.members + u64::from(by))
+    }
+
+    /// Reader `by`'s reply to this member's last offer (see `offer`): in
+    /// the line `by` stores its consumed count in, which no one else writes.
+    pub(crate) fn replied(&self, by: u32) -> u64 {
+        self.consumed(by) + 8
     }
 
     /// The bytes a new team must find zeroed (past the users count): its
@@ -118,6 +131,8 @@ mod tests {
                 }
                 spans.push((l.ready(m), LINE));
                 spans.push((l.consumed(m), LINE));
+                assert!(l.replied(m) + 8 <= l.consumed(m) + LINE);
+                assert!(l.notice(m) + 16 <= l.ready(m) + LINE);
                 assert!(l.consumed(m) + LINE <= l.reset_bytes() as u64);
                 assert!(l.mailbox(0, m) >= l.reset_bytes() as u64);
             }

@@ -1,13 +1,15 @@
 //! Single copies of long data: a writer offers its own buffer (where the
 //! provider can, from `single_copy_min` bytes), its readers copy straight
-//! out of it and each replies whether it did; the writer stays in the call
-//! until every reader replied, and exposes the data in its cells, as
-//! without an offer, to the readers that could not copy.
+//! out of it and each replies whether it did, in a word of the writer's
+//! region (not a post: in an exchange the reader has posted to the writer
+//! in the call already); the writer stays in the call until every reader
+//! replied, and exposes the data in its cells, as without an offer, to the
+//! readers that could not copy.
 
-use catena_fabric::{HostMemory, Time};
+use catena_fabric::{wait_until, HostMemory, Time};
 
 use super::layout::Layout;
-use super::mailbox::{arrived, post, read};
+use super::mailbox::read;
 use super::Team;
 use crate::Result;
 
@@ -75,8 +77,21 @@ impl<'a, 't, T: HostMemory> Offer<'a, 't, T> {
         data: &[u8],
         copied: usize,
     ) -> Option<Offer<'a, 't, T>> {
-        let tuning = team.tuning();
-        if !(tuning.single_copy_min..=tuning.single_copy_max).contains(&copied) {
+        match copied <= team.tuning().single_copy_max {
+            true => Self::of_any_length(team, data, copied),
+            false => None,
+        }
+    }
+
+    /// [`Offer::of`] with no maximum, for a call in which every member
+    /// copies (an allgather): there the cells add no idle writer's core to
+    /// the copying, only a second copy.
+    pub(crate) fn of_any_length(
+        team: &'a Team<'t, T>,
+        data: &[u8],
+        copied: usize,
+    ) -> Option<Offer<'a, 't, T>> {
+        if copied < team.tuning().single_copy_min {
             return None;
         }
         let handle = team.t().host_offer(data)?;
@@ -123,15 +138,58 @@ pub(crate) fn copy_offered<T: HostMemory>(
     Ok(true)
 }
 
-/// Tells writer `to` whether this member copied its offer of call `seq`.
-pub(crate) async fn reply<T: HostMemory>(
+/// Tells writer `to` whether this member copied its offer of call `seq`
+/// (a writer offers a reader at most once a call, and waits for the reply
+/// before it ends the call, so the word is free).
+pub(crate) fn reply<T: HostMemory>(
     team: &Team<'_, T>,
     to: u32,
     seq: u64,
     copied: bool,
-    deadline: Time,
 ) -> Result<()> {
-    post(team, to, seq, u64::from(!copied), &[], deadline).await
+    let word = seq << 1 | u64::from(!copied);
+    let at = team.at(to, team.layout().replied(team.me()));
+    Ok(team.t().host_store(team.peer(to)?, at, word)?)
+}
+
+/// Tells reader `to` that this member's data of call `seq` is ready and
+/// where: in its offer `handle`, or (`None`) in its cells from chunk 0.
+/// For data made after this member posted to `to` in the call (an
+/// allreduce's reduced slice); the word is free as in [`reply`].
+pub(crate) fn notify<T: HostMemory>(
+    team: &Team<'_, T>,
+    to: u32,
+    seq: u64,
+    offered: Option<u64>,
+) -> Result<()> {
+    let (t, peer) = (team.t(), team.peer(to)?);
+    let at = team.at(to, team.layout().notice(team.me()));
+    if let Some(handle) = offered {
+        t.host_store(peer, at + 8, handle)?;
+    }
+    Ok(t.host_store(peer, at, seq << 1 | u64::from(offered.is_some()))?)
+}
+
+/// Waits for member `from`'s [`notify`] of call `seq`: the handle of its
+/// offer, if it offered.
+pub(crate) async fn noticed<T: HostMemory>(
+    team: &Team<'_, T>,
+    from: u32,
+    seq: u64,
+    deadline: Time,
+) -> Result<Option<u64>> {
+    let t = team.t();
+    let own = team.peer(team.me())?;
+    let at = team.at(team.me(), team.layout().notice(from));
+    let word = wait_until(t, deadline, "a host peer's notice", || {
+        let word = t.host_load(own, at)?;
+        Ok((word >> 1 == seq).then_some(word))
+    })
+    .await?;
+    match word & 1 {
+        0 => Ok(None),
+        _ => Ok(Some(t.host_load(own, at + 8)?)),
+    }
 }
 
 /// Waits for the reply of each of `readers` to this member's offer of call
@@ -142,9 +200,17 @@ pub(crate) async fn refused<T: HostMemory>(
     readers: impl Iterator<Item = u32>,
     deadline: Time,
 ) -> Result<Vec<u32>> {
+    let t = team.t();
+    let own = team.peer(team.me())?;
     let mut refused = Vec::new();
     for m in readers {
-        if arrived(team, m, seq, deadline).await? != 0 {
+        let at = team.at(team.me(), team.layout().replied(m));
+        let word = wait_until(t, deadline, "a host peer's reply to an offer", || {
+            let word = t.host_load(own, at)?;
+            Ok((word >> 1 == seq).then_some(word))
+        })
+        .await?;
+        if word & 1 != 0 {
             refused.push(m);
         }
     }
