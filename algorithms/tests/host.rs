@@ -37,6 +37,10 @@ fn concat(a: &String, b: &String) -> String {
 /// (1072), several cells (flow control: more than the cells hold).
 const LENGTHS: [usize; 9] = [0, 1, 3, 63, 64, 67, 68, 1500, 20_000];
 
+/// Lengths whose slices (of a reduction among up to 9 members) are long
+/// enough to be offered, and one whose slices are not.
+const OFFERED_LENGTHS: [usize; 3] = [1500, 20_000, 50_000];
+
 fn fail<T: Rma>(t: &T, what: &str) -> impl Fn(Error) -> String {
     let (rank, what) = (t.rank(), what.to_string());
     move |e| format!("rank {rank}: {what}: {e}")
@@ -57,7 +61,12 @@ fn expect<V: PartialEq + std::fmt::Debug>(t: &impl Rma, what: &str, got: V, want
 
 /// Every collective against its reference, on the world: through host
 /// memory if `one_host` (all ranks share it), else on the chain.
-async fn every_collective<T: Transport>(t: &T, seed: u64, one_host: bool) -> Outcome {
+async fn every_collective<T: Transport>(
+    t: &T,
+    seed: u64,
+    one_host: bool,
+    lengths: &[usize],
+) -> Outcome {
     let world = Comm::world(t);
     let (me, n) = (world.rank(), world.size());
     if n > 1 && world.in_host_memory() != one_host {
@@ -72,7 +81,7 @@ async fn every_collective<T: Transport>(t: &T, seed: u64, one_host: bool) -> Out
         ));
     }
     let mut rng = Rng::new(seed, 0);
-    for (i, &len) in LENGTHS.iter().enumerate() {
+    for (i, &len) in lengths.iter().enumerate() {
         let root = rng.below(u64::from(n)) as u32;
         let mine: Vec<Affine> = (0..len).map(|j| affine(me, i * 7 + j, seed)).collect();
         let everyones: Vec<Vec<Affine>> = (0..n)
@@ -419,7 +428,7 @@ fn sim_host_collectives_1_to_17() {
         for seed in 0..2 {
             let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(n);
             let (results, report) = sim
-                .run(async |t: &SimRank<'_>| every_collective(t, seed, true).await)
+                .run(async |t: &SimRank<'_>| every_collective(t, seed, true, &LENGTHS).await)
                 .unwrap_or_else(|e| panic!("{n} ranks, seed {seed}: {e}"));
             eprintln!(
                 "{n} ranks, seed {seed}: {:?} virtual, {} events, {:?}",
@@ -445,7 +454,7 @@ fn sim_host_single_copies_refused_or_off() {
             let sim = sim.with_ranks_per_host(n);
             let (results, _) = sim
                 .run(async |t: &SimRank<'_>| {
-                    every_collective(t, 4, true).await?;
+                    every_collective(t, 4, true, &OFFERED_LENGTHS).await?;
                     odd_lengths(t, 9).await
                 })
                 .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
@@ -462,7 +471,7 @@ fn sim_chain_collectives_1_to_9() {
     for n in [1, 2, 3, 5, 9] {
         let sim = Sim::new(n, LogGp::default());
         let (results, _) = sim
-            .run(async |t: &SimRank<'_>| every_collective(t, 3, false).await)
+            .run(async |t: &SimRank<'_>| every_collective(t, 3, false, &LENGTHS).await)
             .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
         let failed: Vec<String> = results.into_iter().filter_map(Result::err).collect();
         assert!(failed.is_empty(), "{n} ranks: {failed:#?}");
@@ -470,7 +479,7 @@ fn sim_chain_collectives_1_to_9() {
 }
 
 fn collectives<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
-    catena_fabric::block_on(t, every_collective(t, 11, true))
+    catena_fabric::block_on(t, every_collective(t, 11, true, &LENGTHS))
         .map_err(catena_fabric::Error::Protocol)
 }
 

@@ -181,8 +181,9 @@ pub struct HostTuning {
     /// ... up to this many (`CATENA_HOST_SINGLE_COPY_MAX`) where the
     /// writer would otherwise wait (bcast, gather, scatter): a longer one
     /// streams faster through cells, where writer and reader copy in
-    /// parallel, each a half of the memory traffic. An allgather, whose
-    /// members all copy, copies once at any length from the minimum.
+    /// parallel, each a half of the memory traffic. Where every member
+    /// copies (an allgather, the slices of reduce and allreduce) one copy
+    /// is taken at any length from the minimum.
     pub single_copy_max: usize,
 }
 

@@ -11,7 +11,7 @@ use super::gathered::Gathered;
 use super::layout::CELL;
 use super::mailbox::post;
 use super::message::{announce, receive_appended, receive_into};
-use super::offer::{refused, Offer};
+use super::offer::{refused, Offer, Round};
 use super::stream::{expose, expose_mirrored, Readers};
 use super::tree::{children, parent, subtree_end};
 use super::{select, Team};
@@ -52,7 +52,7 @@ pub(crate) async fn allgather<T: HostMemory>(
             (true, Some(_)) => {
                 mine.copy_from_slice(send);
                 let others = (0..team.size()).filter(|&m| m != team.me());
-                let refused = refused(team, seq, others, deadline).await?;
+                let refused = refused(team, Round::first(seq), others, deadline).await?;
                 match refused.is_empty() {
                     true => Ok(()),
                     false => expose(team, &[(send, Readers::Some(&refused))], CELL, deadline).await,

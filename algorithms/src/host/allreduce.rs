@@ -10,7 +10,7 @@ use catena_fabric::{HostMemory, Time};
 
 use super::bcast::{bcast_along, poison_along, Value};
 use super::mailbox::{arrived, post, read};
-use super::offer::{copy_offered, noticed, notify, refused, reply, Offer};
+use super::offer::{copy_offered, noticed, notify, refused, reply, Offer, Round};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose, expose_mirrored, pull_into, Readers};
 use super::{select, Combine, Team, TeamCall};
@@ -79,7 +79,7 @@ async fn reduce_everywhere<T: HostMemory>(
             return expose_mirrored(team, &pieces, chunk, own, deadline).await;
         }
         own.copy_from_slice(&reduced);
-        let refused = refused(team, seq, others(), deadline).await?;
+        let refused = refused(team, Round::second(seq), others(), deadline).await?;
         match refused.is_empty() {
             true => Ok(()),
             false => {
@@ -109,7 +109,7 @@ async fn reduce_everywhere<T: HostMemory>(
             if let Some(handle) = noticed(team, m, seq, deadline).await? {
                 let copied = copy_offered(team, m, seq, (handle, 0), part);
                 // The writer waits for every reply, whatever became of the copy.
-                reply(team, m, seq, !matches!(copied, Ok(false)))?;
+                reply(team, m, Round::second(seq), !matches!(copied, Ok(false)))?;
                 if copied? {
                     return Ok(());
                 }

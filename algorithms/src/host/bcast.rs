@@ -8,7 +8,7 @@ use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
 use super::mailbox::{arrived, post, read, POISON};
-use super::offer::{copy_offered, refused, reply, Offer, Where};
+use super::offer::{copy_offered, refused, reply, Offer, Round, Where};
 use super::stream::{expose, pull, pull_into, Readers};
 use super::tree::{children, member_of, parent, virtual_of};
 use super::{select, Team};
@@ -76,7 +76,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         }
         if offer.is_some() {
             let readers = (0..n).filter(|&m| m != me);
-            let refused = refused(team, seq, readers, deadline).await?;
+            let refused = refused(team, Round::first(seq), readers, deadline).await?;
             if !refused.is_empty() {
                 expose(team, &[(data, Readers::Some(&refused))], CELL, deadline).await?;
             }
@@ -155,7 +155,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
             }
         };
         // The root waits for every reply, whatever became of the copy.
-        reply(team, root, seq, !matches!(copied, Ok(false)))?;
+        reply(team, root, Round::first(seq), !matches!(copied, Ok(false)))?;
         if let Some(expected) = wrong {
             return Err(Error::Mismatch {
                 what: format!(

@@ -7,7 +7,7 @@ use catena_fabric::{HostMemory, Time};
 use super::gathered::Gathered;
 use super::layout::CELL;
 use super::message::{announce, receive_appended, receive_into};
-use super::offer::{refused, Offer};
+use super::offer::{refused, Offer, Round};
 use super::stream::{expose, Readers};
 use super::{others_then_me, Team};
 use crate::{Error, Result};
@@ -89,7 +89,7 @@ async fn send_to_root<T: HostMemory>(
     let offered = offer.as_ref().map(|offer| (offer.handle(), 0));
     announce(team, root, seq, send, 0, offered, deadline).await?;
     let exposed = match offer {
-        Some(_) => !refused(team, seq, [root].into_iter(), deadline)
+        Some(_) => !refused(team, Round::first(seq), [root].into_iter(), deadline)
             .await?
             .is_empty(),
         None => long,

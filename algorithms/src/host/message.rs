@@ -11,7 +11,7 @@ use catena_fabric::{HostMemory, Time};
 
 use super::layout::CELL;
 use super::mailbox::{arrived, post, read, POISON};
-use super::offer::{copy_offered, reply, Where};
+use super::offer::{copy_offered, reply, Round, Where};
 use super::stream::{pull, pull_into};
 use super::Team;
 use crate::{Error, Result};
@@ -68,7 +68,7 @@ pub(crate) async fn receive_into<T: HostMemory>(
         Where::Offered { first, handle, at } => {
             let copied = copy_offered(team, from, seq, (handle, at), out);
             // The writer waits for every reply, whatever became of the copy.
-            reply(team, from, seq, !matches!(copied, Ok(false)))?;
+            reply(team, from, Round::first(seq), !matches!(copied, Ok(false)))?;
             if copied? {
                 return Ok(());
             }
@@ -94,7 +94,7 @@ pub(crate) async fn drain<T: HostMemory>(
     let first = match Where::read(team, from, seq)? {
         Where::Cells { first } => first,
         // Nothing wanted: no copy, and no cells either.
-        Where::Offered { .. } => return reply(team, from, seq, true),
+        Where::Offered { .. } => return reply(team, from, Round::first(seq), true),
     };
     let len = usize::try_from(len).unwrap_or(usize::MAX);
     pull(team, from, first, len, CELL, |_, _| Ok(()), deadline).await
@@ -137,7 +137,7 @@ pub(crate) async fn receive_appended<T: HostMemory>(
         // Its length is the writer's word, so the bytes come through cells,
         // taking memory as they land.
         Where::Offered { first, .. } => {
-            reply(team, from, seq, false)?;
+            reply(team, from, Round::first(seq), false)?;
             first
         }
     };

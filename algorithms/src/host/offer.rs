@@ -138,16 +138,32 @@ pub(crate) fn copy_offered<T: HostMemory>(
     Ok(true)
 }
 
-/// Tells writer `to` whether this member copied its offer of call `seq`
-/// (a writer offers a reader at most once a call, and waits for the reply
-/// before it ends the call, so the word is free).
+/// Which offer of a call a reply answers: a writer makes a reader at most
+/// two offers in a call, one after the other (an allreduce its value,
+/// then its reduced slice, once every reader replied to the first), and
+/// waits for each reply before the next offer or the call's end, so one
+/// word per reader holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Round(u64);
+
+impl Round {
+    pub(crate) fn first(seq: u64) -> Round {
+        Round(seq << 1)
+    }
+
+    pub(crate) fn second(seq: u64) -> Round {
+        Round(seq << 1 | 1)
+    }
+}
+
+/// Tells writer `to` whether this member copied its offer of `round`.
 pub(crate) fn reply<T: HostMemory>(
     team: &Team<'_, T>,
     to: u32,
-    seq: u64,
+    round: Round,
     copied: bool,
 ) -> Result<()> {
-    let word = seq << 1 | u64::from(!copied);
+    let word = round.0 << 1 | u64::from(!copied);
     let at = team.at(to, team.layout().replied(team.me()));
     Ok(team.t().host_store(team.peer(to)?, at, word)?)
 }
@@ -155,7 +171,7 @@ pub(crate) fn reply<T: HostMemory>(
 /// Tells reader `to` that this member's data of call `seq` is ready and
 /// where: in its offer `handle`, or (`None`) in its cells from chunk 0.
 /// For data made after this member posted to `to` in the call (an
-/// allreduce's reduced slice); the word is free as in [`reply`].
+/// allreduce's reduced slice); one a call.
 pub(crate) fn notify<T: HostMemory>(
     team: &Team<'_, T>,
     to: u32,
@@ -192,11 +208,11 @@ pub(crate) async fn noticed<T: HostMemory>(
     }
 }
 
-/// Waits for the reply of each of `readers` to this member's offer of call
-/// `seq`; the readers that could not copy, in order.
+/// Waits for the reply of each of `readers` to this member's offer of
+/// `round`; the readers that could not copy, in order.
 pub(crate) async fn refused<T: HostMemory>(
     team: &Team<'_, T>,
-    seq: u64,
+    round: Round,
     readers: impl Iterator<Item = u32>,
     deadline: Time,
 ) -> Result<Vec<u32>> {
@@ -207,7 +223,7 @@ pub(crate) async fn refused<T: HostMemory>(
         let at = team.at(team.me(), team.layout().replied(m));
         let word = wait_until(t, deadline, "a host peer's reply to an offer", || {
             let word = t.host_load(own, at)?;
-            Ok((word >> 1 == seq).then_some(word))
+            Ok((word >> 1 == round.0).then_some(word))
         })
         .await?;
         if word & 1 != 0 {

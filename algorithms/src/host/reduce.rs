@@ -1,13 +1,14 @@
 //! Reduce inside a host, in rank order (the operation need only be
 //! associative). Values that fit a mailbox line go up a k-nomial tree to
 //! member 0, whose subtrees are contiguous runs, and then to the root;
-//! longer ones are reduced by slices: every member exposes its value cut
-//! into one slice per member, reduces its own slice of everyone's, and
-//! the root copies the reduced slices out.
+//! longer ones are reduced by slices: every member offers its value (see
+//! `offer`), or exposes it cut into one slice per member, reduces its own
+//! slice of everyone's, and the root copies the reduced slices out.
 
 use catena_fabric::{HostMemory, Time};
 
 use super::mailbox::{arrived, post, read, POISON};
+use super::offer::{copy_offered, reply, Offer, Round, Where};
 use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
 use super::tree::{children, parent};
 use super::{others_then_me, select, Combine, Team, TeamCall};
@@ -147,8 +148,9 @@ pub(crate) fn slices(len: usize, elem: usize, n: u32) -> impl Fn(u32) -> std::op
 /// The ranges of a value's slices, and this member's reduced slice.
 type Sliced = (Box<dyn Fn(u32) -> std::ops::Range<usize>>, Vec<u8>);
 
-/// Reduce by slices: every member posts its length to every other, exposes
-/// its value cut into slices (slice m for member m), and combines slice
+/// Reduce by slices: every member posts its length to every other, offers
+/// its value or exposes it cut into slices (slice m for member m; with an
+/// offer, only to readers that could not copy theirs), and combines slice
 /// `me` of every member's value in rank order. Yields the slices' ranges
 /// and this member's reduced slice.
 ///
@@ -189,8 +191,19 @@ async fn reduce_slices_in<T: HostMemory>(
     })?;
     let len = send.len() as u64;
     let others = || (0..n).filter(move |&m| m != me);
+    // Every member copies in this call, as in an allgather: offered at any
+    // length. The post says so (each reader copies its own slice of it).
+    let offer = Offer::of_any_length(team, send, send.len() / n as usize);
+    let place = match &offer {
+        Some(offer) => Where::Offered {
+            first: 0,
+            handle: offer.handle(),
+            at: 0,
+        },
+        None => Where::Cells { first: 0 },
+    };
     for m in others() {
-        post(team, m, seq, len, &[], deadline).await?;
+        post(team, m, seq, len, &place.encode(), deadline).await?;
     }
     let mut mismatch = None;
     for m in others() {
@@ -212,7 +225,16 @@ async fn reduce_slices_in<T: HostMemory>(
     let above = move |w: u32, k: u32| (w + k) % n;
     let pieces: Vec<(&[u8], Readers<'_>)> = (1..n)
         .map(|k| below(me, k))
-        .map(|m| (&send[slice(m)], Readers::One(m)))
+        .map(|m| match offer {
+            Some(_) => (
+                &send[slice(m)],
+                Readers::Refusing {
+                    reader: m,
+                    round: Round::first(seq),
+                },
+            ),
+            None => (&send[slice(m)], Readers::One(m)),
+        })
         .collect();
     // Where piece `m` of a writer `w` starts in `w`'s exposure: after the
     // pieces of the members between them, from `w` down.
@@ -232,25 +254,32 @@ async fn reduce_slices_in<T: HostMemory>(
         let mut lower = Vec::new();
         for m in (1..n).map(|k| above(me, k)) {
             let first = first(m, me);
-            if m == 0 {
+            // Member 0's slice starts the run below: copied, not combined.
+            let fresh = m == 0;
+            if fresh {
                 lower.resize(mine.len(), 0);
-                pull_into(team, 0, first, &mut lower, chunk, deadline).await?;
-                continue;
             }
             let acc = match (m > me, upper.as_mut()) {
                 (true, Some(upper)) => upper,
                 _ => &mut lower,
             };
-            pull(
-                team,
-                m,
-                first,
-                mine.len(),
-                chunk,
-                |at, part| combine(&mut acc[at..at + part.len()], part),
-                deadline,
-            )
-            .await?;
+            if let Where::Offered { handle, .. } = Where::read(team, m, seq)? {
+                let offered = (m, handle, mine.clone());
+                let copied = combine_offered(team, seq, offered, acc, fresh, chunk, combine);
+                // The writer waits for every reply, whatever became of the copy.
+                reply(team, m, Round::first(seq), !matches!(copied, Ok(false)))?;
+                if copied? {
+                    continue;
+                }
+            }
+            match fresh {
+                true => pull_into(team, 0, first, acc, chunk, deadline).await?,
+                false => {
+                    let take =
+                        |at: usize, part: &[u8]| combine(&mut acc[at..at + part.len()], part);
+                    pull(team, m, first, mine.len(), chunk, take, deadline).await?
+                }
+            }
         }
         match (me, upper) {
             (0, Some(upper)) => Ok::<_, Error>(upper),
@@ -267,4 +296,45 @@ async fn reduce_slices_in<T: HostMemory>(
     };
     let ((), reduced) = crate::join::join(exposing, reducing).await?;
     Ok((Box::new(slice), reduced))
+}
+
+/// Chunks a reducing member copies out of an offer at a time: it combines
+/// each while it is in cache, with a copy's system call per few of them.
+const CHUNKS_PER_COPY: usize = 8;
+
+/// Copies `range` of member `from`'s value, which it offered as `handle`,
+/// and combines it into `acc` (a copy into `acc` if `fresh`), a few
+/// chunks of `chunk` bytes (whole elements) at a time: `Ok(false)` if
+/// this member cannot copy it. An offer that stops being copyable after
+/// its first bytes (its writer gone) fails the call: what was combined
+/// cannot be taken back.
+fn combine_offered<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    (from, handle, range): (u32, u64, std::ops::Range<usize>),
+    acc: &mut [u8],
+    fresh: bool,
+    chunk: usize,
+    combine: Combine<'_>,
+) -> Result<bool> {
+    if fresh {
+        return copy_offered(team, from, seq, (handle, range.start as u64), acc);
+    }
+    let step = chunk * CHUNKS_PER_COPY;
+    let mut piece = vec![0; step.min(range.len())];
+    for at in (0..range.len()).step_by(step) {
+        let part = &mut piece[..step.min(range.len() - at)];
+        if !copy_offered(team, from, seq, (handle, (range.start + at) as u64), part)? {
+            return match at {
+                0 => Ok(false),
+                _ => Err(catena_fabric::Error::Protocol(format!(
+                    "member {from}'s offer of call {seq} could no longer be copied after \
+                     {at} bytes"
+                ))
+                .into()),
+            };
+        }
+        combine(&mut acc[at..at + part.len()], part)?;
+    }
+    Ok(true)
 }

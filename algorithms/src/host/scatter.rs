@@ -10,7 +10,7 @@ use catena_fabric::{HostMemory, Time};
 use super::layout::CELL;
 use super::mailbox::{arrived, post, read};
 use super::message::{announce, drain, receive, receive_into};
-use super::offer::{refused, Offer};
+use super::offer::{refused, Offer, Round};
 use super::stream::{chunks, expose, Readers};
 use super::tree::{children, member_of, parent, subtree_end, virtual_of};
 use super::{select, Team};
@@ -208,7 +208,15 @@ async fn deal<T: HostMemory>(
         }
     }
     let refused = match offer {
-        Some(_) => refused(team, seq, long.iter().map(|&(_, m)| m), deadline).await?,
+        Some(_) => {
+            refused(
+                team,
+                Round::first(seq),
+                long.iter().map(|&(_, m)| m),
+                deadline,
+            )
+            .await?
+        }
         None => long.iter().map(|&(_, m)| m).collect(),
     };
     if refused.is_empty() {

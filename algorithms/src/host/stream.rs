@@ -13,6 +13,7 @@ use std::pin::Pin;
 use catena_fabric::{wait_until, HostMemory, Time};
 
 use super::layout::{CELL, CELLS};
+use super::offer::{refused, Round};
 use super::Team;
 use crate::{Error, Result};
 
@@ -25,6 +26,11 @@ pub(crate) enum Readers<'a> {
     One(u32),
     /// These members (not the writer).
     Some(&'a [u32]),
+    /// Member `reader` if it replies that it could not copy this member's
+    /// offer of `round` (see `offer`), else nobody. The reply is awaited
+    /// when the piece's turn comes, not before: readers that take writers
+    /// in turn and reply at their turn never wait in a cycle.
+    Refusing { reader: u32, round: Round },
 }
 
 /// The chunk size for elements of `elem` bytes: the most whole elements a
@@ -106,7 +112,16 @@ async fn expose_in<T: HostMemory>(
     let mut index = 0u64;
     let mut mirror = mirror.chunks_mut(chunk);
     for &(data, readers) in pieces {
-        if let Readers::Some([]) = readers {
+        let unread = match readers {
+            Readers::Some([]) => true,
+            Readers::Refusing { reader, round } => {
+                refused(team, round, std::iter::once(reader), deadline)
+                    .await?
+                    .is_empty()
+            }
+            _ => false,
+        };
+        if unread {
             // Read by nobody: its chunks keep their places, unwritten.
             index += chunks(data.len(), chunk);
             continue;
@@ -130,7 +145,7 @@ async fn expose_in<T: HostMemory>(
             };
             match readers {
                 Readers::All => (0..size).filter(|&m| m != me).try_for_each(&mut tell)?,
-                Readers::One(m) => tell(m)?,
+                Readers::One(m) | Readers::Refusing { reader: m, .. } => tell(m)?,
                 Readers::Some(members) => members.iter().try_for_each(|&m| tell(m))?,
             }
             index += 1;
