@@ -44,7 +44,7 @@ async fn reduce_everywhere<T: HostMemory>(
         seq,
         deadline,
     } = call;
-    let (me, n) = (team.me(), team.size());
+    let n = team.size();
     if recv.len() != send.len() {
         return Err(Error::InvalidArgument(format!(
             "an allreduce of {} bytes into {}",
@@ -60,6 +60,22 @@ async fn reduce_everywhere<T: HostMemory>(
         // Boxed: the exchange's future, which small teams take, stays small.
         return Box::pin(up_and_down(team, seq, send, recv, combine, deadline)).await;
     }
+    // Boxed too: its offers and copies take room the short calls need not.
+    Box::pin(by_slices(team, seq, send, recv, elem, combine, deadline)).await
+}
+
+/// A long value reduced by slices, and the reduced slices copied out by
+/// every member.
+async fn by_slices<T: HostMemory>(
+    team: &Team<'_, T>,
+    seq: u64,
+    send: &[u8],
+    recv: &mut [u8],
+    elem: usize,
+    combine: Combine<'_>,
+    deadline: Time,
+) -> Result<()> {
+    let (me, n) = (team.me(), team.size());
     let (slice, reduced) = reduce_slices(team, seq, send, elem, combine, deadline).await?;
     let chunk = chunk_for(elem).expect("checked by reduce_slices");
     let mine = slice(me);
