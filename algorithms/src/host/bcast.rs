@@ -61,15 +61,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         } else {
             None
         };
-        let place = match &offer {
-            Some(offer) => Where::Offered {
-                first: 0,
-                handle: offer.handle(),
-                at: 0,
-            },
-            None => Where::Cells { first: 0 },
-        }
-        .encode();
+        let place = Where::from_start(offer.as_ref().map(Offer::handle)).encode();
         for c in children() {
             let carried = if long { &place[..] } else { data };
             post(team, c, seq, data.len() as u64, carried, deadline).await?;

@@ -31,6 +31,19 @@ pub(crate) enum Where {
 }
 
 impl Where {
+    /// Where a value lies that is exposed from chunk 0, and offered whole
+    /// if `offered` (the offer's handle).
+    pub(crate) fn from_start(offered: Option<u64>) -> Where {
+        match offered {
+            Some(handle) => Where::Offered {
+                first: 0,
+                handle,
+                at: 0,
+            },
+            None => Where::Cells { first: 0 },
+        }
+    }
+
     pub(crate) fn encode(self) -> [u8; WHERE_BYTES] {
         let words = match self {
             Where::Cells { first } => [first, IN_CELLS, 0, 0],

@@ -194,14 +194,7 @@ async fn reduce_slices_in<T: HostMemory>(
     // Every member copies in this call, as in an allgather: offered at any
     // length. The post says so (each reader copies its own slice of it).
     let offer = Offer::of_any_length(team, send, send.len() / n as usize);
-    let place = match &offer {
-        Some(offer) => Where::Offered {
-            first: 0,
-            handle: offer.handle(),
-            at: 0,
-        },
-        None => Where::Cells { first: 0 },
-    };
+    let place = Where::from_start(offer.as_ref().map(Offer::handle));
     for m in others() {
         post(team, m, seq, len, &place.encode(), deadline).await?;
     }
