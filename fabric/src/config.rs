@@ -179,11 +179,12 @@ pub struct HostTuning {
     /// (`CATENA_HOST_SINGLE_COPY_MIN`; `usize::MAX`, `off`, never) ...
     pub single_copy_min: usize,
     /// ... up to this many (`CATENA_HOST_SINGLE_COPY_MAX`) where the
-    /// writer would otherwise wait (bcast, gather, scatter): a longer one
-    /// streams faster through cells, where writer and reader copy in
-    /// parallel, each a half of the memory traffic. Where every member
-    /// copies (an allgather, the slices of reduce and allreduce) one copy
-    /// is taken at any length from the minimum.
+    /// writer would otherwise wait (bcast, gather): a longer one streams
+    /// faster through cells, where writer and reader copy in parallel,
+    /// each a half of the memory traffic. Where every member copies (an
+    /// allgather, a scatter whose root copies its own piece meanwhile, the
+    /// slices of reduce and allreduce) one copy is taken at any length
+    /// from the minimum.
     pub single_copy_max: usize,
 }
 

@@ -97,8 +97,9 @@ impl<'a, 't, T: HostMemory> Offer<'a, 't, T> {
     }
 
     /// [`Offer::of`] with no maximum, for a call in which every member
-    /// copies (an allgather): there the cells add no idle writer's core to
-    /// the copying, only a second copy.
+    /// copies (an allgather; a scatter, whose root copies its own piece):
+    /// there the cells add no idle writer's core to the copying, only a
+    /// second copy.
     pub(crate) fn of_any_length(
         team: &'a Team<'t, T>,
         data: &[u8],

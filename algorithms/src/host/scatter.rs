@@ -61,11 +61,7 @@ pub(crate) async fn scatter<T: HostMemory>(
         return down_the_tree(team, seq, root, pieces, recv, deadline).await;
     }
     match pieces {
-        Some(pieces) => {
-            deal(team, seq, pieces, deadline).await?;
-            recv.copy_from_slice(pieces.get(team.me() as usize));
-            Ok(())
-        }
+        Some(pieces) => deal(team, seq, pieces, |own| recv.copy_from_slice(own), deadline).await,
         None => receive_into(team, root, seq, recv, deadline).await,
     }
 }
@@ -165,8 +161,10 @@ pub(crate) async fn scatter_any<T: HostMemory>(
 ) -> Result<Vec<u8>> {
     match pieces {
         Some(pieces) => {
-            deal(team, seq, Pieces::Any(pieces), deadline).await?;
-            Ok(pieces[team.me() as usize].to_vec())
+            let mut kept = Vec::new();
+            let own = |own: &[u8]| kept = own.to_vec();
+            deal(team, seq, Pieces::Any(pieces), own, deadline).await?;
+            Ok(kept)
         }
         None => receive(team, root, seq, deadline).await,
     }
@@ -174,16 +172,23 @@ pub(crate) async fn scatter_any<T: HostMemory>(
 
 /// Posts each member its piece; offers the long ones where they are cut
 /// from one buffer and worth it, and exposes them in rank order to the
-/// members that did not copy them (all, without an offer).
-async fn deal<T: HostMemory>(
+/// members that did not copy them (all, without an offer). The root's own
+/// piece goes to `keep` once every member has been posted its own, so
+/// that the root copies while the members do.
+async fn deal<'p, T: HostMemory>(
     team: &Team<'_, T>,
     seq: u64,
-    pieces: Pieces<'_>,
+    pieces: Pieces<'p>,
+    keep: impl FnOnce(&'p [u8]),
     deadline: Time,
 ) -> Result<()> {
     let me = team.me();
     let offer = match pieces {
-        Pieces::Even(all, piece) if piece > team.layout().inline() => Offer::of(team, all, piece),
+        // At any length: the root copies its own piece meanwhile, so
+        // cells would add a copy but no idle core.
+        Pieces::Even(all, piece) if piece > team.layout().inline() => {
+            Offer::of_any_length(team, all, piece)
+        }
         _ => None,
     };
     let mut first = 0;
@@ -207,6 +212,7 @@ async fn deal<T: HostMemory>(
             long.push((piece, m));
         }
     }
+    keep(pieces.get(me as usize));
     let refused = match offer {
         Some(_) => {
             refused(
