@@ -80,30 +80,19 @@ where
                 Box::pin(self.iexchange(send, recv, move |e, emit| route(e, emit)))
             }
             Route::Batch { route, ctx } => {
-                // The route pass takes the elements once each, in send order:
-                // the first asks the callback for all of them.
-                let (mut targets, mut next) = (Vec::new(), 0);
-                Box::pin(self.iexchange(send, recv, move |_, emit| {
-                    if next == 0 {
-                        targets.resize(send.len(), -1);
-                        // SAFETY: the caller vouches for `route` and `ctx`;
-                        // `send` is the whole send buffer and `targets` holds
-                        // one i32 per element.
-                        let rc = unsafe {
-                            route(send.as_ptr().cast(), send.len(), targets.as_mut_ptr(), ctx)
-                        };
-                        if rc != 0 {
-                            // Unwinds to the alltoall's guard of user code:
-                            // `CATENA_ERR_USER` on every member.
-                            let why = format!("the batch route callback returned {rc}");
-                            std::panic::resume_unwind(Box::new(why));
-                        }
+                Box::pin(self.iexchange_targets(send, recv, move |send, targets| {
+                    // SAFETY: the caller vouches for `route` and `ctx`;
+                    // `send` is the whole send buffer and `targets` holds
+                    // one i32 per element.
+                    let rc = unsafe {
+                        route(send.as_ptr().cast(), send.len(), targets.as_mut_ptr(), ctx)
+                    };
+                    if rc != 0 {
+                        // Unwinds to the alltoall's guard of user code:
+                        // `CATENA_ERR_USER` on every member.
+                        let why = format!("the batch route callback returned {rc}");
+                        std::panic::resume_unwind(Box::new(why));
                     }
-                    // A negative target drops the element.
-                    if let Ok(rank) = u32::try_from(targets[next]) {
-                        emit.to(rank);
-                    }
-                    next += 1;
                 }))
             }
         }

@@ -314,6 +314,34 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         recv: &'a mut [E],
         route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
     ) -> impl Future<Output = Result<usize>> + 'a {
+        self.start(recv, move |routed, size, rank| {
+            routed.route(send, size, rank, route)
+        })
+    }
+
+    /// [`AlltoallPlan::iexchange`] where each element goes to one rank at
+    /// most: `targets` is called once, with `send` and a slice of one
+    /// target per element to fill (a negative one drops the element),
+    /// instead of a route call per element: the cheapest way where the
+    /// targets come from elsewhere in one pass (a C caller's batch route).
+    pub fn iexchange_targets<'a>(
+        &'a self,
+        send: &'a [E],
+        recv: &'a mut [E],
+        targets: impl FnOnce(&[E], &mut [i32]) + 'a,
+    ) -> impl Future<Output = Result<usize>> + 'a {
+        self.start(recv, move |routed, size, rank| {
+            routed.route_targets(send, size, rank, targets)
+        })
+    }
+
+    /// One exchange whose copies `route` makes (given the group's size and
+    /// this process's rank), taking its tags now, in call order.
+    fn start<'a>(
+        &'a self,
+        recv: &'a mut [E],
+        route: impl FnOnce(&mut Routed<E>, u32, u32) -> Result<()> + 'a,
+    ) -> impl Future<Output = Result<usize>> + 'a {
         let call = PlanCall::take(self.comm, self.calls.get(), self.variant);
         self.calls.set(self.calls.get() + 1);
         // A split's communicator loads its map by a collective step, which
@@ -322,7 +350,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         let map = self.comm.igroup_map();
         async move {
             let map = map.await?;
-            self.run(call, map, send, recv, route).await
+            self.run(call, map, recv, route).await
         }
     }
 
@@ -332,9 +360,8 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         &self,
         call: PlanCall,
         map: &GroupMap,
-        send: &[E],
         recv: &mut [E],
-        route: impl FnMut(&E, &mut Emit<'_, E>),
+        route: impl FnOnce(&mut Routed<E>, u32, u32) -> Result<()>,
     ) -> Result<usize> {
         if self.broken.get() {
             return Err(Error::Mismatch {
@@ -350,7 +377,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
                 self.capacity
             )))
         } else {
-            routed.route(send, self.comm.size(), self.comm.rank(), route)
+            route(&mut routed, self.comm.size(), self.comm.rank())
         };
         let guard = BreakOnDrop(&self.broken);
         let received = match (self.variant, call.sort) {
@@ -452,6 +479,18 @@ impl<T: Transport + Blocking, E: Pod> AlltoallPlan<'_, '_, T, E> {
     ) -> Result<usize> {
         block_on(self.comm.transport(), || self.iexchange(send, recv, route))
     }
+
+    /// See [`AlltoallPlan::iexchange_targets`].
+    pub fn exchange_targets(
+        &self,
+        send: &[E],
+        recv: &mut [E],
+        targets: impl FnOnce(&[E], &mut [i32]),
+    ) -> Result<usize> {
+        block_on(self.comm.transport(), || {
+            self.iexchange_targets(send, recv, targets)
+        })
+    }
 }
 
 impl<'t, T: Transport> Comm<'t, T> {
@@ -521,7 +560,8 @@ impl<'t, T: Transport> Comm<'t, T> {
         let (call, map) = (PlanCall::take(self, 0, variant), self.igroup_map());
         async move {
             let (plan, map) = (plan?, map.await?);
-            plan.run(call, map, send, recv, route).await
+            let route = |routed: &mut Routed<E>, size, rank| routed.route(send, size, rank, route);
+            plan.run(call, map, recv, route).await
         }
     }
 }

@@ -64,6 +64,28 @@ impl Copies {
         self.items.clear();
     }
 
+    /// Drops the copies of one target per element whose target is negative
+    /// (a top bit set), naming the elements of the rest from the first drop.
+    fn drop_negative(&mut self) {
+        let (mut kept, mut dropped) = (0, false);
+        for item in 0..self.targets.len() {
+            let target = self.targets[item];
+            if target >= FIRST_MODIFIED {
+                if !dropped {
+                    self.items.extend(0..kept as u32);
+                    dropped = true;
+                }
+                continue;
+            }
+            self.targets[kept] = target;
+            if dropped {
+                self.items.push(item as u32);
+            }
+            kept += 1;
+        }
+        self.targets.truncate(kept);
+    }
+
     /// Which element copy `copy` is.
     fn item(&self, copy: usize) -> u32 {
         match self.items.is_empty() {
@@ -174,6 +196,42 @@ impl<E: Pod> Routed<E> {
                 route(element, &mut emit);
             }
         })?;
+        self.group(send, size, rank)
+    }
+
+    /// [`Routed::route`] where each element goes to one rank at most:
+    /// `targets` writes every element's target at once, into a slice of
+    /// one per element (a negative one drops it), with no call per
+    /// element; the slice is the plan's, kept from call to call.
+    pub(crate) fn route_targets(
+        &mut self,
+        send: &[E],
+        size: u32,
+        rank: u32,
+        targets: impl FnOnce(&[E], &mut [i32]),
+    ) -> Result<()> {
+        self.clear();
+        if send.len() > FIRST_MODIFIED as usize {
+            return Err(Error::InvalidArgument(format!(
+                "{} elements to send; one call sends at most 2^31",
+                send.len()
+            )));
+        }
+        let written = &mut self.copies.targets;
+        written.resize(send.len(), 0);
+        user_code("the alltoall route function", || {
+            targets(send, bytemuck::cast_slice_mut(written))
+        })?;
+        // A negative target, read as a u32, has its top bit set: drops are
+        // rare, so only then are the copies gone over again, in place.
+        if written.iter().fold(0, |or, &t| or | t) >= FIRST_MODIFIED {
+            self.copies.drop_negative();
+        }
+        self.group(send, size, rank)
+    }
+
+    /// Groups the copies a route pass emitted by target (runs of staging).
+    fn group(&mut self, send: &[E], size: u32, rank: u32) -> Result<()> {
         // Copies are numbered in 32 bits where they travel (the sort's keys).
         let count = self.copies.targets.len();
         if count > u32::MAX as usize {
@@ -443,6 +501,58 @@ mod tests {
                 });
             }
         }
+    }
+
+    #[test]
+    fn targets_written_at_once_group_as_those_emitted_one_by_one() {
+        // Drops nowhere, scattered, from the start, everywhere: the first
+        // drop is where copies start naming their elements.
+        type Drop = fn(usize, usize) -> bool;
+        let drops: [Drop; 4] = [
+            |_, _| false,
+            |i, _| i % 7 == 3,
+            |i, len| i < len / 2,
+            |_, _| true,
+        ];
+        for (len, size) in [0, 1, 5, 1003]
+            .into_iter()
+            .flat_map(|len| [2, 256, 70_000].map(|size| (len, size)))
+        {
+            let send: Vec<u32> = (0..len).map(|i| (i * 7919) % 1000).collect();
+            for drop in drops {
+                let target = |i: usize, e: u32| match drop(i, len as usize) {
+                    true => -1 - (e as i32 % 3),
+                    false => (e.wrapping_mul(2_654_435_761) % size) as i32,
+                };
+                let mut one = Routed::default();
+                let mut i = 0;
+                one.route(&send, size, 0, |&e, to| {
+                    if let Ok(t) = u32::try_from(target(i, e)) {
+                        to.to(t);
+                    }
+                    i += 1;
+                })
+                .unwrap();
+                let mut all = Routed::default();
+                all.route_targets(&send, size, 0, |send, targets| {
+                    for (i, (t, &e)) in targets.iter_mut().zip(send).enumerate() {
+                        *t = target(i, e);
+                    }
+                })
+                .unwrap();
+                assert_eq!(all.staging, one.staging, "{len} elements, {size} ranks");
+                assert_eq!(all.runs, one.runs, "{len} elements, {size} ranks");
+            }
+        }
+        let mut routed = Routed::default();
+        let err = routed
+            .route_targets(&[1u8, 2], 2, 1, |_, t| t.fill(2))
+            .unwrap_err();
+        assert!(matches!(err, Error::TargetOutOfRange { target: 2, .. }));
+        let err = routed
+            .route_targets(&[1u8, 2], 2, 1, |_, _| panic!("no targets"))
+            .unwrap_err();
+        assert!(matches!(err, Error::UserCode { .. }));
     }
 
     #[test]
