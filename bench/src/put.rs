@@ -448,7 +448,8 @@ struct Figures {
     bandwidth: BTreeMap<usize, f64>,
     /// Puts each read out by the target before the next, GB/s by size.
     read_bandwidth: BTreeMap<usize, f64>,
-    /// 8 B send/recv ping-pong: half the round trip, ns.
+    /// 8 B send/recv ping-pong, each message received into a buffer
+    /// (`recv_into`): half the round trip, ns.
     message_ns: Option<f64>,
     /// Back-to-back messages, each received into one buffer, GB/s by size.
     message_bandwidth: BTreeMap<usize, f64>,
@@ -588,9 +589,11 @@ async fn target<T: Transport + Blocking>(
             };
             t.put_signal(0, origin, DATA_AT, &signalled.to_le_bytes(), signal)?;
         }
+        let mut ping = [0u8; 8];
         for _ in 0..probes {
-            let ping = t.recv(Some(0), CTX, PING_TAG, deadline).await?;
-            t.send(0, CTX, PING_TAG, &ping.data, deadline).await?;
+            t.recv_into(Some(0), CTX, PING_TAG, &mut ping, deadline)
+                .await?;
+            t.send(0, CTX, PING_TAG, &ping, deadline).await?;
         }
     }
     // Messages land in one buffer, as an MPI program's receives would.
@@ -696,10 +699,13 @@ fn origin<T: Transport + Blocking>(
             )
             .map(drop)
         })?);
+        // Each reply received into one buffer, as MPI_Recv receives.
+        let mut pong = [0u8; 8];
         message_rtts.extend(batches(probes, warm_up, || {
             block_on(t, async {
                 t.send(1, CTX, PING_TAG, &payload, deadline).await?;
-                t.recv(Some(1), CTX, PING_TAG, deadline).await
+                t.recv_into(Some(1), CTX, PING_TAG, &mut pong, deadline)
+                    .await
             })
             .map(drop)
         })?);
