@@ -178,13 +178,7 @@ impl<E: Pod> Routed<E> {
         rank: u32,
         mut route: impl FnMut(&E, &mut Emit<'_, E>),
     ) -> Result<()> {
-        self.clear();
-        if send.len() > FIRST_MODIFIED as usize {
-            return Err(Error::InvalidArgument(format!(
-                "{} elements to send; one call sends at most 2^31",
-                send.len()
-            )));
-        }
+        self.begin(send.len())?;
         let (copies, modified) = (&mut self.copies, &mut self.modified);
         user_code("the alltoall route function", || {
             for (i, element) in send.iter().enumerate() {
@@ -210,13 +204,7 @@ impl<E: Pod> Routed<E> {
         rank: u32,
         targets: impl FnOnce(&[E], &mut [i32]),
     ) -> Result<()> {
-        self.clear();
-        if send.len() > FIRST_MODIFIED as usize {
-            return Err(Error::InvalidArgument(format!(
-                "{} elements to send; one call sends at most 2^31",
-                send.len()
-            )));
-        }
+        self.begin(send.len())?;
         let written = &mut self.copies.targets;
         written.resize(send.len(), 0);
         user_code("the alltoall route function", || {
@@ -228,6 +216,18 @@ impl<E: Pod> Routed<E> {
             self.copies.drop_negative();
         }
         self.group(send, size, rank)
+    }
+
+    /// Clears the last call's copies for a call of `elements` to send,
+    /// which must fit the copies' 31-bit element numbers.
+    fn begin(&mut self, elements: usize) -> Result<()> {
+        self.clear();
+        if elements > FIRST_MODIFIED as usize {
+            return Err(Error::InvalidArgument(format!(
+                "{elements} elements to send; one call sends at most 2^31"
+            )));
+        }
+        Ok(())
     }
 
     /// Groups the copies a route pass emitted by target (runs of staging).
