@@ -1,5 +1,6 @@
 //! Drives one algorithm future on a real provider: poll, re-poll while the
-//! spin budget lasts, then block in the provider's wait object. The simulator
+//! spin budget lasts (and longer while the provider says no one else wants
+//! the core), then block in the provider's wait object. The simulator
 //! has its own executor; algorithms never see the difference.
 
 use std::cell::Cell;
@@ -48,6 +49,7 @@ pub fn block_on<T: Blocking + ?Sized, F: Future>(transport: &T, future: F) -> F:
     let mut future = pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
     let spin = transport.spin_budget();
+    let mut spin_began: Option<Instant> = None;
     let mut spin_until: Option<Instant> = None;
     let mut spins = 0u32;
     loop {
@@ -69,9 +71,15 @@ pub fn block_on<T: Blocking + ?Sized, F: Future>(transport: &T, future: F) -> F:
                 continue;
             }
             let now = Instant::now();
+            let began = *spin_began.get_or_insert(now);
             let until = *spin_until.get_or_insert(now + spin);
             if now < until {
                 std::hint::spin_loop();
+                continue;
+            }
+            // Asked once a budget, not every look: the answer costs a read.
+            if transport.spin_on(now - began) {
+                spin_until = Some(now + spin);
                 continue;
             }
         }
@@ -84,6 +92,7 @@ pub fn block_on<T: Blocking + ?Sized, F: Future>(transport: &T, future: F) -> F:
             return out;
         }
         transport.park(ticket);
+        spin_began = None;
         spin_until = None;
         spins = 0;
     }

@@ -248,6 +248,24 @@ impl Job {
         })
     }
 
+    /// How much longer than its spin budget a waiting rank may re-poll while
+    /// a core is free for every runnable task (see [`Job::cores_to_spare`]):
+    /// `idle`, but zero where `CATENA_SPIN_US` sets the budget or ranks
+    /// outnumber cores.
+    pub fn idle_spin_budget(&self, idle: Duration) -> Result<Duration> {
+        Ok(match env_number(ENV_SPIN_US)? {
+            None if !self.oversubscribed() => idle,
+            _ => Duration::ZERO,
+        })
+    }
+
+    /// Whether no runnable task on this machine waits for a core (the
+    /// kernel's count of runnable tasks, this one among them, is at most
+    /// this process's cores): a rank that spins now takes no one's time.
+    pub fn cores_to_spare(&self) -> bool {
+        crate::os::runnable_tasks().is_some_and(|n| n as usize <= self.cores)
+    }
+
     /// The entry `rank` published, its provider address among it.
     pub fn peer(&self, rank: Rank) -> Result<Rc<Entry>> {
         self.entry(rank)

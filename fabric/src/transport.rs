@@ -308,6 +308,13 @@ pub trait Rma {
 pub trait Blocking: Rma {
     /// How long a waiting executor re-polls before it blocks.
     fn spin_budget(&self) -> Duration;
+    /// Whether a wait that has re-polled for `spun`, past its spin budget,
+    /// may re-poll for another budget rather than block: where no other
+    /// task wants the core, spinning costs no one and spares the wake-up.
+    /// By default it may not.
+    fn spin_on(&self, _spun: Duration) -> bool {
+        false
+    }
     /// Announces that the executor is about to block; returns a ticket. Any
     /// signal or message that lands after this call wakes `park(ticket)`.
     fn prepare_park(&self) -> u64;
