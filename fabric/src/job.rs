@@ -237,33 +237,21 @@ impl Job {
         self.local_size == self.size
     }
 
-    /// How long a waiting rank re-polls before it parks: `CATENA_SPIN_US`,
-    /// else zero when oversubscribed (a spinning rank only delays the one it
-    /// waits for), else the provider's `default`.
-    pub fn spin_budget(&self, default: Duration) -> Result<Duration> {
-        Ok(match env_number(ENV_SPIN_US)? {
-            Some(us) => Duration::from_micros(us as u64),
-            None if self.oversubscribed() => Duration::ZERO,
-            None => default,
+    /// How a waiting rank spins: for `budget`, then on, up to `idle` in
+    /// all, while a core is free for every runnable task. `CATENA_SPIN_US`
+    /// sets the budget and no more; ranks that outnumber cores spin not at
+    /// all (a spinning rank only delays the one it waits for).
+    pub fn spin(&self, budget: Duration, idle: Duration) -> Result<Spin> {
+        let (budget, idle) = match env_number(ENV_SPIN_US)? {
+            Some(us) => (Duration::from_micros(us as u64), Duration::ZERO),
+            None if self.oversubscribed() => (Duration::ZERO, Duration::ZERO),
+            None => (budget, idle),
+        };
+        Ok(Spin {
+            budget,
+            idle,
+            cores: self.cores,
         })
-    }
-
-    /// How much longer than its spin budget a waiting rank may re-poll while
-    /// a core is free for every runnable task (see [`Job::cores_to_spare`]):
-    /// `idle`, but zero where `CATENA_SPIN_US` sets the budget or ranks
-    /// outnumber cores.
-    pub fn idle_spin_budget(&self, idle: Duration) -> Result<Duration> {
-        Ok(match env_number(ENV_SPIN_US)? {
-            None if !self.oversubscribed() => idle,
-            _ => Duration::ZERO,
-        })
-    }
-
-    /// Whether no runnable task on this machine waits for a core (the
-    /// kernel's count of runnable tasks, this one among them, is at most
-    /// this process's cores): a rank that spins now takes no one's time.
-    pub fn cores_to_spare(&self) -> bool {
-        crate::os::runnable_tasks().is_some_and(|n| n as usize <= self.cores)
     }
 
     /// The entry `rank` published, its provider address among it.
@@ -385,4 +373,30 @@ fn host_hash(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// How a provider's waiting rank spins before it parks (what
+/// [`Blocking::spin_budget`](crate::Blocking::spin_budget) and
+/// [`Blocking::spin_on`](crate::Blocking::spin_on) answer), from
+/// [`Job::spin`].
+#[derive(Clone, Copy, Debug)]
+pub struct Spin {
+    budget: Duration,
+    idle: Duration,
+    cores: usize,
+}
+
+impl Spin {
+    /// How long a wait re-polls before it parks, or asks [`Spin::on`].
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Whether a wait that re-polled for `spun` may re-poll on: while it
+    /// spun less than the idle budget and no runnable task on this machine
+    /// waits for a core (the kernel counts at most this process's cores,
+    /// this task among them), so that spinning takes no one's time.
+    pub fn on(&self, spun: Duration) -> bool {
+        spun < self.idle && crate::os::runnable_tasks().is_some_and(|n| n as usize <= self.cores)
+    }
 }

@@ -30,7 +30,7 @@ use crate::eager::{
     Messenger, CONTROL_WINDOW_BYTES, DEFAULT_BULK_BYTES, DEFAULT_INBOX_BYTES,
     DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
 };
-use crate::job::Job;
+use crate::job::{Job, Spin};
 use crate::kit::WindowIds;
 use crate::{
     finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, KeyedWindow,
@@ -41,11 +41,14 @@ use engine::Engine;
 use progress::ProgressMode;
 pub use window::{OfiKey, OfiWindow};
 
-/// Re-polling budget of a waiting rank when it has a core to itself. Long,
-/// because nothing wakes a parked rank (see `park`): with 50 µs two
+/// Re-polling budget of a waiting rank when it has a core to itself, on a
+/// machine where other tasks want cores: then a spinning rank delays them.
+const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// How long it re-polls in all while no runnable task waits for a core.
+/// Long, because nothing wakes a parked rank (see `park`): with 50 µs two
 /// ping-ponging ranks fell into step, each napping while the other waited
 /// (5.8 µs one way against 0.32 µs with 1 ms).
-const DEFAULT_SPIN: Duration = Duration::from_millis(1);
+const IDLE_SPIN: Duration = Duration::from_millis(1);
 /// Longest sleep of a parked rank (see `park`).
 const PARK_SLICE: Duration = Duration::from_micros(50);
 /// How long a put or signal may wait for the fabric to take its data (they
@@ -61,7 +64,7 @@ pub struct OfiTransport {
     /// AV handles of the peers this rank addressed: O(partners).
     peers: RefCell<FxHashMap<Rank, sys::fi_addr_t>>,
     window_ids: WindowIds,
-    spin: Duration,
+    spin: Spin,
     inject_size: usize,
     max_msg: usize,
     /// Remote CQ data holds a whole signal (cq_data_size >= 8).
@@ -108,7 +111,7 @@ impl OfiTransport {
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
         let rendezvous = config::rendezvous(DEFAULT_RENDEZVOUS_BYTES, DEFAULT_BULK_BYTES)?;
-        let spin = job.spin_budget(DEFAULT_SPIN)?;
+        let spin = job.spin(DEFAULT_SPIN, IDLE_SPIN)?;
         Ok(OfiTransport {
             job,
             messenger: Messenger::new(control, ring_bytes)
@@ -591,7 +594,11 @@ impl Rma for OfiTransport {
 
 impl Blocking for OfiTransport {
     fn spin_budget(&self) -> Duration {
-        self.spin
+        self.spin.budget()
+    }
+
+    fn spin_on(&self, spun: Duration) -> bool {
+        self.spin.on(spun)
     }
 
     fn prepare_park(&self) -> u64 {

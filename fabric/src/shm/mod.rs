@@ -21,7 +21,7 @@ use crate::eager::{
     Messenger, CONTROL_WINDOW_BYTES, DEFAULT_BULK_BYTES, DEFAULT_INBOX_BYTES,
     DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
 };
-use crate::job::Job;
+use crate::job::{Job, Spin};
 use crate::kit::WindowIds;
 use crate::{
     finalize_barrier, Blocking, ControlWindows, EagerMessaging, Error, LocalWindow, PeerWindow,
@@ -47,8 +47,7 @@ pub struct ShmTransport {
     /// Tags this rank's window keys.
     /// Mappings of peers' live windows, made on first put: O(partners).
     mapped: RefCell<FxHashMap<(Rank, u32), Mapping>>,
-    spin: Duration,
-    idle_spin: Duration,
+    spin: Spin,
     /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
     /// the fabric, so MPI_Finalize never runs beside a live provider.
     job: Job,
@@ -76,8 +75,7 @@ impl ShmTransport {
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
         let rendezvous = config::rendezvous(DEFAULT_RENDEZVOUS_BYTES, DEFAULT_BULK_BYTES)?;
-        let spin = job.spin_budget(DEFAULT_SPIN)?;
-        let idle_spin = job.idle_spin_budget(IDLE_SPIN)?;
+        let spin = job.spin(DEFAULT_SPIN, IDLE_SPIN)?;
         Ok(ShmTransport {
             job,
             messenger: Messenger::new(control, ring_bytes)
@@ -86,7 +84,6 @@ impl ShmTransport {
             window_ids: WindowIds::new(),
             mapped: RefCell::new(FxHashMap::default()),
             spin,
-            idle_spin,
         })
     }
 
@@ -334,11 +331,11 @@ impl Rma for ShmTransport {
 
 impl Blocking for ShmTransport {
     fn spin_budget(&self) -> Duration {
-        self.spin
+        self.spin.budget()
     }
 
     fn spin_on(&self, spun: Duration) -> bool {
-        spun < self.idle_spin && self.job.cores_to_spare()
+        self.spin.on(spun)
     }
 
     // The doorbell is in the host arena, so that puts, signals and host

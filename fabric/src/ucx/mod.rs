@@ -28,18 +28,22 @@ use crate::eager::{
     Messenger, CONTROL_WINDOW_BYTES, DEFAULT_BULK_BYTES, DEFAULT_INBOX_BYTES,
     DEFAULT_RENDEZVOUS_BYTES, DEFAULT_RING_BYTES,
 };
-use crate::job::Job;
+use crate::job::{Job, Spin};
 use crate::kit::WindowIds;
 use crate::{
     finalize_barrier, wait_until, Blocking, ControlWindows, EagerMessaging, Error, KeyedWindow,
     LocalWindow, Provider, Rank, RemoteKey, Result, Rma, Signal, Time,
 };
 
-/// Re-polling budget of a waiting rank when it has a core to itself. Longer
-/// than shm's: nothing wakes a parked rank early (see `PARK_SLICE`), and two
-/// ranks whose spins are shorter than a nap fall into step, each napping
-/// while the other waits (a 50 us budget gave 77 us ping-pongs, 1 ms 0.3 us).
-const DEFAULT_SPIN: Duration = Duration::from_millis(1);
+/// Re-polling budget of a waiting rank when it has a core to itself, on a
+/// machine where other tasks want cores: then a spinning rank delays them.
+const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// How long it re-polls in all while no runnable task waits for a core.
+/// Longer than shm's: nothing wakes a parked rank early (see `PARK_SLICE`),
+/// and two ranks whose spins are shorter than a nap fall into step, each
+/// napping while the other waits (a 50 us budget gave 77 us ping-pongs,
+/// 1 ms 0.3 us).
+const IDLE_SPIN: Duration = Duration::from_millis(1);
 /// Longest sleep of a parked rank. A put into shared memory (posix, cma)
 /// raises no event at the target, so there is nothing to block on: a parked
 /// rank naps briefly and looks again.
@@ -60,7 +64,7 @@ pub struct UcxTransport {
     /// A rank the job lost, as seen by a `progress` after it drained
     /// every message that had landed (so none of them is lost to the news).
     lost: Cell<Option<Rank>>,
-    spin: Duration,
+    spin: Spin,
     // Declared last: windows (in the messenger) and endpoints go first.
     worker: Worker,
     /// Dropped last: the bootstrap (MPI when started by mpiexec) outlives
@@ -85,7 +89,7 @@ impl UcxTransport {
         let ring_bytes = config::ring_bytes(DEFAULT_RING_BYTES)?;
         let inbox_bytes = config::inbox_bytes(DEFAULT_INBOX_BYTES)?;
         let rendezvous = config::rendezvous(DEFAULT_RENDEZVOUS_BYTES, DEFAULT_BULK_BYTES)?;
-        let spin = job.spin_budget(DEFAULT_SPIN)?;
+        let spin = job.spin(DEFAULT_SPIN, IDLE_SPIN)?;
         let context = Context::new(progress_thread != ProgressMode::Off)?;
         let err_mode = ErrMode::from_env(context.has_shared_memory())?;
         let worker = Worker::new(context, progress_thread)?;
@@ -555,7 +559,11 @@ impl Rma for UcxTransport {
 
 impl Blocking for UcxTransport {
     fn spin_budget(&self) -> Duration {
-        self.spin
+        self.spin.budget()
+    }
+
+    fn spin_on(&self, spun: Duration) -> bool {
+        self.spin.on(spun)
     }
 
     fn prepare_park(&self) -> u64 {
