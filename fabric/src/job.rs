@@ -400,3 +400,30 @@ impl Spin {
         spun < self.idle && crate::os::runnable_tasks().is_some_and(|n| n as usize <= self.cores)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spin(idle_ms: u64, cores: usize) -> Spin {
+        Spin {
+            budget: Duration::from_micros(50),
+            idle: Duration::from_millis(idle_ms),
+            cores,
+        }
+    }
+
+    #[test]
+    fn a_rank_spins_on_only_within_its_idle_budget_and_with_cores_to_spare() {
+        // Room for every task there can be: only the idle budget decides.
+        let roomy = spin(1, usize::MAX);
+        assert!(roomy.on(Duration::ZERO));
+        assert!(roomy.on(Duration::from_micros(999)));
+        assert!(!roomy.on(Duration::from_millis(1)));
+        // No idle budget (CATENA_SPIN_US set, or oversubscribed): never.
+        assert!(!spin(0, usize::MAX).on(Duration::ZERO));
+        // No core to spare: the caller itself is runnable, so a machine of
+        // no cores always has a task waiting.
+        assert!(!spin(1, 0).on(Duration::ZERO));
+    }
+}
