@@ -143,10 +143,11 @@ impl SimRank<'_> {
 impl HostMemory for SimRank<'_> {
     type HostPeer = Rank;
 
-    /// The defaults: the simulator's cost model, not a machine, decides
-    /// what the thresholds cost.
+    /// The defaults unless the run was given others
+    /// (`Sim::with_host_tuning`): the simulator's cost model, not a
+    /// machine, decides what the thresholds cost.
     fn host_tuning(&self) -> catena_fabric::config::HostTuning {
-        Default::default()
+        self.sim().host_tuning
     }
 
     fn host_ranks(&self) -> &[Rank] {

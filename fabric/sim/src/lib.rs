@@ -289,6 +289,8 @@ pub struct Sim {
     /// whose copies are refused (as a system's rules may refuse them).
     single_copy: bool,
     single_copy_refused: FxHashSet<Rank>,
+    /// What ranks read as their host tuning.
+    host_tuning: catena_fabric::config::HostTuning,
 }
 
 /// How ranks lie on simulated hosts.
@@ -350,6 +352,7 @@ impl Sim {
             all_ranks: OnceCell::new(),
             single_copy: true,
             single_copy_refused: FxHashSet::default(),
+            host_tuning: Default::default(),
         }
     }
 
@@ -366,6 +369,13 @@ impl Sim {
     /// offered the other way.
     pub fn with_single_copy_refused(mut self, ranks: impl IntoIterator<Item = Rank>) -> Sim {
         self.single_copy_refused = ranks.into_iter().collect();
+        self
+    }
+
+    /// Gives the ranks `tuning` as their `HostMemory::host_tuning`
+    /// instead of the defaults, as the variables do on a real provider.
+    pub fn with_host_tuning(mut self, tuning: catena_fabric::config::HostTuning) -> Sim {
+        self.host_tuning = tuning;
         self
     }
 
