@@ -7,8 +7,8 @@
 //! process, the receive buffer untouched, the plan usable after); a target
 //! out of range and a panicking route function (the same error on every
 //! process, before the deadline); a split's communicator; plans reused
-//! across calls; neighbourhood plans; and the in-place form in one round
-//! and in many.
+//! across calls; neighbourhood plans; the in-place form in one round and
+//! in many; and runs offered to host peers, copied by them or refused.
 
 mod common;
 
@@ -527,6 +527,33 @@ fn sim_alltoall_1_to_33() {
     }
 }
 
+/// Every case with runs offered to host peers and copied out by them (from
+/// one element on), and with one rank whose copies the system refuses, so
+/// that its sources put what it could not copy.
+#[test]
+fn sim_alltoall_offered_runs_copied_and_refused() {
+    let tuning = catena_fabric::config::HostTuning {
+        single_copy_min: std::mem::size_of::<Item>(),
+        ..Default::default()
+    };
+    for n in [2, 5, 8] {
+        for refused in [vec![], vec![1]] {
+            let results = Sim::new(n, LogGp::default())
+                .with_ranks_per_host(4)
+                .with_host_tuning(tuning)
+                .with_single_copy_refused(refused.clone())
+                .run(async |t: &SimRank<'_>| every_case(t, 3).await)
+                .expect("every rank finishes")
+                .0;
+            let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+            assert!(
+                errors.is_empty(),
+                "{n} ranks, refused {refused:?}: {errors:#?}"
+            );
+        }
+    }
+}
+
 fn alltoall<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
     catena_fabric::block_on(t, every_case(t, 11)).map_err(catena_fabric::Error::Protocol)
 }
@@ -536,6 +563,7 @@ common::provider_cases! {
     shm_alltoall_4: catena_fabric::shm::ShmTransport, 4, &[], alltoall;
     shm_alltoall_9: catena_fabric::shm::ShmTransport, 9, &[], alltoall;
     shm_alltoall_33: catena_fabric::shm::ShmTransport, 33, &[], alltoall;
+    shm_alltoall_offered_4: catena_fabric::shm::ShmTransport, 4, &[("CATENA_HOST_SINGLE_COPY_MIN", "16")], alltoall;
 }
 
 #[cfg(feature = "ofi")]

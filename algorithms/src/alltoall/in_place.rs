@@ -127,7 +127,9 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                 receiver
                     .learn(t, context, call.exchange, worlds.iter().copied(), deadline)
                     .await?;
-                let reserved = self.reserve_runs(&call, &runs, &worlds, false).await?;
+                let reserved = self
+                    .reserve_runs(&call, &runs, &worlds, |_, _| false)
+                    .await?;
                 // What each target took: the part of the run below its capacity.
                 let taken: Vec<usize> = reserved
                     .iter()

@@ -27,6 +27,7 @@
 mod alltoallv;
 mod in_place;
 mod outcome;
+mod pull;
 mod put;
 mod route;
 mod sendrecv;
@@ -170,6 +171,8 @@ pub struct AlltoallPlan<'c, 't, T: Transport, E> {
     calls: Cell<u64>,
     /// A call failed half-way: the window's words may hold its traffic.
     broken: Cell<bool>,
+    /// A target could not copy a run this process offered: runs are put.
+    offers_refused: Cell<bool>,
     _element: PhantomData<E>,
 }
 
@@ -242,6 +245,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
             routed: RefCell::default(),
             calls: Cell::new(0),
             broken: Cell::new(false),
+            offers_refused: Cell::new(false),
             _element: PhantomData,
         })
     }

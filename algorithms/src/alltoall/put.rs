@@ -4,13 +4,16 @@
 //! the processes agree that no one failed and every reservation fits; then
 //! each source puts its run for each target straight into the target's
 //! receive window with one `put_signal`, and each target waits until the
-//! elements it counted have landed. `PutStable` adds a chunk header per
-//! (source, target), which the target sorts by source before copying out.
+//! elements it counted have landed. A run with a chunk header (every run of
+//! `PutStable`, which the target sorts by source; a long run to a process
+//! of the same host, which the header says is offered, `pull`) is placed
+//! where its header says.
 
 use bytemuck::Pod;
 use catena_fabric::{LocalWindow, Rank, Signal, Transport};
 
 use super::outcome::Outcome;
+use super::pull::Offered;
 use super::route::{Routed, Run};
 use super::sparse::{signal, ABANDONED};
 use super::window::{Layout, Peer, HEADER_BYTES};
@@ -28,8 +31,8 @@ pub(super) struct Reservation {
     pub(super) peer: Peer,
     /// The first element reserved.
     pub(super) base: u64,
-    /// The header slot reserved (stable puts).
-    pub(super) slot: u64,
+    /// The chunk header slot reserved, if the run has a header.
+    pub(super) slot: Option<u64>,
 }
 
 impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
@@ -42,7 +45,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         map: &GroupMap,
         local: Result<()>,
         routed: &Routed<E>,
-        slots: bool,
+        slot: impl Fn(&Run, Rank) -> bool,
     ) -> Result<Vec<Reservation>> {
         let t = self.comm.transport();
         let receiver = self.window();
@@ -57,7 +60,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             receiver
                 .learn(t, context, call.exchange, worlds.iter().copied(), deadline)
                 .await?;
-            let reserved = self.reserve_runs(call, runs, &worlds, slots).await?;
+            let reserved = self.reserve_runs(call, runs, &worlds, slot).await?;
             let mut outcome = Outcome::of_local(self.comm.rank(), &local);
             for r in &reserved {
                 // Fits: elements base.. below the target's capacity (so at
@@ -88,35 +91,40 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     }
 
     /// One `fetch_add` on each target's counter (and one on its chunk
-    /// slots where `slots`), all in flight at once.
+    /// slots for the runs `slot` picks), all in flight at once.
     pub(super) async fn reserve_runs(
         &self,
         call: &PlanCall,
         runs: &[Run],
         worlds: &[Rank],
-        slots: bool,
+        slot: impl Fn(&Run, Rank) -> bool,
     ) -> Result<Vec<Reservation>> {
         let t = self.comm.transport();
         let receiver = self.window();
         let (me, parity, deadline) = (t.rank(), call.parity, call.deadline);
-        let reserving = runs.iter().zip(worlds).map(|(&run, &world)| async move {
-            let peer = receiver.peer(world, me);
-            let count = run.count as u64;
-            let counter = Layout::counter(parity);
-            let base = t.fetch_add(world, &peer.key, counter, count, deadline);
-            let (base, slot) = if slots {
-                let chunk = t.fetch_add(world, &peer.key, Layout::chunks(parity), 1, deadline);
-                join(async { Ok(base.await?) }, async { Ok(chunk.await?) }).await?
-            } else {
-                (base.await?, 0)
-            };
-            Ok(Reservation {
-                run,
-                world,
-                peer,
-                base,
-                slot,
-            })
+        let reserving = runs.iter().zip(worlds).map(|(&run, &world)| {
+            let slotted = slot(&run, world);
+            async move {
+                let peer = receiver.peer(world, me);
+                let count = run.count as u64;
+                let counter = Layout::counter(parity);
+                let base = t.fetch_add(world, &peer.key, counter, count, deadline);
+                let (base, slot) = if slotted {
+                    let chunk = t.fetch_add(world, &peer.key, Layout::chunks(parity), 1, deadline);
+                    let (base, chunk) =
+                        join(async { Ok(base.await?) }, async { Ok(chunk.await?) }).await?;
+                    (base, Some(chunk))
+                } else {
+                    (base.await?, None)
+                };
+                Ok(Reservation {
+                    run,
+                    world,
+                    peer,
+                    base,
+                    slot,
+                })
+            }
         });
         join_all(reserving).await
     }
@@ -133,29 +141,33 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         let t = self.comm.transport();
         let receiver = self.window();
         let (parity, size) = (call.parity, std::mem::size_of::<E>());
+        let slot = |run: &Run, world: Rank| self.stable || self.offers(run, world);
         let (reserved, verdict) = match &self.peers {
-            Some(peers) => self.reserve_among(call, map, local, routed, peers).await?,
-            None => (
-                self.reserve(call, map, local, routed, self.stable).await?,
-                Ok(()),
-            ),
+            Some(peers) => {
+                self.reserve_among(call, map, local, routed, peers, slot)
+                    .await?
+            }
+            None => (self.reserve(call, map, local, routed, slot).await?, Ok(())),
         };
         if let Err(failed) = verdict {
-            return self.abandon(call, &reserved, failed).await;
+            return self.abandon(call, map, &reserved, failed).await;
         }
         let (landed, me) = (Layout::landed(parity), t.rank());
+        let mut offered = Offered::new(t);
         // Its own run a process copies straight from staging to `recv`.
         let mut own = None;
-        for r in &reserved {
+        for (i, r) in reserved.iter().enumerate() {
             let run = &routed.staging[r.run.start..r.run.start + r.run.count];
+            let header = Header {
+                source: self.comm.rank() as u64,
+                base: r.base,
+                count: run.len() as u64,
+                offer: None,
+            };
             if r.world == me {
                 own = Some(Own {
-                    slot: r.slot as usize,
-                    header: Header {
-                        source: self.comm.rank() as u64,
-                        base: r.base,
-                        count: run.len() as u64,
-                    },
+                    slot: r.slot,
+                    header,
                     elements: run,
                 });
                 continue;
@@ -167,27 +179,34 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                 offset: landed,
                 add: r.run.count as u64,
             };
-            if self.stable {
-                t.put(r.world, &r.peer.key, at, bytes)?;
-                let header = Header {
-                    source: self.comm.rank() as u64,
-                    base: r.base,
-                    count: r.run.count as u64,
-                };
-                let at = layout.header_at(r.slot as usize);
-                t.put_signal(r.world, &r.peer.key, at, &header.to_bytes(), signal)?;
-            } else {
+            let Some(slot) = r.slot else {
                 t.put_signal(r.world, &r.peer.key, at, bytes, signal)?;
+                continue;
+            };
+            let offer = match self.offers(&r.run, r.world) {
+                true => offered.offer(i, bytes),
+                false => None,
+            };
+            if offer.is_none() {
+                t.put(r.world, &r.peer.key, at, bytes)?;
             }
+            let header = Header { offer, ..header }.to_bytes();
+            let at = layout.header_at(slot as usize);
+            t.put_signal(r.world, &r.peer.key, at, &header, signal)?;
         }
         let window = &receiver.window;
         let total = window.signal(Layout::counter(parity))?;
         let from_peers = total.saturating_sub(own.as_ref().map_or(0, |o| o.header.count));
         let what = "elements to land";
-        if receiver
+        let abandoned = receiver
             .wait(t, landed, what, call.deadline, landed_all(from_peers))
-            .await?
-        {
+            .await?;
+        if abandoned {
+            // This process's own targets answer before its staging may
+            // change.
+            self.decline_offers(call, map).await?;
+            self.settle(call, &offered, &reserved, &routed.staging)
+                .await?;
             receiver.reset(parity)?;
             return Err(Error::Neighbourhood(
                 "a listed source abandoned the call".into(),
@@ -196,23 +215,41 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         let total = self.received_count(total)?;
         let out = &mut recv[..total];
         let layout = &receiver.layout;
-        if self.stable {
-            let chunks = window.signal(Layout::chunks(parity))?;
-            copy_in_source_order(window, layout, chunks, own, out)?;
-        } else {
-            // The window around the own run, which never went through it.
-            let (at, own) = own.map_or((total, &[][..]), |o| (o.header.base as usize, o.elements));
-            if at.checked_add(own.len()).is_none_or(|end| end > total) {
-                return Err(Error::Mismatch {
-                    what: format!("the receive count: {total}, below this process's own run"),
-                });
+        let chunks = window.signal(Layout::chunks(parity))?;
+        let own_elements = own.as_ref().map_or(&[][..], |o| o.elements);
+        let chunks = read_chunks(window, layout, chunks, own, total)?;
+        // Offered runs are copied and answered first, then the answers to
+        // this process's offers awaited: a process waits for nothing while
+        // its sources may wait for it.
+        let mut refused = Vec::new();
+        for piece in place(chunks, self.stable, total)? {
+            let into = &mut out[piece.at..piece.at + piece.count];
+            match piece.lies {
+                Lies::Window => {
+                    let at = layout.element_at(piece.base);
+                    window.read(at, bytemuck::cast_slice_mut(into))?;
+                }
+                Lies::Own => into.copy_from_slice(own_elements),
+                Lies::Offered(handle) => {
+                    let source = u32::try_from(piece.source).map_err(|_| bad_header(&piece))?;
+                    let world = map.select(source)?;
+                    if !self.pull(call, world, handle, into).await? {
+                        refused.push(piece);
+                    }
+                }
             }
-            let (before, rest) = out.split_at_mut(at);
-            let (mine, after) = rest.split_at_mut(own.len());
-            window.read(layout.element_at(0), bytemuck::cast_slice_mut(before))?;
-            mine.copy_from_slice(own);
-            let past = layout.element_at(at + own.len());
-            window.read(past, bytemuck::cast_slice_mut(after))?;
+        }
+        self.settle(call, &offered, &reserved, &routed.staging)
+            .await?;
+        let missing: u64 = refused.iter().map(|p| p.count as u64).sum();
+        if missing > 0 {
+            let (word, what) = (Layout::refilled(parity), "refused runs to land");
+            let ready = |value: u64| (value >= missing).then_some(());
+            receiver.wait(t, word, what, call.deadline, ready).await?;
+            for p in refused {
+                let into = bytemuck::cast_slice_mut(&mut out[p.at..p.at + p.count]);
+                window.read(layout.element_at(p.base), into)?;
+            }
         }
         receiver.reset(parity)?;
         Ok(total)
@@ -227,6 +264,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     async fn abandon(
         &self,
         call: &PlanCall,
+        map: &GroupMap,
         reserved: &[Reservation],
         failed: Error,
     ) -> Result<usize> {
@@ -248,8 +286,22 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         receiver
             .wait(t, landed, what, call.deadline, landed_all(count))
             .await?;
+        self.decline_offers(call, map).await?;
         receiver.reset(call.parity)?;
         Err(failed)
+    }
+
+    /// Tells each source that offered this process a run in a call that
+    /// failed here, once every source's run is accounted for, that it
+    /// takes none.
+    async fn decline_offers(&self, call: &PlanCall, map: &GroupMap) -> Result<()> {
+        let receiver = self.window();
+        let (window, layout) = (&receiver.window, &receiver.layout);
+        let chunks = window.signal(Layout::chunks(call.parity))?;
+        for source in offering_sources(window, layout, chunks) {
+            self.decline(call, map.select(source)?).await?;
+        }
+        Ok(())
     }
 }
 
@@ -259,82 +311,268 @@ fn landed_all(count: u64) -> impl Fn(u64) -> Option<bool> {
     move |value| (value % ABANDONED >= count).then_some(value >= ABANDONED)
 }
 
-/// A process's run for itself: its reservation, and the elements.
+/// A process's run for itself: its header slot, where its header says it
+/// lies, and the elements.
 struct Own<'a, E> {
-    slot: usize,
+    slot: Option<u64>,
     header: Header,
     elements: &'a [E],
 }
 
-/// A stable put's chunk header, as it lies in the target's window.
+/// A chunk header, as it lies in the target's window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Header {
     source: u64,
     base: u64,
     count: u64,
+    /// The handle of the source's offer of the elements (`pull`), or
+    /// `None`: in the window from `base`.
+    offer: Option<u64>,
 }
+
+const IN_WINDOW: u64 = 0;
+const OFFERED: u64 = 1;
 
 impl Header {
     fn to_bytes(self) -> [u8; HEADER_BYTES] {
+        let (kind, handle) = self.offer.map_or((IN_WINDOW, 0), |h| (OFFERED, h));
         let mut bytes = [0; HEADER_BYTES];
-        for (i, word) in [self.source, self.base, self.count].into_iter().enumerate() {
-            bytes[8 * i..8 * i + 8].copy_from_slice(&word.to_le_bytes());
+        let words = [self.source, self.base, self.count, kind, handle];
+        for (to, word) in bytes.chunks_exact_mut(8).zip(words) {
+            to.copy_from_slice(&word.to_le_bytes());
         }
         bytes
     }
 
-    fn from_bytes(bytes: &[u8; HEADER_BYTES]) -> Header {
+    /// A header a peer wrote: a kind it does not know is an error.
+    fn from_bytes(bytes: &[u8; HEADER_BYTES]) -> Result<Header> {
         let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().expect("8"));
-        Header {
+        let offer = match word(3) {
+            IN_WINDOW => None,
+            OFFERED => Some(word(4)),
+            kind => {
+                return Err(Error::Mismatch {
+                    what: format!("a chunk header of kind {kind}"),
+                })
+            }
+        };
+        Ok(Header {
             source: word(0),
             base: word(1),
             count: word(2),
-        }
+            offer,
+        })
     }
 }
 
-/// Copies the `chunks` chunks of a stable call out of the window in source
-/// order: one pass, after sorting the headers. Headers are a peer's
-/// writing: they must tile the `out.len()` elements received exactly.
-fn copy_in_source_order<E: Pod>(
+/// The sources that offered runs among the first `chunks` headers of a
+/// call that failed: what a peer wrote that is not an offer is passed over.
+fn offering_sources<'w>(
+    window: &'w impl LocalWindow,
+    layout: &'w Layout,
+    chunks: u64,
+) -> impl Iterator<Item = u32> + 'w {
+    (0..chunks.min(layout.slots() as u64)).filter_map(|slot| {
+        let mut bytes = [0; HEADER_BYTES];
+        window
+            .read(layout.header_at(slot as usize), &mut bytes)
+            .ok()?;
+        let header = Header::from_bytes(&bytes).ok()?;
+        header.offer?;
+        u32::try_from(header.source).ok()
+    })
+}
+
+/// Where a chunk's elements are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lies {
+    /// In the window, from the chunk's base.
+    Window,
+    /// In this process's own staging.
+    Own,
+    /// In the source's memory, offered by this handle.
+    Offered(u64),
+}
+
+/// A chunk, and where in the receive buffer it goes.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    at: usize,
+    source: u64,
+    base: usize,
+    count: usize,
+    lies: Lies,
+}
+
+fn bad_header(piece: &Piece) -> Error {
+    Error::Mismatch {
+        what: format!("a chunk header: {piece:?}"),
+    }
+}
+
+/// The call's chunks with a header (every one of a stable call, offered
+/// ones of any), this process's own run among them, each checked to lie
+/// within the `total` elements received.
+fn read_chunks<E>(
     window: &impl LocalWindow,
     layout: &Layout,
     chunks: u64,
     own: Option<Own<'_, E>>,
-    out: &mut [E],
-) -> Result<()> {
-    let bad = |why: String| Error::Mismatch {
-        what: format!("a stable alltoall's chunk headers: {why}"),
-    };
+    total: usize,
+) -> Result<Vec<Piece>> {
     let chunks = usize::try_from(chunks)
         .ok()
-        .filter(|&c| c <= out.len())
-        .ok_or_else(|| bad(format!("{chunks} chunks for {} elements", out.len())))?;
-    let own_slot = own.as_ref().map(|o| o.slot);
-    let mut headers = Vec::with_capacity(chunks);
-    for slot in (0..chunks).filter(|&s| Some(s) != own_slot) {
+        .filter(|&c| c <= total)
+        .ok_or_else(|| Error::Mismatch {
+            what: format!("{chunks} chunk headers for {total} elements"),
+        })?;
+    let own_slot = own.as_ref().and_then(|o| o.slot);
+    let mut pieces = Vec::with_capacity(chunks + 1);
+    for slot in (0..chunks as u64).filter(|&s| Some(s) != own_slot) {
         let mut bytes = [0; HEADER_BYTES];
-        window.read(layout.header_at(slot), &mut bytes)?;
-        headers.push(Header::from_bytes(&bytes));
+        window.read(layout.header_at(slot as usize), &mut bytes)?;
+        let h = Header::from_bytes(&bytes)?;
+        pieces.push((h, h.offer.map_or(Lies::Window, Lies::Offered)));
     }
-    headers.extend(own.as_ref().map(|o| o.header));
-    headers.sort_unstable_by_key(|h| h.source);
-    let mut at = 0usize;
-    for h in &headers {
-        let (base, count) = (h.base as usize, h.count as usize);
-        let fits = base.checked_add(count).is_some_and(|end| end <= out.len());
-        if !fits || at + count > out.len() {
-            return Err(bad(format!("{h:?} for {} elements", out.len())));
+    pieces.extend(own.map(|o| (o.header, Lies::Own)));
+    pieces
+        .into_iter()
+        .map(|(h, lies)| {
+            let piece = Piece {
+                at: 0,
+                source: h.source,
+                base: usize::try_from(h.base).unwrap_or(usize::MAX),
+                count: usize::try_from(h.count).unwrap_or(usize::MAX),
+                lies,
+            };
+            match piece.base.checked_add(piece.count) {
+                Some(end) if end <= total => Ok(piece),
+                _ => Err(bad_header(&piece)),
+            }
+        })
+        .collect()
+}
+
+/// Where each chunk goes in a receive buffer of `total` elements: a
+/// stable call's one after the other in source order (they must tile the
+/// buffer); otherwise each at its base, and the window's elements around
+/// them (they must not overlap).
+fn place(mut chunks: Vec<Piece>, stable: bool, total: usize) -> Result<Vec<Piece>> {
+    let mut at = 0;
+    if stable {
+        chunks.sort_unstable_by_key(|c| c.source);
+        for c in &mut chunks {
+            (c.at, at) = (at, at + c.count);
+            if at > total {
+                return Err(bad_header(c));
+            }
         }
-        let into = &mut out[at..at + count];
-        match &own {
-            Some(o) if o.header == *h => into.copy_from_slice(o.elements),
-            _ => window.read(layout.element_at(base), bytemuck::cast_slice_mut(into))?,
+        if at != total {
+            return Err(Error::Mismatch {
+                what: format!("chunk headers listing {at} elements of {total}"),
+            });
         }
-        at += count;
+        return Ok(chunks);
     }
-    if at != out.len() {
-        return Err(bad(format!("{at} elements listed of {}", out.len())));
+    chunks.sort_unstable_by_key(|c| c.base);
+    let mut pieces = Vec::with_capacity(2 * chunks.len() + 1);
+    let gap = |from: usize, to: usize| Piece {
+        at: from,
+        source: 0,
+        base: from,
+        count: to - from,
+        lies: Lies::Window,
+    };
+    for c in chunks {
+        if c.base < at {
+            return Err(bad_header(&c));
+        }
+        if c.base > at {
+            pieces.push(gap(at, c.base));
+        }
+        pieces.push(Piece { at: c.base, ..c });
+        at = c.base + c.count;
     }
-    Ok(())
+    if at < total {
+        pieces.push(gap(at, total));
+    }
+    Ok(pieces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(source: u64, base: usize, count: usize, lies: Lies) -> Piece {
+        Piece {
+            at: 0,
+            source,
+            base,
+            count,
+            lies,
+        }
+    }
+
+    fn spans(pieces: &[Piece]) -> Vec<(usize, usize, Lies)> {
+        pieces.iter().map(|p| (p.at, p.count, p.lies)).collect()
+    }
+
+    #[test]
+    fn unstable_chunks_lie_at_their_base_with_the_window_around_them() {
+        let chunks = vec![chunk(3, 6, 2, Lies::Offered(9)), chunk(1, 2, 3, Lies::Own)];
+        let pieces = place(chunks, false, 10).unwrap();
+        let window = Lies::Window;
+        assert_eq!(
+            spans(&pieces),
+            [
+                (0, 2, window),
+                (2, 3, Lies::Own),
+                (5, 1, window),
+                (6, 2, Lies::Offered(9)),
+                (8, 2, window)
+            ]
+        );
+        assert_eq!(
+            spans(&place(Vec::new(), false, 4).unwrap()),
+            [(0, 4, window)]
+        );
+    }
+
+    #[test]
+    fn stable_chunks_tile_the_buffer_in_source_order() {
+        let chunks = vec![
+            chunk(2, 0, 3, Lies::Window),
+            chunk(0, 3, 1, Lies::Offered(5)),
+        ];
+        let pieces = place(chunks, true, 4).unwrap();
+        assert_eq!(
+            spans(&pieces),
+            [(0, 1, Lies::Offered(5)), (1, 3, Lies::Window)]
+        );
+    }
+
+    #[test]
+    fn chunks_that_overlap_or_do_not_tile_are_refused() {
+        let overlapping = vec![chunk(0, 0, 3, Lies::Own), chunk(1, 2, 2, Lies::Offered(1))];
+        assert!(place(overlapping, false, 8).is_err());
+        let short = vec![chunk(0, 0, 3, Lies::Own)];
+        assert!(place(short.clone(), true, 4).is_err());
+        assert!(place(short, true, 2).is_err());
+    }
+
+    #[test]
+    fn headers_round_trip_and_unknown_kinds_are_refused() {
+        for offer in [None, Some(0), Some(u64::MAX)] {
+            let header = Header {
+                source: 7,
+                base: 1 << 40,
+                count: 3,
+                offer,
+            };
+            assert_eq!(Header::from_bytes(&header.to_bytes()).unwrap(), header);
+        }
+        let mut bytes = [0; HEADER_BYTES];
+        bytes[24] = 2;
+        assert!(Header::from_bytes(&bytes).is_err());
+    }
 }

@@ -29,7 +29,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     ) -> Result<usize> {
         let (t, comm) = (self.comm.transport(), self.comm);
         let receiver = self.window();
-        let reserved = self.reserve(call, map, local, routed, false).await?;
+        let reserved = self.reserve(call, map, local, routed, |_, _| false).await?;
         let total = receiver.window.signal(Layout::counter(call.parity))?;
         let total = self.received_count(total)?;
         let (context, tag, deadline) = (comm.context(), call.exchange.round(2)?, call.deadline);

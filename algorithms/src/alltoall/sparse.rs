@@ -10,7 +10,7 @@ use bytemuck::Pod;
 use catena_fabric::{LocalWindow, Rank, Signal, Transport};
 
 use super::put::Reservation;
-use super::route::Routed;
+use super::route::{Routed, Run};
 use super::window::{Layout, Peer};
 use super::{AlltoallPlan, PlanCall};
 use crate::groupmap::GroupMap;
@@ -95,6 +95,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         mut local: Result<()>,
         routed: &Routed<E>,
         peers: &Peers,
+        slot: impl Fn(&Run, Rank) -> bool,
     ) -> Result<(Vec<Reservation>, Result<()>)> {
         let t = self.comm.transport();
         let receiver = self.window();
@@ -126,9 +127,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             receiver
                 .learn(t, context, call.exchange, everyone.into_iter(), deadline)
                 .await?;
-            let reserved = self
-                .reserve_runs(call, runs, &run_worlds, self.stable)
-                .await?;
+            let reserved = self.reserve_runs(call, runs, &run_worlds, slot).await?;
             let me = t.rank();
             let reports = targets.iter().map(|&world| {
                 let overflow = reserved.iter().any(|r| {

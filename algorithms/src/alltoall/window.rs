@@ -24,16 +24,21 @@ const REPORTS: [usize; 2] = [48, 56];
 const VERDICTS: [usize; 2] = [64, 72];
 /// What signal-only puts write: its contents are never read.
 const SCRATCH: usize = 80;
+/// Elements put after this process could not copy them from where their
+/// source offered them (`pull`).
+const REFILLED: [usize; 2] = [88, 96];
 const HEADERS_AT: usize = 128;
 
-/// Bytes of a stable put's chunk header: source rank, first element, count.
-pub(crate) const HEADER_BYTES: usize = 24;
+/// Bytes of a chunk header: source rank, first element, count, and where
+/// the elements are (in the window, or offered: the handle).
+pub(crate) const HEADER_BYTES: usize = 40;
 
 /// Where everything lies in a receive window of `capacity` elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
-    /// Room for one chunk header per source that can reach this process:
-    /// each chunk holds an element, so min(capacity, group size) suffice.
+    /// Room for one chunk header per source that can reach this process
+    /// (every run of a stable call, offered runs of any call): each chunk
+    /// holds an element, so min(capacity, group size) suffice.
     slots: usize,
     element: usize,
     capacity: usize,
@@ -88,6 +93,15 @@ impl Layout {
 
     pub(crate) fn scratch() -> usize {
         SCRATCH
+    }
+
+    pub(crate) fn refilled(parity: usize) -> usize {
+        REFILLED[parity]
+    }
+
+    /// Chunk headers the window holds.
+    pub(crate) fn slots(&self) -> usize {
+        self.slots
     }
 
     pub(crate) fn header_at(&self, slot: usize) -> usize {
@@ -232,7 +246,7 @@ impl<W: LocalWindow> Receiver<W> {
 
     /// Clears the words of a finished call's parity for the call after next.
     pub(crate) fn reset(&self, parity: usize) -> Result<()> {
-        let words = [COUNTER, LANDED, CHUNKS, REPORTS, VERDICTS].map(|w| w[parity]);
+        let words = [COUNTER, LANDED, CHUNKS, REPORTS, VERDICTS, REFILLED].map(|w| w[parity]);
         for word in words {
             self.window.set_signal(word, 0)?;
         }
@@ -247,8 +261,8 @@ mod tests {
     #[test]
     fn layouts_that_overflow_are_refused() {
         let layout = Layout::new(1000, 64, 16).unwrap();
-        assert_eq!(layout.len(), 128 + 16 * 24 + 64_000);
-        assert_eq!(layout.element_at(0), 128 + 16 * 24);
+        assert_eq!(layout.len(), 128 + 16 * 40 + 64_000);
+        assert_eq!(layout.element_at(0), 128 + 16 * 40);
         assert!(Layout::new(usize::MAX / 2, 64, 16).is_err());
         assert!(Layout::new(1 << 40, 1, 4).is_err());
     }
