@@ -340,3 +340,67 @@ fn a_dead_ranks_window_is_peer_gone() {
         report.output
     );
 }
+
+/// Counts this process's allocations (every test of this binary runs in
+/// processes of its own, so each counts its own).
+struct Counting;
+
+static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+// SAFETY: defers every call to the system allocator, counting on the way.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// An 8 B ping-pong received into a buffer allocates nothing once its
+/// connection is made: a message that lands while the executor makes
+/// progress is left in the ring to the receive that waits for it, which
+/// takes it straight into its buffer, rather than drained to the heap.
+#[test]
+fn a_waited_for_message_goes_from_the_ring_into_its_buffer() {
+    run_case(
+        "a_waited_for_message_goes_from_the_ring_into_its_buffer",
+        2,
+        |t| {
+            let deadline = t.deadline_in(std::time::Duration::from_secs(60));
+            let (me, peer) = (t.rank(), 1 - t.rank());
+            let mut buf = [0u8; 8];
+            let mut round = |n: u64| {
+                block_on(t, async {
+                    let ping = n.to_le_bytes();
+                    if me == 0 {
+                        t.send(peer, 9, 16, &ping, deadline).await?;
+                        t.recv_into(Some(peer), 9, 16, &mut buf, deadline).await?;
+                    } else {
+                        t.recv_into(Some(peer), 9, 16, &mut buf, deadline).await?;
+                        t.send(peer, 9, 16, &buf, deadline).await?;
+                    }
+                    assert_eq!(buf, ping);
+                    Ok::<_, catena_fabric::Error>(())
+                })
+            };
+            for n in 0..100 {
+                round(n)?;
+            }
+            let before = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+            for n in 100..20_100 {
+                round(n)?;
+            }
+            let allocated = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed) - before;
+            assert_eq!(allocated, 0, "rank {me}: 20,000 round trips allocated");
+            Ok(())
+        },
+    );
+}

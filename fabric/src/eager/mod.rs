@@ -24,6 +24,7 @@ pub mod wire;
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 use std::time::Duration;
@@ -153,6 +154,11 @@ struct Connection<W, P> {
     /// Bytes of this peer's messages drained but not yet received (frame
     /// headers included, so empty messages count too).
     held: u64,
+    /// Receives waiting on this peer by name ([`Watch`]): while one does
+    /// and nothing is held, progress leaves the ring to it, so that a
+    /// message that lands while the executor makes progress is still taken
+    /// straight from the ring, not drained to the heap and copied again.
+    watchers: Rc<Cell<u32>>,
     /// A send failed half-way; the stream can no longer be parsed.
     broken: bool,
     /// Why the peer's writes into our windows broke the protocol, if they did:
@@ -266,6 +272,30 @@ impl<W, P> Drop for BreakOnDrop<'_, W, P> {
     }
 }
 
+/// A receive from a named peer that waits, counted among its connection's
+/// watchers from its first look at the connection until it is dropped.
+#[derive(Default)]
+struct Watch(RefCell<Option<Rc<Cell<u32>>>>);
+
+impl Watch {
+    #[inline(always)]
+    fn watch<W, P>(&self, conn: &Connection<W, P>) {
+        let mut watching = self.0.borrow_mut();
+        if watching.is_none() {
+            conn.watchers.set(conn.watchers.get() + 1);
+            *watching = Some(conn.watchers.clone());
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(watchers) = self.0.get_mut() {
+            watchers.set(watchers.get() - 1);
+        }
+    }
+}
+
 /// A receive into a buffer that may hold a claim on the payload at the
 /// head of its peer's stream: dropped while it does, it leaves the rest of
 /// that payload to be thrown away as it lands.
@@ -273,6 +303,7 @@ struct Claim<'a, W, P> {
     connections: &'a RefCell<FxHashMap<Rank, Connection<W, P>>>,
     peer: Rank,
     held: Cell<bool>,
+    watch: Watch,
 }
 
 impl<W, P> Drop for Claim<'_, W, P> {
@@ -864,10 +895,11 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             }
         }
         let mut pending = 0u32;
+        let watch = Watch::default();
         wait_until(rma, deadline, "a message", move || {
             self.check_failure()?;
             let found = match source {
-                Some(source) => self.recv_from(rma, source, context, tag)?,
+                Some(source) => self.recv_from(rma, source, context, tag, &watch)?,
                 None => self.recv_any(rma, context, tag),
             };
             if found.is_some() {
@@ -915,6 +947,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             connections: &self.connections,
             peer: source,
             held: Cell::new(false),
+            watch: Watch::default(),
         };
         let mut pending = 0u32;
         wait_until(rma, deadline, "a message", || {
@@ -948,6 +981,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
+        claim.watch.watch(conn);
         if conn.quiet() && !claim.held.get() {
             // Nothing held, claimed nor coming in: the ring alone tells.
             match self.take_direct(rma, source, conn, context, tag, ToBuf(buf)) {
@@ -1084,11 +1118,13 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         source: Rank,
         context: ContextId,
         tag: Tag,
+        watch: &Watch,
     ) -> Result<Option<Message>> {
         let mut conns = self.connections.borrow_mut();
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
+        watch.watch(conn);
         if conn.quiet() {
             // Nothing held nor coming in: the ring alone tells.
             match self.take_direct(rma, source, conn, context, tag, ToVec) {
@@ -1394,7 +1430,12 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         self.accept_requests(rma)?;
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
-            self.serve_or_break(rma, peer, conn, Drain::Ahead);
+            // A receive that waits on the peer drains it as it needs to and
+            // returns its credit; its reply is in.
+            let watched = conn.watchers.get() > 0 && conn.quiet() && conn.remote.is_some();
+            if !watched {
+                self.serve_or_break(rma, peer, conn, Drain::Ahead);
+            }
         }
         Ok(())
     }
@@ -1656,6 +1697,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             taken: 0,
             stall: None,
             held: 0,
+            watchers: Rc::default(),
             broken: false,
             corrupt: None,
         })
