@@ -420,11 +420,16 @@ fn read_chunks<E>(
     own: Option<Own<'_, E>>,
     total: usize,
 ) -> Result<Vec<Piece>> {
+    // Each chunk holds an element and has a slot: past either, the count
+    // is a peer's garbage, and slots past the last would be element bytes.
     let chunks = usize::try_from(chunks)
         .ok()
-        .filter(|&c| c <= total)
+        .filter(|&c| c <= total && c <= layout.slots())
         .ok_or_else(|| Error::Mismatch {
-            what: format!("{chunks} chunk headers for {total} elements"),
+            what: format!(
+                "{chunks} chunk headers for {total} elements in {} slots",
+                layout.slots()
+            ),
         })?;
     let own_slot = own.as_ref().and_then(|o| o.slot);
     let mut pieces = Vec::with_capacity(chunks + 1);
@@ -558,6 +563,60 @@ mod tests {
         let short = vec![chunk(0, 0, 3, Lies::Own)];
         assert!(place(short.clone(), true, 4).is_err());
         assert!(place(short, true, 2).is_err());
+    }
+
+    /// A window in plain memory, as the copy-out reads one.
+    struct Plain(std::cell::RefCell<Vec<u8>>);
+
+    impl LocalWindow for Plain {
+        fn key(&self) -> catena_fabric::RemoteKey {
+            unreachable!("never shipped")
+        }
+
+        fn len(&self) -> usize {
+            self.0.borrow().len()
+        }
+
+        fn read(&self, offset: usize, buf: &mut [u8]) -> catena_fabric::Result<()> {
+            buf.copy_from_slice(&self.0.borrow()[offset..offset + buf.len()]);
+            Ok(())
+        }
+
+        fn write(&self, offset: usize, data: &[u8]) -> catena_fabric::Result<()> {
+            self.0.borrow_mut()[offset..offset + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+
+        fn signal(&self, offset: usize) -> catena_fabric::Result<u64> {
+            let mut word = [0; 8];
+            self.read(offset, &mut word)?;
+            Ok(u64::from_le_bytes(word))
+        }
+
+        fn set_signal(&self, offset: usize, value: u64) -> catena_fabric::Result<()> {
+            self.write(offset, &value.to_le_bytes())
+        }
+    }
+
+    #[test]
+    fn a_chunk_count_past_the_header_slots_is_refused() {
+        // 2 processes: 2 slots, then 100 elements a count could reach into.
+        let layout = Layout::new(100, 4, 2).unwrap();
+        let window = Plain(std::cell::RefCell::new(vec![0; layout.len()]));
+        let header = Header {
+            source: 1,
+            base: 0,
+            count: 3,
+            offer: Some(7),
+        };
+        window
+            .write(layout.header_at(1), &header.to_bytes())
+            .unwrap();
+        let read = |chunks| read_chunks::<u32>(&window, &layout, chunks, None, 100);
+        let pieces = read(2).unwrap();
+        assert_eq!(pieces[1].lies, Lies::Offered(7));
+        assert!(read(3).is_err());
+        assert!(read(u64::MAX).is_err());
     }
 
     #[test]
