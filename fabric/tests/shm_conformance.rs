@@ -404,3 +404,43 @@ fn a_waited_for_message_goes_from_the_ring_into_its_buffer() {
         },
     );
 }
+
+/// A receive that looked once and was then left unpolled (a posted request
+/// its program does not test) does not keep its peer's ring from being
+/// drained: while this rank waits on something else, the peer's sends of
+/// two rings' worth get credit, and the receive completes when polled.
+#[test]
+fn a_receive_left_unpolled_holds_back_no_credit() {
+    use catena_fabric::{LocalWindow, RemoteKey, Signal};
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    run_case("a_receive_left_unpolled_holds_back_no_credit", 2, |t| {
+        let deadline = t.deadline_in(std::time::Duration::from_secs(20));
+        let window = t.alloc_window(64)?;
+        let piece = [7u8; 2048];
+        if t.rank() == 0 {
+            block_on(t, t.send(1, 9, 19, window.key().as_bytes(), deadline))?;
+            let mut posted = std::pin::pin!(t.recv(Some(1), 9, 17, deadline));
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(posted.as_mut().poll(&mut cx).is_pending());
+            block_on(t, t.wait_signal(&window, 0, 1, deadline))?;
+            for _ in 0..64 {
+                let got = block_on(t, t.recv(Some(1), 9, 18, deadline))?;
+                assert_eq!(got.data, piece);
+            }
+            assert_eq!(block_on(t, posted)?.data, b"late");
+        } else {
+            let key = RemoteKey::from_bytes(&block_on(t, t.recv(Some(0), 9, 19, deadline))?.data)?;
+            block_on(t, async {
+                for _ in 0..64 {
+                    t.send(0, 9, 18, &piece, deadline).await?;
+                }
+                Ok::<_, catena_fabric::Error>(())
+            })?;
+            let signal = Signal { offset: 0, add: 1 };
+            t.put_signal(0, &key, 8, &[], signal)?;
+            block_on(t, t.send(0, 9, 17, b"late", deadline))?;
+        }
+        Ok(())
+    });
+}

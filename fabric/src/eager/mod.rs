@@ -24,7 +24,6 @@ pub mod wire;
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
-use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 use std::time::Duration;
@@ -111,6 +110,9 @@ pub struct Messenger<W, P> {
     /// credit): while one does, this rank receives nothing, so progress
     /// drains every connection as far as the inbox bound lets it.
     sending: Cell<u32>,
+    /// Calls of [`Messenger::progress`] so far, from 1: see
+    /// `Connection::looked`.
+    progress_rounds: Cell<u64>,
     /// First failure met while making progress, reported by later calls.
     failure: OnceCell<String>,
 }
@@ -154,11 +156,15 @@ struct Connection<W, P> {
     /// Bytes of this peer's messages drained but not yet received (frame
     /// headers included, so empty messages count too).
     held: u64,
-    /// Receives waiting on this peer by name ([`Watch`]): while one does
-    /// and nothing is held, progress leaves the ring to it, so that a
-    /// message that lands while the executor makes progress is still taken
-    /// straight from the ring, not drained to the heap and copied again.
-    watchers: Rc<Cell<u32>>,
+    /// The progress round in which a receive waiting on this peer by name
+    /// last looked at the ring ([`Messenger::progress`]): while receives
+    /// keep looking and nothing is held, progress leaves the ring to them,
+    /// so that a message that lands while the executor makes progress is
+    /// still taken straight from the ring, not drained to the heap and
+    /// copied again. A receive that stops being polled (a posted request
+    /// not tested) stops counting after two rounds, and the ring is drained
+    /// as before, so its sender gets credit whatever the rank waits on.
+    looked: u64,
     /// A send failed half-way; the stream can no longer be parsed.
     broken: bool,
     /// Why the peer's writes into our windows broke the protocol, if they did:
@@ -272,30 +278,6 @@ impl<W, P> Drop for BreakOnDrop<'_, W, P> {
     }
 }
 
-/// A receive from a named peer that waits, counted among its connection's
-/// watchers from its first look at the connection until it is dropped.
-#[derive(Default)]
-struct Watch(RefCell<Option<Rc<Cell<u32>>>>);
-
-impl Watch {
-    #[inline(always)]
-    fn watch<W, P>(&self, conn: &Connection<W, P>) {
-        let mut watching = self.0.borrow_mut();
-        if watching.is_none() {
-            conn.watchers.set(conn.watchers.get() + 1);
-            *watching = Some(conn.watchers.clone());
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        if let Some(watchers) = self.0.get_mut() {
-            watchers.set(watchers.get() - 1);
-        }
-    }
-}
-
 /// A receive into a buffer that may hold a claim on the payload at the
 /// head of its peer's stream: dropped while it does, it leaves the rest of
 /// that payload to be thrown away as it lands.
@@ -303,7 +285,6 @@ struct Claim<'a, W, P> {
     connections: &'a RefCell<FxHashMap<Rank, Connection<W, P>>>,
     peer: Rank,
     held: Cell<bool>,
-    watch: Watch,
 }
 
 impl<W, P> Drop for Claim<'_, W, P> {
@@ -588,6 +569,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             bell_seen: Cell::new(0),
             arrivals: Cell::new(0),
             sending: Cell::new(0),
+            progress_rounds: Cell::new(1),
             failure: OnceCell::new(),
         }
     }
@@ -895,11 +877,10 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             }
         }
         let mut pending = 0u32;
-        let watch = Watch::default();
         wait_until(rma, deadline, "a message", move || {
             self.check_failure()?;
             let found = match source {
-                Some(source) => self.recv_from(rma, source, context, tag, &watch)?,
+                Some(source) => self.recv_from(rma, source, context, tag)?,
                 None => self.recv_any(rma, context, tag),
             };
             if found.is_some() {
@@ -947,7 +928,6 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             connections: &self.connections,
             peer: source,
             held: Cell::new(false),
-            watch: Watch::default(),
         };
         let mut pending = 0u32;
         wait_until(rma, deadline, "a message", || {
@@ -981,7 +961,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
-        claim.watch.watch(conn);
+        conn.looked = self.progress_rounds.get();
         if conn.quiet() && !claim.held.get() {
             // Nothing held, claimed nor coming in: the ring alone tells.
             match self.take_direct(rma, source, conn, context, tag, ToBuf(buf)) {
@@ -1118,13 +1098,12 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         source: Rank,
         context: ContextId,
         tag: Tag,
-        watch: &Watch,
     ) -> Result<Option<Message>> {
         let mut conns = self.connections.borrow_mut();
         let Some(conn) = conns.get_mut(&source) else {
             return Ok(None);
         };
-        watch.watch(conn);
+        conn.looked = self.progress_rounds.get();
         if conn.quiet() {
             // Nothing held nor coming in: the ring alone tells.
             match self.take_direct(rma, source, conn, context, tag, ToVec) {
@@ -1428,11 +1407,15 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
 
     fn try_progress<R: ControlWindows<Window = W, PeerWindow = P>>(&self, rma: &R) -> Result<()> {
         self.accept_requests(rma)?;
+        let round = self.progress_rounds.get();
+        self.progress_rounds.set(round + 1);
         let mut conns = self.connections.borrow_mut();
         for (&peer, conn) in conns.iter_mut() {
-            // A receive that waits on the peer drains it as it needs to and
-            // returns its credit; its reply is in.
-            let watched = conn.watchers.get() > 0 && conn.quiet() && conn.remote.is_some();
+            // A receive that looked at the peer in this round or the last
+            // drains it as it needs to and returns its credit; its reply is
+            // in. (One round of slack: an executor may make progress twice
+            // between two looks of a receive it keeps polling.)
+            let watched = round - conn.looked <= 1 && conn.quiet() && conn.remote.is_some();
             if !watched {
                 self.serve_or_break(rma, peer, conn, Drain::Ahead);
             }
@@ -1697,7 +1680,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             taken: 0,
             stall: None,
             held: 0,
-            watchers: Rc::default(),
+            looked: 0,
             broken: false,
             corrupt: None,
         })
