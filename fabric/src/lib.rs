@@ -42,7 +42,7 @@ pub use catalog::{default_provider, spans_hosts, AUTO, NETWORK_PROVIDERS, PROVID
 pub use directory::{entry_bytes, Directory, DirectoryUse, Entry};
 pub use eager::EagerMessaging;
 pub use error::{Error, FabricFailure, Result, Unavailable};
-pub use executor::{block_on, in_block_on};
+pub use executor::{block_on, catena_waker, in_block_on, polled_by_catena};
 pub use key::RemoteKey;
 pub use names::{ContextId, Rank, Tag};
 pub use provider::{finalize_barrier, Provider};

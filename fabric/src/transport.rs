@@ -7,7 +7,7 @@
 //! holds the hooks a blocking executor needs on real providers.
 
 use std::future::Future;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::{ContextId, Error, Rank, RemoteKey, Result, Tag, Time};
@@ -476,12 +476,13 @@ pub trait Transport: HostMemory {
 /// The one waiting primitive: resolves when `ready` yields a value, fails with
 /// `Timeout` at `deadline` and with `PeerGone` when the job loses a rank.
 ///
-/// Under catena's executors (polled with [`Waker::noop`]) a pending wait
-/// leaves progress and re-polling to them. Polled by another runtime (tokio
-/// or any executor with real wakers), it drives the transport's progress
-/// itself and wakes its task at once: nothing else would, for nothing
-/// catena waits on raises an event a runtime sees. The task so yields to
-/// the runtime's other tasks and timers between looks.
+/// Under catena's executors (polled with
+/// [`catena_waker`](crate::catena_waker)) a pending wait leaves progress
+/// and re-polling to them. Polled by another runtime (tokio or any
+/// executor with real wakers), it drives the transport's progress itself
+/// and wakes its task at once: nothing else would, for nothing catena
+/// waits on raises an event a runtime sees. The task so yields to the
+/// runtime's other tasks and timers between looks.
 pub fn wait_until<'a, T, R>(
     transport: &'a T,
     deadline: Time,
@@ -512,7 +513,7 @@ where
                 return Poll::Ready(Err(Error::Timeout { what }));
             }
             transport.wake_at(deadline);
-            if !cx.waker().will_wake(Waker::noop()) {
+            if !crate::polled_by_catena(cx) {
                 transport.progress();
                 cx.waker().wake_by_ref();
             }

@@ -4,7 +4,7 @@
 //! functions reach it through [`Api`], which hides the provider type.
 
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use catena_algorithms::comm::DEFAULT_TIMEOUT;
@@ -282,7 +282,7 @@ impl<P: Provider + 'static> Api for Instance<P> {
         if self.requests.get(request).is_none() {
             return Err(Failure::new(CATENA_ERR_HANDLE, "not a live request handle"));
         }
-        let mut cx = Context::from_waker(Waker::noop());
+        let mut cx = Context::from_waker(catena_fabric::catena_waker());
         let poll_all = |requests: &mut Handles<Pending<P>>, cx: &mut Context<'_>| {
             for pending in requests.values_mut() {
                 pending.poll(cx);

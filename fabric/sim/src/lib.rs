@@ -32,7 +32,7 @@ use std::collections::BinaryHeap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -645,7 +645,7 @@ impl Sim {
             self.computing(rank);
             let polled = future
                 .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()));
+                .poll(&mut Context::from_waker(catena_fabric::catena_waker()));
             self.computed(rank);
             self.observe(None);
             let Poll::Ready(out) = polled else {
