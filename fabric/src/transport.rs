@@ -435,14 +435,14 @@ pub trait Transport: HostMemory {
     /// Sends `data` to `target` under (context, tag); completes once it is
     /// handed to the target (the buffer may be reused), or fails with
     /// `Timeout` if flow control holds it past `deadline`.
-    fn send(
-        &self,
+    fn send<'a>(
+        &'a self,
         target: Rank,
         context: ContextId,
         tag: Tag,
-        data: &[u8],
+        data: &'a [u8],
         deadline: Time,
-    ) -> impl Future<Output = Result<()>>;
+    ) -> impl Future<Output = Result<()>> + 'a;
     /// Receives the first message from `source` (any rank if `None`) with this
     /// context and tag.
     fn recv(

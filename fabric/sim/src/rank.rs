@@ -250,14 +250,14 @@ impl ControlWindows for SimRank<'_> {
 }
 
 impl Transport for SimRank<'_> {
-    fn send(
-        &self,
+    fn send<'a>(
+        &'a self,
         target: Rank,
         context: ContextId,
         tag: Tag,
-        data: &[u8],
+        data: &'a [u8],
         _deadline: Time,
-    ) -> impl Future<Output = Result<()>> {
+    ) -> impl Future<Output = Result<()>> + 'a {
         let _call = self.sim.call(self.rank);
         let sent = self.check_rank(target).map(|()| {
             let at = self.sim.transmit(self.rank, target, data.len());

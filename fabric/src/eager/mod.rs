@@ -24,6 +24,9 @@ pub mod wire;
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use rustc_hash::FxHashMap;
 use std::time::Duration;
@@ -543,6 +546,52 @@ impl<W: LocalWindow, P> Connection<W, P> {
     }
 }
 
+/// The future of [`Messenger::send`]. Written out, not an `async fn`: its
+/// first poll writes a message that need not wait straight from the
+/// fields its caller filled in. An `async fn` first copies its arguments
+/// out of those fields, just stored one by one, in wider loads that the
+/// core cannot serve from the stores: it waits for them to reach the
+/// cache (`perf` put an eighth of a small message's send and receive to
+/// itself there).
+pub struct SendFuture<'a, W, P, R> {
+    messenger: &'a Messenger<W, P>,
+    rma: &'a R,
+    target: Rank,
+    context: ContextId,
+    tag: Tag,
+    data: &'a [u8],
+    deadline: Time,
+    /// A send that must wait (for a connection, its turn or credit): on
+    /// the heap, so that the common case's future stays small.
+    waiting: Option<Pin<Box<dyn Future<Output = Result<()>> + 'a>>>,
+}
+
+impl<'a, W, P, R> Future for SendFuture<'a, W, P, R>
+where
+    W: LocalWindow,
+    P: PeerWindow,
+    R: ControlWindows<Window = W, PeerWindow = P>,
+{
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = self.get_mut();
+        if this.waiting.is_none() {
+            let (messenger, rma) = (this.messenger, this.rma);
+            let (target, context, tag, data) = (this.target, this.context, this.tag, this.data);
+            check_rank(rma, target)?;
+            messenger.check_failure()?;
+            let rendezvous = messenger.goes_by_rendezvous(data.len());
+            if !rendezvous && messenger.try_send_now(rma, target, context, tag, data)? {
+                return Poll::Ready(Ok(()));
+            }
+            let waiting = messenger.send_waiting(rma, target, context, tag, data, this.deadline);
+            this.waiting = Some(Box::pin(waiting));
+        }
+        this.waiting.as_mut().expect("set above").as_mut().poll(cx)
+    }
+}
+
 impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
     /// `control` must be `CONTROL_WINDOW_BYTES` long and published to peers
     /// (the provider's `control_key`); `ring_bytes` is rounded down to whole
@@ -629,24 +678,25 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
     /// Sends a framed message to `target` over `rma`, connecting first if
     /// needed and waiting for credit until `deadline`; backs
     /// [`Transport::send`](crate::Transport::send).
-    pub async fn send<R: ControlWindows<Window = W, PeerWindow = P>>(
-        &self,
-        rma: &R,
+    pub fn send<'a, R: ControlWindows<Window = W, PeerWindow = P>>(
+        &'a self,
+        rma: &'a R,
         target: Rank,
         context: ContextId,
         tag: Tag,
-        data: &[u8],
+        data: &'a [u8],
         deadline: Time,
-    ) -> Result<()> {
-        check_rank(rma, target)?;
-        self.check_failure()?;
-        let rendezvous = self.goes_by_rendezvous(data.len());
-        if !rendezvous && self.try_send_now(rma, target, context, tag, data)? {
-            return Ok(());
+    ) -> SendFuture<'a, W, P, R> {
+        SendFuture {
+            messenger: self,
+            rma,
+            target,
+            context,
+            tag,
+            data,
+            deadline,
+            waiting: None,
         }
-        // On the heap: the future a send is polled in stays small (it is
-        // moved into the executor on every call) when it need not wait.
-        Box::pin(self.send_waiting(rma, target, context, tag, data, deadline)).await
     }
 
     /// [`Messenger::send`] of a message that cannot be written at once: it

@@ -18,14 +18,14 @@ pub trait EagerMessaging: ControlWindows {
 // The messenger's futures themselves, not wrapped in another state machine:
 // an executor moves a send's or receive's future on every call.
 impl<T: EagerMessaging + HostMemory> Transport for T {
-    fn send(
-        &self,
+    fn send<'a>(
+        &'a self,
         target: Rank,
         context: ContextId,
         tag: Tag,
-        data: &[u8],
+        data: &'a [u8],
         deadline: Time,
-    ) -> impl Future<Output = Result<()>> {
+    ) -> impl Future<Output = Result<()>> + 'a {
         self.messenger()
             .send(self, target, context, tag, data, deadline)
     }
