@@ -228,6 +228,34 @@ fn full_rings_keep_bytes_and_order() {
     }
 }
 
+/// A send's future polled again once it finished panics, as an `async
+/// fn`'s does, instead of sending its message a second time: after a
+/// send that waited for its connection and after one written at once.
+#[test]
+fn a_finished_send_polled_again_panics() {
+    for sends in [1, 2] {
+        let run = std::panic::catch_unwind(|| {
+            eager_run(2, RING, 0, async |t| {
+                if t.rank() == 1 {
+                    for _ in 0..sends {
+                        t.recv(Some(0), 3, 9, deadline(t)).await?;
+                    }
+                    return Ok(());
+                }
+                for _ in 1..sends {
+                    t.send(1, 3, 9, b"first", deadline(t)).await?;
+                }
+                let mut send = std::pin::pin!(t.send(1, 3, 9, b"once", deadline(t)));
+                send.as_mut().await?;
+                std::future::poll_fn(|cx| send.as_mut().poll(cx)).await
+            });
+        });
+        let panic = run.expect_err("the second poll panics");
+        let why = panic.downcast_ref::<&str>().copied().unwrap_or_default();
+        assert!(why.contains("polled after it finished"), "{sends}: {why}");
+    }
+}
+
 /// More ranks contact one at once than it has request slots (ranks r and
 /// r + 32 race for the same first slot): every message arrives, over one
 /// connection per peer. (Slots all held is `first_contact_retry`'s case.)

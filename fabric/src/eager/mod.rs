@@ -564,6 +564,9 @@ pub struct SendFuture<'a, W, P, R> {
     /// A send that must wait (for a connection, its turn or credit): on
     /// the heap, so that the common case's future stays small.
     waiting: Option<Pin<Box<dyn Future<Output = Result<()>> + 'a>>>,
+    /// Polled again once finished, it would send twice: it panics, as an
+    /// `async fn`'s future does.
+    finished: bool,
 }
 
 impl<'a, W, P, R> Future for SendFuture<'a, W, P, R>
@@ -576,19 +579,34 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
-        if this.waiting.is_none() {
-            let (messenger, rma) = (this.messenger, this.rma);
-            let (target, context, tag, data) = (this.target, this.context, this.tag, this.data);
+        assert!(!this.finished, "a send's future polled after it finished");
+        let polled = this.poll_send(cx);
+        this.finished = polled.is_ready();
+        polled
+    }
+}
+
+impl<'a, W, P, R> SendFuture<'a, W, P, R>
+where
+    W: LocalWindow,
+    P: PeerWindow,
+    R: ControlWindows<Window = W, PeerWindow = P>,
+{
+    #[inline(always)]
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        if self.waiting.is_none() {
+            let (messenger, rma) = (self.messenger, self.rma);
+            let (target, context, tag, data) = (self.target, self.context, self.tag, self.data);
             check_rank(rma, target)?;
             messenger.check_failure()?;
             let rendezvous = messenger.goes_by_rendezvous(data.len());
             if !rendezvous && messenger.try_send_now(rma, target, context, tag, data)? {
                 return Poll::Ready(Ok(()));
             }
-            let waiting = messenger.send_waiting(rma, target, context, tag, data, this.deadline);
-            this.waiting = Some(Box::pin(waiting));
+            let waiting = messenger.send_waiting(rma, target, context, tag, data, self.deadline);
+            self.waiting = Some(Box::pin(waiting));
         }
-        this.waiting.as_mut().expect("set above").as_mut().poll(cx)
+        self.waiting.as_mut().expect("set above").as_mut().poll(cx)
     }
 }
 
@@ -696,6 +714,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             data,
             deadline,
             waiting: None,
+            finished: false,
         }
     }
 
