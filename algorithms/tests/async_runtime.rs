@@ -125,16 +125,3 @@ common::provider_cases! {
 common::provider_cases! {
     ucx_tcp_on_tokio_3: catena_fabric::ucx::UcxTransport, 3, &[("UCX_TLS", "tcp,self")], on_tokio;
 }
-
-/// A wait tells catena's executors by their waker, also from another crate
-/// (two `Waker::noop()`s need not be equal: a wait that took its own for
-/// `block_on`'s made progress itself on every poll, twice what `block_on`
-/// makes, and took a ring's messages out ahead of the receive polling it).
-#[test]
-fn catena_s_waker_is_told_across_crates() {
-    use std::task::{Context, Waker};
-    let ours = Context::from_waker(catena_fabric::catena_waker());
-    assert!(catena_fabric::polled_by_catena(&ours));
-    let theirs = Context::from_waker(Waker::noop());
-    assert!(!catena_fabric::polled_by_catena(&theirs));
-}

@@ -37,12 +37,13 @@ mod tombstone;
 mod transport;
 #[cfg(feature = "ucx")]
 pub mod ucx;
+mod waker;
 
 pub use catalog::{default_provider, spans_hosts, AUTO, NETWORK_PROVIDERS, PROVIDERS};
 pub use directory::{entry_bytes, Directory, DirectoryUse, Entry};
 pub use eager::EagerMessaging;
 pub use error::{Error, FabricFailure, Result, Unavailable};
-pub use executor::{block_on, catena_waker, in_block_on, polled_by_catena};
+pub use executor::{block_on, in_block_on};
 pub use key::RemoteKey;
 pub use names::{ContextId, Rank, Tag};
 pub use provider::{finalize_barrier, Provider};
@@ -52,6 +53,7 @@ pub use transport::{
     wait_until, Blocking, ControlWindows, HostMemory, HostRegion, KeyedWindow, LocalWindow,
     Message, PeerWindow, Received, Rma, Signal, Transport,
 };
+pub use waker::{catena_waker, polled_by_catena};
 
 /// Starts this process's transport on the default provider (shm), taking its
 /// identity from whatever started it: catena's launcher, a PMIx server

@@ -101,6 +101,19 @@ fn named_in_dev_shm(job: &str) -> Vec<String> {
         .collect()
 }
 
+/// `block_on` polls with catena's waker, so that a wait leaves progress to
+/// it. (A wait that took `block_on`'s waker for another runtime's made
+/// progress on every pending poll, twice what `block_on` makes.)
+#[test]
+fn block_on_polls_with_catena_s_waker() {
+    use std::task::Poll;
+    run_case("block_on_polls_with_catena_s_waker", 1, |t| {
+        let told = std::future::poll_fn(|cx| Poll::Ready(catena_fabric::polled_by_catena(cx)));
+        assert!(block_on(t, told), "block_on's waker is not catena's");
+        Ok(())
+    });
+}
+
 /// The shared memory of a job has no name: no mapping of a rank comes from
 /// /dev/shm, and no file there mentions the job, while windows are live and
 /// peers have mapped them.

@@ -228,6 +228,21 @@ fn full_rings_keep_bytes_and_order() {
     }
 }
 
+/// The simulator polls with catena's waker, so that a wait leaves progress
+/// to it (as `block_on` does).
+#[test]
+fn the_simulator_polls_with_catena_s_waker() {
+    eager_run(1, RING, 0, async |_| {
+        let told = std::future::poll_fn(|cx| Poll::Ready(catena_fabric::polled_by_catena(cx)));
+        match told.await {
+            true => Ok(()),
+            false => Err(Error::Protocol(
+                "the simulator's waker is not catena's".into(),
+            )),
+        }
+    });
+}
+
 /// A send's future polled again once it finished panics, as an `async
 /// fn`'s does, instead of sending its message a second time: after a
 /// send that waited for its connection and after one written at once.
