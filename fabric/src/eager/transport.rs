@@ -16,7 +16,8 @@ pub trait EagerMessaging: ControlWindows {
 }
 
 // The messenger's futures themselves, not wrapped in another state machine:
-// an executor moves a send's or receive's future on every call.
+// an `async` wrapper's first poll would copy every call's arguments once
+// more (the copy `SendFuture` is written out to avoid).
 impl<T: EagerMessaging + HostMemory> Transport for T {
     fn send<'a>(
         &'a self,
