@@ -426,7 +426,7 @@ fn a_waited_for_message_goes_from_the_ring_into_its_buffer() {
 fn a_receive_left_unpolled_holds_back_no_credit() {
     use catena_fabric::{LocalWindow, RemoteKey, Signal};
     use std::future::Future;
-    use std::task::{Context, Waker};
+    use std::task::Context;
     run_case("a_receive_left_unpolled_holds_back_no_credit", 2, |t| {
         let deadline = t.deadline_in(std::time::Duration::from_secs(20));
         let window = t.alloc_window(64)?;
@@ -434,7 +434,7 @@ fn a_receive_left_unpolled_holds_back_no_credit() {
         if t.rank() == 0 {
             block_on(t, t.send(1, 9, 19, window.key().as_bytes(), deadline))?;
             let mut posted = std::pin::pin!(t.recv(Some(1), 9, 17, deadline));
-            let mut cx = Context::from_waker(Waker::noop());
+            let mut cx = Context::from_waker(catena_fabric::catena_waker());
             assert!(posted.as_mut().poll(&mut cx).is_pending());
             block_on(t, t.wait_signal(&window, 0, 1, deadline))?;
             for _ in 0..64 {
