@@ -398,18 +398,21 @@ pub trait HostMemory: Rma {
     /// host peers to copy out of in one copy
     /// ([`HostMemory::host_copy_from`]) until [`HostMemory::host_withdraw`]:
     /// the handle peers name it by, or `None` where this provider makes no
-    /// such offers (data then moves through the arena, in two copies). The
-    /// caller keeps `data` as it is, and alive, until every peer it told
-    /// has copied or the call that offered it has ended.
+    /// such offers, or holds as many as it can (data then moves through the
+    /// arena, in two copies). The caller keeps `data` as it is, and alive,
+    /// until it withdraws the offer, which it does before the call that
+    /// offered it ends.
     fn host_offer(&self, _data: &[u8]) -> Option<u64> {
         None
     }
-    /// Ends an offer of [`HostMemory::host_offer`].
+    /// Ends an offer of [`HostMemory::host_offer`]: no copy from it begins,
+    /// and one under way fails.
     fn host_withdraw(&self, _handle: u64) {}
     /// Copies `buf.len()` bytes from `at` bytes into `peer`'s offer `handle`
     /// into `buf`, in one copy: `Ok(false)` where this rank cannot (the
     /// provider, the system's rules, a peer that exited), and then `buf`
-    /// holds nothing meant; an offer the peer does not hold is an error.
+    /// holds nothing meant. An offer the peer does not hold, a range past
+    /// its end, and an offer withdrawn before the copy ended are errors.
     fn host_copy_from(
         &self,
         _peer: &Self::HostPeer,

@@ -1,13 +1,15 @@
 //! One process's arena as any process of its host maps it: a header page
-//! (magic, owner, length, job, the owner's doorbell), the world's region at
-//! a fixed offset, then the regions the owner hands out. Every access is
-//! checked against the arena's length and kept off the header.
+//! (magic, owner, length, job, the owner's doorbell, its offers), the
+//! world's region at a fixed offset, then the regions the owner hands out.
+//! Every access is checked against the arena's length and kept off the
+//! header.
 
 use std::cell::OnceCell;
 use std::hash::{Hash, Hasher};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use super::offers::{OFFERS_AT, OFFER_SLOTS, SLOT_BYTES};
 use super::{ArenaAddress, WORLD_REGION_BYTES};
 use crate::bounds::{check_bounds, check_word};
 use crate::os::{futex, segment::Segment};
@@ -230,6 +232,13 @@ impl ArenaMap {
         Ok(self.word(at)?.load(Ordering::Acquire))
     }
 
+    /// Copies `buf.len()` bytes from `at` bytes into the owner's offer
+    /// `handle` (see [`super::offers`]) into `buf` in one copy; `Ok(false)`
+    /// where this process cannot, and then `buf` holds nothing meant.
+    pub fn copy_offered(&self, handle: u64, at: u64, buf: &mut [u8]) -> Result<bool> {
+        super::offers::copy_offered(self, handle, at, buf, |addr, buf| self.copy_from(addr, buf))
+    }
+
     /// Copies `buf.len()` bytes at address `addr` of the owner's own memory
     /// into `buf` in one copy (Linux's cross-memory attach); `Ok(false)`
     /// where the kernel does not let this process do so (another user, a
@@ -237,7 +246,7 @@ impl ArenaMap {
     /// exited before the copy ended (what was copied may be another
     /// process's: `buf` holds nothing meant). An address range the owner
     /// does not hold is an error.
-    pub fn copy_from(&self, addr: u64, buf: &mut [u8]) -> Result<bool> {
+    fn copy_from(&self, addr: u64, buf: &mut [u8]) -> Result<bool> {
         if self.pid == 0 {
             return Ok(false);
         }
@@ -314,5 +323,13 @@ impl ArenaMap {
     #[inline]
     pub(crate) fn sleepers(&self) -> &AtomicU32 {
         self.segment.u32_at(SLEEPERS_AT)
+    }
+
+    /// The words of offer slot `slot` (below [`OFFER_SLOTS`]) in the
+    /// header: generation, address, length (see [`super::offers`]).
+    pub(super) fn offer_slot(&self, slot: usize) -> [&AtomicU64; 3] {
+        assert!(slot < OFFER_SLOTS, "offer slot {slot} of {OFFER_SLOTS}");
+        let at = OFFERS_AT + slot * SLOT_BYTES;
+        [0, 8, 16].map(|word| self.segment.u64_at(at + word))
     }
 }

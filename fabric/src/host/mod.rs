@@ -6,6 +6,7 @@
 
 mod allocator;
 mod arena;
+mod offers;
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -17,6 +18,7 @@ use rustc_hash::FxHashMap;
 use allocator::Allocator;
 pub use arena::ArenaMap;
 use arena::{HEADER_BYTES, WORLD_REGION_AT};
+use offers::Offers;
 
 use crate::config::HostTuning;
 use crate::os::futex;
@@ -40,6 +42,7 @@ pub struct Host {
     ranks: Vec<Rank>,
     world_taken: Cell<bool>,
     tuning: HostTuning,
+    offers: Offers,
 }
 
 /// What a peer needs to map an arena: its owner's descriptor and length.
@@ -89,6 +92,7 @@ impl Host {
             ranks: Vec::new(),
             world_taken: Cell::new(false),
             tuning,
+            offers: Offers::new(),
         })
     }
 
@@ -140,6 +144,16 @@ impl Host {
         if region.at != WORLD_REGION_AT as u64 {
             self.allocator.borrow_mut().release(region);
         }
+    }
+
+    /// See [`crate::HostMemory::host_offer`].
+    pub fn offer(&self, data: &[u8]) -> Option<u64> {
+        self.offers.offer(&self.own, data)
+    }
+
+    /// See [`crate::HostMemory::host_withdraw`].
+    pub fn withdraw(&self, handle: u64) {
+        self.offers.withdraw(&self.own, handle);
     }
 
     /// This rank's own arena.

@@ -134,11 +134,16 @@ macro_rules! host_memory_from_job {
                 peer.add(at, value)
             }
 
-            // The handle is the data's address: a peer copies out of this
-            // process's memory by its pid (the kernel checks the range).
+            // A peer copies out of this process's memory by its pid, what
+            // the offer table in the arena's header says is offered.
             fn host_offer(&self, data: &[u8]) -> Option<u64> {
-                self.job.host_memory().ok()?;
-                Some(data.as_ptr() as u64)
+                self.job.host_memory().ok()?.offer(data)
+            }
+
+            fn host_withdraw(&self, handle: u64) {
+                if let Ok(host) = self.job.host_memory() {
+                    host.withdraw(handle);
+                }
             }
 
             fn host_copy_from(
@@ -148,14 +153,7 @@ macro_rules! host_memory_from_job {
                 at: u64,
                 buf: &mut [u8],
             ) -> $crate::Result<bool> {
-                let addr = handle.checked_add(at).ok_or_else(|| {
-                    $crate::Error::Protocol(format!(
-                        "rank {} offered memory at {handle:#x}, {at} bytes into which \
-                         overflows an address",
-                        peer.rank()
-                    ))
-                })?;
-                peer.copy_from(addr, buf)
+                peer.copy_offered(handle, at, buf)
             }
         }
     };

@@ -666,12 +666,14 @@ pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
         let handle = offer.map_or(Vec::new(), |h| h.to_le_bytes().to_vec());
         t.send(p, CTX, TAG_OFFER, &handle, deadline(t)).await?;
     }
+    let mut offers = Vec::new();
     for &p in peers.iter().filter(|&&p| p != t.rank()) {
         let got = t.recv(Some(p), CTX, TAG_OFFER, deadline(t)).await?.data;
         let Ok(handle) = <[u8; 8]>::try_from(got) else {
             continue;
         };
         let (handle, peer) = (u64::from_le_bytes(handle), t.host_peer(p)?);
+        offers.push((p, handle));
         let mut slice = vec![0; 1000];
         if t.host_copy_from(&peer, handle, 17, &mut slice)?
             && slice != pattern(p, 99, 4096)[17..1017]
@@ -695,6 +697,18 @@ pub async fn host_memory<T: Transport>(t: &T) -> Result<()> {
     if let Some(handle) = offer {
         t.host_withdraw(handle);
     }
+    // A withdrawn offer is not copied from, though its memory still holds
+    // the same bytes (each rank keeps them until every peer has looked).
+    barrier(t).await?;
+    for (p, handle) in offers {
+        let mut slice = vec![0; 1000];
+        if let Ok(true) = t.host_copy_from(&t.host_peer(p)?, handle, 17, &mut slice) {
+            return Err(fail(format!(
+                "a single copy from rank {p}'s withdrawn offer read something"
+            )));
+        }
+    }
+    barrier(t).await?;
     t.host_add(&own, region.at, u64::MAX)?;
     t.host_release(region);
     Ok(())
