@@ -554,6 +554,59 @@ fn sim_alltoall_offered_runs_copied_and_refused() {
     }
 }
 
+/// A target whose single copies fail (as one from an offer withdrawn under
+/// it does) fails its call with that error, while the sources that offered
+/// to it learn it takes nothing and finish theirs, and its own targets
+/// copy what it offered before it leaves: nobody waits for a deadline.
+#[test]
+fn sim_a_target_whose_copies_fail_lets_its_sources_finish() {
+    let tuning = catena_fabric::config::HostTuning {
+        single_copy_min: std::mem::size_of::<Item>(),
+        ..Default::default()
+    };
+    let (n, failing, per_target) = (5u32, 2u32, 4u32);
+    let results = Sim::new(n, LogGp::default())
+        .with_ranks_per_host(n)
+        .with_host_tuning(tuning)
+        .with_single_copy_failing([failing])
+        .run(async |t: &SimRank<'_>| {
+            let world = Comm::world(t).with_timeout(Duration::from_secs(100));
+            let me = world.rank();
+            let send: Vec<Item> = (0..n * per_target)
+                .map(|i| Item {
+                    source: me,
+                    position: i,
+                    draw: i % n,
+                    ..Item::zeroed()
+                })
+                .collect();
+            let mut recv = vec![Item::zeroed(); send.len()];
+            let options = AlltoallOptions::new(AlltoallVariant::Put);
+            let got = world
+                .ialltoall_specific(&send, &mut recv, options, |e, to| to.to(e.draw))
+                .await;
+            let mine = |e: &Item| e.draw == me;
+            let whole = got
+                .as_ref()
+                .is_ok_and(|&got| got == (n * per_target) as usize && recv[..got].iter().all(mine));
+            (got.map_err(|e| e.to_string()), whole, t.now())
+        })
+        .expect("every rank finishes")
+        .0;
+    for (rank, (got, whole, at)) in results.into_iter().enumerate() {
+        assert!(
+            at < catena_fabric::Time::from_duration(Duration::from_secs(1)),
+            "rank {rank} finished at {at:?}: {got:?}"
+        );
+        if rank as u32 == failing {
+            let failed = got.expect_err("the failing rank's call fails");
+            assert!(failed.contains("by the simulation's choice"), "{failed}");
+        } else {
+            assert!(whole, "rank {rank}: {got:?}");
+        }
+    }
+}
+
 fn alltoall<T: Transport + catena_fabric::Blocking>(t: &T) -> catena_fabric::Result<()> {
     catena_fabric::block_on(t, every_case(t, 11)).map_err(catena_fabric::Error::Protocol)
 }

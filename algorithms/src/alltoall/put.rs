@@ -204,7 +204,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         if abandoned {
             // This process's own targets answer before its staging may
             // change.
-            self.decline_offers(call, map).await?;
+            self.decline_offers(call, map, &[]).await?;
             self.settle(call, &offered, &reserved, &routed.staging)
                 .await?;
             receiver.reset(parity)?;
@@ -222,22 +222,38 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         // this process's offers awaited: a process waits for nothing while
         // its sources may wait for it.
         let mut refused = Vec::new();
-        for piece in place(chunks, self.stable, total)? {
-            let into = &mut out[piece.at..piece.at + piece.count];
-            match piece.lies {
-                Lies::Window => {
-                    let at = layout.element_at(piece.base);
-                    window.read(at, bytemuck::cast_slice_mut(into))?;
-                }
-                Lies::Own => into.copy_from_slice(own_elements),
-                Lies::Offered(handle) => {
-                    let source = u32::try_from(piece.source).map_err(|_| bad_header(&piece))?;
-                    let world = map.select(source)?;
-                    if !self.pull(call, world, handle, into).await? {
-                        refused.push(piece);
+        let mut answered = Vec::new();
+        let taken = async {
+            for piece in place(chunks, self.stable, total)? {
+                let into = &mut out[piece.at..piece.at + piece.count];
+                match piece.lies {
+                    Lies::Window => {
+                        let at = layout.element_at(piece.base);
+                        window.read(at, bytemuck::cast_slice_mut(into))?;
+                    }
+                    Lies::Own => into.copy_from_slice(own_elements),
+                    Lies::Offered(handle) => {
+                        let source = u32::try_from(piece.source).map_err(|_| bad_header(&piece))?;
+                        let world = map.select(source)?;
+                        if !self.pull(call, world, handle, into).await? {
+                            refused.push(piece);
+                        }
+                        answered.push(source);
                     }
                 }
             }
+            Ok::<_, Error>(())
+        };
+        if let Err(failed) = taken.await {
+            // The sources still waiting for an answer learn that this
+            // process takes nothing more (rather than time out), and its
+            // own targets answer before its staging may change; what
+            // failed here is the error, whatever these meet.
+            let _ = self.decline_offers(call, map, &answered).await;
+            let _ = self
+                .settle(call, &offered, &reserved, &routed.staging)
+                .await;
+            return Err(failed);
         }
         self.settle(call, &offered, &reserved, &routed.staging)
             .await?;
@@ -286,19 +302,25 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         receiver
             .wait(t, landed, what, call.deadline, landed_all(count))
             .await?;
-        self.decline_offers(call, map).await?;
+        self.decline_offers(call, map, &[]).await?;
         receiver.reset(call.parity)?;
         Err(failed)
     }
 
     /// Tells each source that offered this process a run in a call that
     /// failed here, once every source's run is accounted for, that it
-    /// takes none.
-    async fn decline_offers(&self, call: &PlanCall, map: &GroupMap) -> Result<()> {
+    /// takes none; but those `answered` already.
+    async fn decline_offers(
+        &self,
+        call: &PlanCall,
+        map: &GroupMap,
+        answered: &[u32],
+    ) -> Result<()> {
         let receiver = self.window();
         let (window, layout) = (&receiver.window, &receiver.layout);
         let chunks = window.signal(Layout::chunks(call.parity))?;
-        for source in offering_sources(window, layout, chunks) {
+        let unanswered = offering_sources(window, layout, chunks).filter(|s| !answered.contains(s));
+        for source in unanswered {
             self.decline(call, map.select(source)?).await?;
         }
         Ok(())

@@ -289,6 +289,13 @@ impl HostMemory for SimRank<'_> {
         if sim.single_copy_refused.contains(&self.rank_id()) {
             return Ok(false);
         }
+        if sim.single_copy_failing.contains(&self.rank_id()) {
+            return Err(Error::Protocol(format!(
+                "rank {}'s copy from rank {peer}'s offer {handle} fails (by the simulation's \
+                 choice)",
+                self.rank_id()
+            )));
+        }
         let offers = sim.state(*peer).offers.borrow();
         let Some((_, data)) = offers.iter().find(|(h, _)| *h == handle) else {
             return Err(Error::Protocol(format!(

@@ -285,10 +285,12 @@ pub struct Sim {
     /// 0..size ordered by host (and rank), made when a rank first asks
     /// who shares its host.
     all_ranks: OnceCell<Vec<Rank>>,
-    /// Whether ranks offer their memory to single copies, and the ranks
-    /// whose copies are refused (as a system's rules may refuse them).
+    /// Whether ranks offer their memory to single copies, the ranks whose
+    /// copies are refused (as a system's rules may refuse them) and those
+    /// whose copies fail (as a copy from a withdrawn offer does).
     single_copy: bool,
     single_copy_refused: FxHashSet<Rank>,
+    single_copy_failing: FxHashSet<Rank>,
     /// What ranks read as their host tuning.
     host_tuning: catena_fabric::config::HostTuning,
 }
@@ -352,6 +354,7 @@ impl Sim {
             all_ranks: OnceCell::new(),
             single_copy: true,
             single_copy_refused: FxHashSet::default(),
+            single_copy_failing: FxHashSet::default(),
             host_tuning: Default::default(),
         }
     }
@@ -369,6 +372,13 @@ impl Sim {
     /// offered the other way.
     pub fn with_single_copy_refused(mut self, ranks: impl IntoIterator<Item = Rank>) -> Sim {
         self.single_copy_refused = ranks.into_iter().collect();
+        self
+    }
+
+    /// Fails the single copies of these ranks with an error, as a copy
+    /// from an offer withdrawn under it fails (`host_copy_from`'s `Err`).
+    pub fn with_single_copy_failing(mut self, ranks: impl IntoIterator<Item = Rank>) -> Sim {
+        self.single_copy_failing = ranks.into_iter().collect();
         self
     }
 
