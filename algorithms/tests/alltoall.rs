@@ -10,7 +10,7 @@
 //! across calls; neighbourhood plans; the in-place form in one round and
 //! in many; and runs offered to host peers, copied by them or refused.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! catena's own executor, a blocking call fails with `BlockingInAsync` at
 //! once instead of stalling the calls beside it until its deadline.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::rc::Rc;

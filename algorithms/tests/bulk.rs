@@ -4,7 +4,7 @@
 //! not divisible by P and large; several roots; rank lists in world order
 //! and permuted. Then each bad input and its typed error.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -251,7 +251,8 @@ fn sim_matches_the_sequential_references() {
 #[test]
 fn shm_matches_the_sequential_references() {
     const WORLD: u32 = 8;
-    catena_testkit::run_case("shm_matches_the_sequential_references", WORLD, |t| {
+    let case = catena_testkit::test_name(module_path!(), "shm_matches_the_sequential_references");
+    catena_testkit::run_case(&case, WORLD, |t| {
         let cases: Vec<Case> = GROUP_SIZES
             .iter()
             .flat_map(|&p| cases_for(WORLD, p, (256 << 10) + 13, 0x5E1F))

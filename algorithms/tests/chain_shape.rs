@@ -2,7 +2,7 @@
 //! `Chain::from_links`): every member's call ends by its deadline with a
 //! typed error, never a wrong result or a spin, on the simulator and on shm.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -113,7 +113,10 @@ fn sim_broken_chains_fail_on_every_member_by_the_deadline() {
 #[test]
 fn shm_broken_chains_fail_on_every_member_by_the_deadline() {
     catena_testkit::run_case(
-        "shm_broken_chains_fail_on_every_member_by_the_deadline",
+        &catena_testkit::test_name(
+            module_path!(),
+            "shm_broken_chains_fail_on_every_member_by_the_deadline",
+        ),
         4,
         |t| {
             let wrong = catena_fabric::block_on(t, broken_chains_fail(t, false));

@@ -2,7 +2,7 @@
 //! inputs, non-commutative operations (string concatenation, 2x2 matrix
 //! products), every root, and chains whose order is not the world's.
 
-mod common;
+use crate::common;
 
 use catena_algorithms::chain::{
     allgather, allreduce, barrier, bcast, double_scan, exscan, exscan_rl, gather, reduce, scan,

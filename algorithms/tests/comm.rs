@@ -4,7 +4,7 @@
 //! created group, on 1..33 simulated ranks and on real processes; the map
 //! of each agrees with its chain's order on every member.
 
-mod common;
+use crate::common;
 
 use catena_algorithms::prelude::*;
 use std::time::Duration;

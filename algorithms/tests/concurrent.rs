@@ -3,7 +3,7 @@
 //! give what they give when run one at a time: tags and contexts are handed
 //! out in call order, as MPI requires of nonblocking collectives.
 
-mod common;
+use crate::common;
 
 use catena_algorithms::chain::{allgather, allreduce, bcast, scan, split, Chain, Split};
 use catena_algorithms::{Algorithm, Color, Key};

@@ -5,7 +5,7 @@
 //! that provably send nothing; and context ids that stay distinct under
 //! concurrent and overlapping creations, with no message crossing over.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! collectives (every rank ends by its deadline with a result or a typed
 //! error: no panic, no write outside an arena, no simulation stuck).
 
-mod split_reference;
+use crate::split_reference;
 
 use std::cell::Cell;
 use std::cmp::Ordering;

@@ -5,7 +5,7 @@
 //! virtual deadline with a typed error or a placement, and placements on
 //! every rank form a valid split.
 
-mod split_reference;
+use crate::split_reference;
 
 use std::cell::Cell;
 use std::cmp::Ordering;

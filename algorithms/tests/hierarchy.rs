@@ -5,7 +5,7 @@
 //! value). On simulated hosts of several sizes, and on real processes
 //! across fake hosts on every network provider.
 
-mod common;
+use crate::common;
 
 use catena_algorithms::prelude::*;
 use catena_fabric::Rank;

@@ -6,7 +6,7 @@
 //! simulated ranks of one host and on real processes, and on the chain
 //! with a rank per simulated host.
 
-mod common;
+use crate::common;
 
 use catena_algorithms::prelude::*;
 use catena_sim::{LogGp, Sim, SimRank};

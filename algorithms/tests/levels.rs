@@ -9,7 +9,7 @@
 //! another length, bad roots, a dup, and fewer messages than the flat
 //! path; and the references on real processes across fake hosts.
 
-mod common;
+use crate::common;
 
 use catena_algorithms::prelude::*;
 use catena_fabric::Rank;

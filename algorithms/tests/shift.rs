@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use catena_algorithms::chain::shift;
 use catena_fabric::{block_on, Rma};
-use catena_testkit::run_case;
+use catena_testkit::{run_case, test_name};
 
 fn payload(rank: u32, round: u32) -> Vec<u8> {
     format!("rank {rank} round {round}").into_bytes()
 }
 
 fn shifts_deliver_the_left_neighbours_bytes(case: &str, ranks: u32) {
-    run_case(case, ranks, |t| {
+    run_case(&test_name(module_path!(), case), ranks, |t| {
         block_on(t, async {
             let size = t.size();
             for round in 0..50 {

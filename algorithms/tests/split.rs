@@ -3,8 +3,8 @@
 //! seed so every rank draws the same case), and bad input that must fail on
 //! every process instead of hanging.
 
-mod common;
-mod split_reference;
+use crate::common;
+use crate::split_reference;
 
 use std::cmp::Ordering;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! torus (and 2 a node onto 2x2x1), and 512 simulated ranks on an 8x8x8
 //! torus with the routed link model and the schedules' routes pinned.
 
-mod common;
+use crate::common;
 
 use catena_algorithms::chain::Chain;
 use catena_algorithms::{torus_plan, PipelineConfig, TreeCollective};
@@ -225,7 +225,7 @@ fn shm_two_ranks_a_node(t: &catena_fabric::shm::ShmTransport) -> catena_fabric::
 #[test]
 fn shm_torus_trees_2x2x2() {
     catena_testkit::run_case_on::<catena_fabric::shm::ShmTransport>(
-        "shm_torus_trees_2x2x2",
+        &catena_testkit::test_name(module_path!(), "shm_torus_trees_2x2x2"),
         8,
         catena_testkit::Starter::Launcher,
         &[],
@@ -236,7 +236,7 @@ fn shm_torus_trees_2x2x2() {
 #[test]
 fn shm_torus_trees_two_ranks_a_node() {
     catena_testkit::run_case_on::<catena_fabric::shm::ShmTransport>(
-        "shm_torus_trees_two_ranks_a_node",
+        &catena_testkit::test_name(module_path!(), "shm_torus_trees_two_ranks_a_node"),
         8,
         catena_testkit::Starter::Launcher,
         &[],

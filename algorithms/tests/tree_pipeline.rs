@@ -4,7 +4,7 @@
 //! a user struct) checked against sequential references, many calls on one
 //! set-up; and plans, configurations and calls that disagree must fail.
 
-mod common;
+use crate::common;
 
 use std::ops::Range;
 use std::time::Duration;
@@ -419,7 +419,7 @@ macro_rules! shm_cases {
         #[test]
         fn $name() {
             catena_testkit::run_case_on::<catena_fabric::shm::ShmTransport>(
-                stringify!($name),
+                &catena_testkit::test_name(module_path!(), stringify!($name)),
                 $ranks,
                 catena_testkit::Starter::Launcher,
                 &[],

@@ -1,6 +1,5 @@
 //! What the multi-process algorithm tests share: deadlines, a deterministic
 //! generator every rank runs identically, and error conversion.
-#![allow(dead_code)] // each test binary uses a part
 
 use std::future::Future;
 use std::pin::pin;
@@ -39,7 +38,6 @@ impl Rng {
 
 /// A random subset of `0..n` (about two thirds) in random order, never
 /// empty: a group to create or look up in.
-#[allow(dead_code)]
 pub fn random_group(rng: &mut Rng, n: u32) -> Vec<catena_fabric::Rank> {
     let mut ranks: Vec<catena_fabric::Rank> = (0..n).filter(|_| rng.below(3) != 0).collect();
     if ranks.is_empty() {
@@ -87,13 +85,12 @@ pub async fn join<A: Future, B: Future>(a: A, b: B, a_first: bool) -> (A::Output
 
 /// One `#[test]` per line `name: Provider, ranks, env, body;`: runs
 /// `body::<Provider>` as a job of `ranks` processes under the launcher.
-#[allow(unused_macros)]
 macro_rules! provider_cases {
     ($($name:ident: $provider:ty, $ranks:expr, $env:expr, $body:ident;)*) => {$(
         #[test]
         fn $name() {
             catena_testkit::run_case_on::<$provider>(
-                stringify!($name),
+                &catena_testkit::test_name(module_path!(), stringify!($name)),
                 $ranks,
                 catena_testkit::Starter::Launcher,
                 $env,
@@ -102,5 +99,4 @@ macro_rules! provider_cases {
         }
     )*};
 }
-#[allow(unused_imports)]
 pub(crate) use provider_cases;

@@ -1,7 +1,6 @@
 //! The sequential split every split test compares against: groups by color
 //! equality, numbered by their lowest parent rank, ordered by key then
 //! parent rank.
-#![allow(dead_code)] // each test binary uses a part
 
 use std::cmp::Ordering;
 
