@@ -233,8 +233,9 @@ impl ArenaMap {
     }
 
     /// Copies `buf.len()` bytes from `at` bytes into the owner's offer
-    /// `handle` (see [`super::offers`]) into `buf` in one copy; `Ok(false)`
-    /// where this process cannot, and then `buf` holds nothing meant.
+    /// `handle` (a slot of the offer table in its header) into `buf` in one
+    /// copy; `Ok(false)` where this process cannot, and then `buf` holds
+    /// nothing meant.
     pub fn copy_offered(&self, handle: u64, at: u64, buf: &mut [u8]) -> Result<bool> {
         super::offers::copy_offered(self, handle, at, buf, |addr, buf| self.copy_from(addr, buf))
     }
