@@ -106,6 +106,20 @@ fn fake_host_names(hosts: u32) -> Vec<String> {
     (0..hosts).map(|h| format!("host{h}")).collect()
 }
 
+/// Asserts that every rank of `case` ran a test: a rank whose `--exact`
+/// filter matched none (a case named otherwise than its test) exits 0
+/// having run nothing, and the case would pass without running.
+fn assert_ranks_ran(case: &str, output: &str) {
+    let idle = output
+        .lines()
+        .filter(|l| l.trim_end().ends_with("running 0 tests"));
+    assert_eq!(
+        idle.count(),
+        0,
+        "{case}: a rank ran no test (is the case named by its test's path?)\n{output}"
+    );
+}
+
 /// What the fake hosts said they found left in their /dev/shm.
 fn fake_host_leftovers(output: &str) -> Vec<&str> {
     output
@@ -266,6 +280,7 @@ pub fn run_case_on<P: Provider>(
                 );
                 let left = fake_host_leftovers(&report.output);
                 assert!(left.is_empty(), "{case}: {left:?}\n{}", report.output);
+                assert_ranks_ran(case, &report.output);
             }
         }
         Starter::Mpiexec | Starter::MpiexecOnHosts(_) => {
@@ -365,6 +380,7 @@ fn run_under(mut starter: Command, case: &str, env: &[(&str, &str)]) {
         left.is_empty(),
         "{case} under {launcher}: {left:?}\n{output}"
     );
+    assert_ranks_ran(case, &output);
 }
 
 fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
