@@ -45,11 +45,18 @@ if ! sinfo -h -o %T 2>/dev/null | grep -q idle; then
   trap 'ci/slurm.sh stop' EXIT
 fi
 
+# Each step says how far into the suite it starts, so that a log shows
+# where the 30-minute budget goes.
+step() { echo "ci/test.sh: $* (at ${SECONDS} s)" >&2; }
+
 before=$(ls /dev/shm | grep -c '^catena-' || true)
+step formatting, clippy, docs
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
+step the tests
 CATENA_FUZZ_SECONDS=${CATENA_FUZZ_SECONDS:-20} cargo test --workspace --all-features
+step the examples
 # The examples, each as a real job of 8 processes under the launcher (8: a 2x2x2 torus, so the tree broadcast uses 3 colours).
 cargo build --release -p catena-run
 cargo build --release -p catena-algorithms --features pmix --examples
@@ -71,8 +78,10 @@ for example in algorithms/examples/*.rs; do
   echo "example $name under Open MPI's mpirun (PMIx):"
   timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -n 8 "target/release/examples/$name"
 done
+step the interposer for Open MPI
 # The MPI_Comm_split interposer built for Open MPI programs.
 ci/openmpi-interposer.sh
+step the fault cells
 ci/faults.sh
 after=$(ls /dev/shm | grep -c '^catena-' || true)
 if [ "$after" -gt "$before" ]; then
@@ -80,3 +89,4 @@ if [ "$after" -gt "$before" ]; then
   ls /dev/shm | grep '^catena-' >&2
   exit 1
 fi
+step done
