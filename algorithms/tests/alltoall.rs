@@ -8,7 +8,8 @@
 //! out of range and a panicking route function (the same error on every
 //! process, before the deadline); a split's communicator; plans reused
 //! across calls; neighbourhood plans; the in-place form in one round and
-//! in many; and runs offered to host peers, copied by them or refused.
+//! in many; the visiting form; and runs offered to host peers, copied by
+//! them or refused.
 
 use crate::common;
 
@@ -422,6 +423,117 @@ async fn check_neighbours<T: Transport>(comm: &Comm<'_, T>, seed: u64) -> Result
     Ok(())
 }
 
+/// One visiting exchange of `load` on `plan`: what the visitor saw, in
+/// pieces of at most 16 KiB, sorted; the count the call yielded must match.
+async fn visited<T: Transport>(
+    plan: &AlltoallPlan<'_, '_, T, Item>,
+    load: Load,
+    send: &[Item],
+    size: u32,
+) -> Result<Vec<Item>, Error> {
+    let (mut seen, mut largest) = (Vec::new(), 0);
+    let got = plan
+        .iexchange_visit(
+            send,
+            |e, to| route(load, size, e, to),
+            |piece| {
+                largest = largest.max(piece.len());
+                seen.extend_from_slice(piece);
+            },
+        )
+        .await?;
+    assert!(
+        largest * size_of::<Item>() <= 16 << 10,
+        "a piece of {largest}"
+    );
+    assert_eq!(got, seen.len(), "the count against what was visited");
+    seen.sort();
+    Ok(seen)
+}
+
+/// The visiting form on `Put` plans, the full form and a neighbourhood:
+/// the visitor sees the reference multiset, three calls on one plan (both
+/// parities of its window words) and an ordinary call after them; a stable
+/// plan refuses it on every process and stays usable; a visitor that
+/// panics on rank 0 fails rank 0 alone, and the plan goes on.
+async fn check_visit<T: Transport>(comm: &Comm<'_, T>, seed: u64) -> Result<(), String> {
+    let (size, me) = (comm.size(), comm.rank());
+    let put = AlltoallOptions::new(AlltoallVariant::Put);
+    let at =
+        |what: &str, e: &dyn std::fmt::Display| format!("visit, rank {me}/{size}, {what}: {e}");
+    for load in [Load::Mixed, Load::Neighbours] {
+        let send = elements(load, seed, me);
+        let mut expected = reference(load, seed, size, me);
+        let plan = match load {
+            Load::Neighbours => {
+                comm.ialltoall_plan_among(expected.len(), put, ring(me, size))
+                    .await
+            }
+            _ => comm.alltoall_plan::<Item>(expected.len(), put),
+        }
+        .map_err(|e| at("plan", &e))?;
+        expected.sort();
+        for round in 0..3 {
+            let seen = visited(&plan, load, &send, size)
+                .await
+                .map_err(|e| at(&format!("{load:?} round {round}"), &e))?;
+            if seen != expected {
+                return Err(at(
+                    &format!("{load:?} round {round}"),
+                    &format!("saw {} elements, {} expected", seen.len(), expected.len()),
+                ));
+            }
+        }
+        let mut recv = vec![Item::zeroed(); expected.len()];
+        let got = plan
+            .iexchange(&send, &mut recv, |e, to| route(load, size, e, to))
+            .await
+            .map_err(|e| at("an ordinary call after", &e))?;
+        recv[..got].sort();
+        if recv[..got] != expected[..] {
+            return Err(at("an ordinary call after", &"wrong delivery"));
+        }
+    }
+    let load = Load::Mixed;
+    let send = elements(load, seed, me);
+    let mut expected = reference(load, seed, size, me);
+    expected.sort();
+    let stable = comm
+        .alltoall_plan::<Item>(expected.len(), put.stable())
+        .map_err(|e| at("plan", &e))?;
+    match visited(&stable, load, &send, size).await {
+        Err(Error::InvalidArgument(_)) => {}
+        other => return Err(at("a stable plan", &format!("{other:?}"))),
+    }
+    let mut recv = vec![Item::zeroed(); expected.len()];
+    stable
+        .iexchange(&send, &mut recv, |e, to| route(load, size, e, to))
+        .await
+        .map_err(|e| at("the stable plan after", &e))?;
+    let plan = comm
+        .alltoall_plan::<Item>(expected.len(), put)
+        .map_err(|e| at("plan", &e))?;
+    let panicking = plan
+        .iexchange_visit(
+            &send,
+            |e, to| route(load, size, e, to),
+            |_| assert!(me != 0, "a visitor panics on purpose"),
+        )
+        .await;
+    match panicking {
+        Err(Error::UserCode { .. }) if me == 0 && !expected.is_empty() => {}
+        Ok(n) if (me != 0 || expected.is_empty()) && n == expected.len() => {}
+        other => return Err(at("a panicking visitor", &format!("{other:?}"))),
+    }
+    let seen = visited(&plan, load, &send, size)
+        .await
+        .map_err(|e| at("after a panicking visitor", &e))?;
+    if seen != expected {
+        return Err(at("after a panicking visitor", &"wrong delivery"));
+    }
+    Ok(())
+}
+
 /// In place on a Put plan: `data` ends as the reference multiset, with room
 /// for one round and with room for a fifth (several rounds), twice per plan
 /// and around an ordinary call on the same plan (the window words' parity
@@ -500,6 +612,7 @@ async fn every_case<T: Transport>(t: &T, seed: u64) -> Result<(), String> {
     }
     check_neighbours(&world, seed).await?;
     check_in_place(&world, seed).await?;
+    check_visit(&world, seed).await?;
     // On a split's communicator (its map loaded by the first lookup).
     let half = world
         .isplit(Some(world.rank() % 2), u32::MAX - world.rank())
@@ -603,6 +716,59 @@ fn sim_a_target_whose_copies_fail_lets_its_sources_finish() {
             assert!(failed.contains("by the simulation's choice"), "{failed}");
         } else {
             assert!(whole, "rank {rank}: {got:?}");
+        }
+    }
+}
+
+/// Rank 0 calls the ordinary exchange and offers its runs to its host
+/// peers, which call the visiting one: each of them fails with `Mismatch`
+/// (never a timeout), and rank 0, its offers declined, finishes too.
+#[test]
+fn sim_a_visit_among_offers_fails_with_mismatch() {
+    let tuning = catena_fabric::config::HostTuning {
+        single_copy_min: std::mem::size_of::<Item>(),
+        ..Default::default()
+    };
+    let n = 4u32;
+    let results = Sim::new(n, LogGp::default())
+        .with_ranks_per_host(n)
+        .with_host_tuning(tuning)
+        .run(async |t: &SimRank<'_>| {
+            let world = Comm::world(t).with_timeout(Duration::from_secs(100));
+            let me = world.rank();
+            let send: Vec<Item> = (0..4 * n)
+                .map(|i| Item {
+                    source: me,
+                    draw: i % n,
+                    ..Item::zeroed()
+                })
+                .collect();
+            let options = AlltoallOptions::new(AlltoallVariant::Put);
+            let plan = world.alltoall_plan::<Item>(send.len(), options).unwrap();
+            let mut recv = vec![Item::zeroed(); send.len()];
+            let got = match me {
+                0 => {
+                    plan.iexchange(&send, &mut recv, |e, to| to.to(e.draw))
+                        .await
+                }
+                _ => {
+                    plan.iexchange_visit(&send, |e, to| to.to(e.draw), |_| {})
+                        .await
+                }
+            };
+            (got, t.now())
+        })
+        .expect("every rank finishes")
+        .0;
+    for (rank, (got, at)) in results.into_iter().enumerate() {
+        assert!(
+            at < catena_fabric::Time::from_duration(Duration::from_secs(1)),
+            "rank {rank} finished at {at:?}: {got:?}"
+        );
+        match got {
+            Err(Error::Mismatch { what }) if rank > 0 => assert!(what.contains("visiting")),
+            // Rank 0 finished (in time, above), whatever its offers met.
+            other => assert!(rank == 0, "rank {rank}: {other:?}"),
         }
     }
 }

@@ -339,6 +339,33 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         })
     }
 
+    /// [`AlltoallPlan::iexchange`] without a receive buffer: `visit` is
+    /// called with the elements aimed at this process, in pieces of at
+    /// most 16 KiB read out of the plan's window as it goes (unstable
+    /// order); yields how many arrived. Where a buffer would be written
+    /// whole and read again, each element is read once, from a piece that
+    /// stays in cache.
+    ///
+    /// Needs a `Put` plan that is not stable (`InvalidArgument` on every
+    /// process otherwise, before any element moves). Every process makes
+    /// the same kind of call: one that finds a run offered for a copy
+    /// into a buffer fails with `Mismatch`. A panic in `visit` is
+    /// `UserCode` on this process alone: the elements have moved, the
+    /// pieces after it are not visited, and the plan stays usable.
+    pub fn iexchange_visit<'a>(
+        &'a self,
+        send: &'a [E],
+        route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
+        mut visit: impl FnMut(&[E]) + 'a,
+    ) -> impl Future<Output = Result<usize>> + 'a {
+        let (call, map) = self.begin();
+        async move {
+            let map = map.await?;
+            let route = |routed: &mut Routed<E>, size, rank| routed.route(send, size, rank, route);
+            self.run(call, map, Landing::Visit(&mut visit), route).await
+        }
+    }
+
     /// One exchange whose copies `route` makes (given the group's size and
     /// this process's rank), taking its tags now, in call order.
     fn start<'a>(
@@ -346,16 +373,21 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         recv: &'a mut [E],
         route: impl FnOnce(&mut Routed<E>, u32, u32) -> Result<()> + 'a,
     ) -> impl Future<Output = Result<usize>> + 'a {
+        let (call, map) = self.begin();
+        async move {
+            let map = map.await?;
+            self.run(call, map, Landing::Buffer(recv), route).await
+        }
+    }
+
+    /// A call's tags and its map, asked for when it is called.
+    fn begin(&self) -> (PlanCall, impl Future<Output = Result<&GroupMap>> + '_) {
         let call = PlanCall::take(self.comm, self.calls.get(), self.variant);
         self.calls.set(self.calls.get() + 1);
         // A split's communicator loads its map by a collective step, which
         // this collective call may take for every member: ask for it now,
         // in call order.
-        let map = self.comm.igroup_map();
-        async move {
-            let map = map.await?;
-            self.run(call, map, recv, route).await
-        }
+        (call, self.comm.igroup_map())
     }
 
     // The borrow of `routed` is the plan's lock for the whole call (`lock`).
@@ -364,7 +396,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         &self,
         call: PlanCall,
         map: &GroupMap,
-        recv: &mut [E],
+        landing: Landing<'_, E>,
         route: impl FnOnce(&mut Routed<E>, u32, u32) -> Result<()>,
     ) -> Result<usize> {
         if self.broken.get() {
@@ -373,30 +405,70 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
             });
         }
         let mut routed = self.lock()?;
-        let local = if recv.len() < self.capacity {
-            routed.clear();
-            Err(Error::InvalidArgument(format!(
+        let refused = match &landing {
+            Landing::Buffer(recv) if recv.len() < self.capacity => Some(format!(
                 "a receive buffer of {} elements for a plan of capacity {}",
                 recv.len(),
                 self.capacity
-            )))
-        } else {
-            route(&mut routed, self.comm.size(), self.comm.rank())
+            )),
+            Landing::Visit(_) if self.variant != Variant::Put || self.stable => Some(format!(
+                "a visiting exchange on a {} plan (it needs an unstable put plan)",
+                if self.stable {
+                    "stable"
+                } else {
+                    self.variant.name()
+                }
+            )),
+            _ => None,
+        };
+        let local = match refused {
+            Some(why) => {
+                routed.clear();
+                Err(Error::InvalidArgument(why))
+            }
+            None => route(&mut routed, self.comm.size(), self.comm.rank()),
         };
         let guard = BreakOnDrop(&self.broken);
         let received = match (self.variant, call.sort) {
-            (Variant::Alltoallv, _) => self.alltoallv(&call, map, local, &routed, recv).await,
-            (Variant::Sendrecv, _) => self.sendrecv(&call, map, local, &routed, recv).await,
+            (Variant::Alltoallv, _) => {
+                let recv = landing.buffer();
+                self.alltoallv(&call, map, local, &routed, recv).await
+            }
+            (Variant::Sendrecv, _) => {
+                let recv = landing.buffer();
+                self.sendrecv(&call, map, local, &routed, recv).await
+            }
             (Variant::Sort, Some(tags)) => {
+                let recv = landing.buffer();
                 self.sort(&call, tags, map, local, &mut routed, recv).await
             }
-            _ => self.put(&call, map, local, &routed, recv).await,
+            _ => self.put(&call, map, local, &routed, landing).await,
         };
         // Errors of the agreement step leave the plan sound.
         if received.is_ok() || is_agreed(&received) {
             std::mem::forget(guard);
         }
         received
+    }
+}
+
+/// Where a call's elements go: copied into the caller's buffer, or read
+/// out of the window in pieces for a visitor (`iexchange_visit`, `Put`
+/// only).
+enum Landing<'r, E> {
+    Buffer(&'r mut [E]),
+    Visit(&'r mut dyn FnMut(&[E])),
+}
+
+impl<'r, E> Landing<'r, E> {
+    /// The buffer of a variant that copies out. A visiting call of such a
+    /// variant was refused on every process, which fails in its agreement
+    /// before a buffer is touched: an empty one stands in.
+    fn buffer(self) -> &'r mut [E] {
+        match self {
+            Landing::Buffer(recv) => recv,
+            Landing::Visit(_) => &mut [],
+        }
     }
 }
 
@@ -484,6 +556,18 @@ impl<T: Transport + Blocking, E: Pod> AlltoallPlan<'_, '_, T, E> {
         block_on(self.comm.transport(), || self.iexchange(send, recv, route))
     }
 
+    /// See [`AlltoallPlan::iexchange_visit`].
+    pub fn exchange_visit(
+        &self,
+        send: &[E],
+        route: impl FnMut(&E, &mut Emit<'_, E>),
+        visit: impl FnMut(&[E]),
+    ) -> Result<usize> {
+        block_on(self.comm.transport(), || {
+            self.iexchange_visit(send, route, visit)
+        })
+    }
+
     /// See [`AlltoallPlan::iexchange_targets`].
     pub fn exchange_targets(
         &self,
@@ -565,7 +649,7 @@ impl<'t, T: Transport> Comm<'t, T> {
         async move {
             let (plan, map) = (plan?, map.await?);
             let route = |routed: &mut Routed<E>, size, rank| routed.route(send, size, rank, route);
-            plan.run(call, map, recv, route).await
+            plan.run(call, map, Landing::Buffer(recv), route).await
         }
     }
 }

@@ -17,12 +17,17 @@ use super::pull::Offered;
 use super::route::{Routed, Run};
 use super::sparse::{signal, ABANDONED};
 use super::window::{Layout, Peer, HEADER_BYTES};
-use super::{AlltoallPlan, PlanCall};
+use super::{AlltoallPlan, Landing, PlanCall};
 use crate::call::Call;
+use crate::error::user_code;
 use crate::groupmap::GroupMap;
 use crate::join::{join, join_all, while_serving};
 use crate::scan::allreduce_in;
 use crate::{Error, Result};
+
+/// The most bytes a visiting exchange reads out of its window at a time:
+/// a piece stays in L1 while the visitor reads it.
+const VISIT_PIECE_BYTES: usize = 16 << 10;
 
 /// Room one source holds at one target for this call.
 pub(super) struct Reservation {
@@ -136,12 +141,16 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         map: &GroupMap,
         local: Result<()>,
         routed: &Routed<E>,
-        recv: &mut [E],
+        landing: Landing<'_, E>,
     ) -> Result<usize> {
         let t = self.comm.transport();
         let receiver = self.window();
         let (parity, size) = (call.parity, std::mem::size_of::<E>());
-        let slot = |run: &Run, world: Rank| self.stable || self.offers(run, world);
+        // A visit reads what landed in the window: nothing is offered for
+        // a copy into a buffer.
+        let visiting = matches!(landing, Landing::Visit(_));
+        let offers = |run: &Run, world: Rank| !visiting && self.offers(run, world);
+        let slot = |run: &Run, world: Rank| self.stable || offers(run, world);
         let (reserved, verdict) = match &self.peers {
             Some(peers) => {
                 self.reserve_among(call, map, local, routed, peers, slot)
@@ -183,7 +192,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                 t.put_signal(r.world, &r.peer.key, at, bytes, signal)?;
                 continue;
             };
-            let offer = match self.offers(&r.run, r.world) {
+            let offer = match offers(&r.run, r.world) {
                 true => offered.offer(i, bytes),
                 false => None,
             };
@@ -213,9 +222,28 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             ));
         }
         let total = self.received_count(total)?;
-        let out = &mut recv[..total];
         let layout = &receiver.layout;
         let chunks = window.signal(Layout::chunks(parity))?;
+        let recv = match landing {
+            Landing::Buffer(recv) => recv,
+            Landing::Visit(visit) => {
+                let visited = match chunks {
+                    0 => self.visit_landed(total, own.as_ref(), visit),
+                    _ => {
+                        let _ = self.decline_offers(call, map, &[]).await;
+                        Err(Error::Mismatch {
+                            what: format!(
+                                "the kind of exchange: {chunks} chunk headers reached a \
+                                 visiting one"
+                            ),
+                        })
+                    }
+                };
+                receiver.reset(parity)?;
+                return visited.map(|()| total);
+            }
+        };
+        let out = &mut recv[..total];
         let own_elements = own.as_ref().map_or(&[][..], |o| o.elements);
         let chunks = read_chunks(window, layout, chunks, own, total)?;
         // Offered runs are copied and answered first, then the answers to
@@ -273,6 +301,40 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
 }
 
 impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
+    /// Hands `visit` the `total` elements that landed: this process's own
+    /// run where it lies in staging, the others read out of the window in
+    /// pieces small enough to stay in cache.
+    fn visit_landed(
+        &self,
+        total: usize,
+        own: Option<&Own<'_, E>>,
+        visit: &mut dyn FnMut(&[E]),
+    ) -> Result<()> {
+        let receiver = self.window();
+        let (own_at, own) = own.map_or((total as u64, &[][..]), |o| (o.header.base, o.elements));
+        let own_at = usize::try_from(own_at).unwrap_or(usize::MAX);
+        if own_at.checked_add(own.len()).is_none_or(|end| end > total) {
+            // The count word said less than this process reserved itself.
+            return Err(Error::Mismatch {
+                what: format!("{total} elements received, fewer than reserved"),
+            });
+        }
+        let per_piece = (VISIT_PIECE_BYTES / size_of::<E>()).max(1);
+        let mut piece = vec![E::zeroed(); per_piece.min(total - own.len())];
+        for range in [0..own_at, own_at + own.len()..total] {
+            for first in range.clone().step_by(per_piece) {
+                let piece = &mut piece[..per_piece.min(range.end - first)];
+                let at = receiver.layout.element_at(first);
+                receiver.window.read(at, bytemuck::cast_slice_mut(piece))?;
+                user_code("an exchange's visitor", || visit(piece))?;
+            }
+        }
+        for piece in own.chunks(per_piece) {
+            user_code("an exchange's visitor", || visit(piece))?;
+        }
+        Ok(())
+    }
+
     /// Leaves a neighbourhood call that failed here after reserving: each
     /// target counts this process's elements as landed (and learns it was
     /// abandoned), and this process waits for its own sources the same way,

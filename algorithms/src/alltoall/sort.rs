@@ -11,7 +11,7 @@ use bytemuck::Pod;
 use catena_fabric::Transport;
 
 use super::route::{add_to_runs, Routed};
-use super::{AlltoallPlan, PlanCall};
+use super::{AlltoallPlan, Landing, PlanCall};
 use crate::call::Call;
 use crate::chain::{CallTags, Chain};
 use crate::deadline::check_deadline;
@@ -132,7 +132,8 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             routed.staging.push(bytemuck::pod_read_unaligned(&r[KEY..]));
             add_to_runs(&mut routed.runs, target, i);
         }
-        self.put(call, map, local, routed, recv).await
+        self.put(call, map, local, routed, Landing::Buffer(recv))
+            .await
     }
 }
 
