@@ -192,6 +192,15 @@ typedef int (*catena_emit_fn)(const void *element, catena_emit_t *emit, void *ct
 typedef int (*catena_route_batch_fn)(const void *elements, size_t count, int32_t *targets, void *ctx);
 
 /**
+ * Reads one piece of what a visiting exchange received: `count` elements
+ * at `elements`, valid only during the call (they are read out of the
+ * plan's window piece by piece, at most 16 KiB at a time); returns 0, or
+ * anything else to fail the exchange with `CATENA_ERR_USER` on this member
+ * (the pieces after it are not visited; the plan stays usable).
+ */
+typedef int (*catena_visit_fn)(const void *elements, size_t count, void *ctx);
+
+/**
  * A user reduction: `inout[i] = in[i] op inout[i]` for `count` elements,
  * where `in` holds lower ranks' contributions (as `MPI_User_function`).
  */
@@ -405,6 +414,88 @@ int catena_alltoall_plan_exchange_batch_post(const catena_alltoall_plan_t *plan,
                                              void *recv,
                                              size_t *received,
                                              catena_request_t **request);
+
+/**
+ * `catena_alltoall_plan_exchange` without a receive buffer: `visit` is
+ * called with `visit_ctx` and the elements sent to this member, in pieces
+ * read out of the plan's window (unordered), instead of their being
+ * copied into a buffer; their number goes to `*received`. Needs a plan of
+ * the `put` (or `auto`) variant that is not stable (`CATENA_ERR_ARG` on
+ * every member otherwise, before anything moves); every member calls a
+ * visiting exchange (one that meets runs a member offered to an ordinary
+ * exchange fails with `CATENA_ERR_MISMATCH`). A visit returning nonzero is
+ * `CATENA_ERR_USER` on this member alone.
+ *
+ * # Safety
+ * `send` is valid for `count` elements; `route` may be called with each
+ * element and `ctx`, `visit` with pieces and `visit_ctx`; `received` is
+ * NULL or valid for a write.
+ */
+int catena_alltoall_plan_exchange_visit(const catena_alltoall_plan_t *plan,
+                                        const void *send,
+                                        size_t count,
+                                        catena_emit_fn route,
+                                        void *ctx,
+                                        catena_visit_fn visit,
+                                        void *visit_ctx,
+                                        size_t *received);
+
+/**
+ * `catena_alltoall_plan_exchange_visit`, nonblocking: `route` and `visit`
+ * run while the request progresses; `*received` is written when it is
+ * done.
+ *
+ * # Safety
+ * As `catena_alltoall_plan_exchange_visit`, until the request is done;
+ * `request` is NULL or valid for a write.
+ */
+int catena_alltoall_plan_exchange_visit_post(const catena_alltoall_plan_t *plan,
+                                             const void *send,
+                                             size_t count,
+                                             catena_emit_fn route,
+                                             void *ctx,
+                                             catena_visit_fn visit,
+                                             void *visit_ctx,
+                                             size_t *received,
+                                             catena_request_t **request);
+
+/**
+ * `catena_alltoall_plan_exchange_visit` routed as
+ * `catena_alltoall_plan_exchange_batch` is: one call of `route` fills one
+ * target per element.
+ *
+ * # Safety
+ * `send` is valid for `count` elements; `route` may be called once with
+ * `send`, `count`, a buffer of `count` `int32_t` and `ctx`, `visit` with
+ * pieces and `visit_ctx`; `received` is NULL or valid for a write.
+ */
+int catena_alltoall_plan_exchange_batch_visit(const catena_alltoall_plan_t *plan,
+                                              const void *send,
+                                              size_t count,
+                                              catena_route_batch_fn route,
+                                              void *ctx,
+                                              catena_visit_fn visit,
+                                              void *visit_ctx,
+                                              size_t *received);
+
+/**
+ * `catena_alltoall_plan_exchange_batch_visit`, nonblocking: `route` and
+ * `visit` run while the request progresses; `*received` is written when
+ * it is done.
+ *
+ * # Safety
+ * As `catena_alltoall_plan_exchange_batch_visit`, until the request is
+ * done; `request` is NULL or valid for a write.
+ */
+int catena_alltoall_plan_exchange_batch_visit_post(const catena_alltoall_plan_t *plan,
+                                                   const void *send,
+                                                   size_t count,
+                                                   catena_route_batch_fn route,
+                                                   void *ctx,
+                                                   catena_visit_fn visit,
+                                                   void *visit_ctx,
+                                                   size_t *received,
+                                                   catena_request_t **request);
 
 /**
  * Frees `*plan` and sets it to NULL (an exchange in flight keeps it until

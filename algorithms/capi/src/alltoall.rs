@@ -11,7 +11,7 @@ use catena_algorithms::{AlltoallOptions, AlltoallVariant};
 use crate::boundary::{
     bytes_arg, bytes_mut_arg, call, comm_arg, element_bytes, out_arg, run, with_instance,
 };
-use crate::byte_plan::{Exchange, Route, Targets};
+use crate::byte_plan::{Exchange, Receive, Route, Targets};
 use crate::catena_comm_t;
 use crate::handles::Handle;
 use crate::instance::Api;
@@ -49,6 +49,14 @@ pub type catena_route_batch_fn = Option<
         ctx: *mut c_void,
     ) -> c_int,
 >;
+
+/// Reads one piece of what a visiting exchange received: `count` elements
+/// at `elements`, valid only during the call (they are read out of the
+/// plan's window piece by piece, at most 16 KiB at a time); returns 0, or
+/// anything else to fail the exchange with `CATENA_ERR_USER` on this member
+/// (the pieces after it are not visited; the plan stays usable).
+pub type catena_visit_fn =
+    Option<unsafe extern "C" fn(elements: *const c_void, count: usize, ctx: *mut c_void) -> c_int>;
 
 /// Routes one element of a plan's exchange by calling `catena_emit_to` /
 /// `catena_emit_modified` on `emit` once per copy (none drops it); returns
@@ -303,7 +311,11 @@ unsafe fn once<'a>(
     let route = one_target(route, ctx);
     Ok(Operation::Alltoall {
         target,
-        exchange: Exchange { send, recv, route },
+        exchange: Exchange {
+            send,
+            recv: Receive::Buffer(recv),
+            route,
+        },
         received,
     })
 }
@@ -362,7 +374,32 @@ unsafe fn plan_args<'a>(
     let (send, recv) = unsafe { buffers(send, count, recv, capacity, elem_size) }?;
     Ok(Exchange {
         send,
-        recv,
+        recv: Receive::Buffer(recv),
+        route: route(elem_size),
+    })
+}
+
+/// The plan's send buffer and visitor for one visiting call, with the
+/// route `route` makes for its element size.
+///
+/// # Safety
+/// `send` is valid for `count` elements of the plan's size until the
+/// exchange is done.
+unsafe fn plan_visit_args<'a>(
+    instance: &dyn Api,
+    plan: Handle,
+    send: *const c_void,
+    count: usize,
+    (visit, ctx): (catena_visit_fn, *mut c_void),
+    route: impl FnOnce(usize) -> Route<'a>,
+) -> Result<Exchange<'a>, Failure> {
+    let (elem_size, _) = instance.plan_shape(plan)?;
+    let visit = visit.ok_or_else(|| Failure::arg("the visit function is NULL"))?;
+    // SAFETY: per the caller's contract.
+    let send = unsafe { bytes_arg(send, element_bytes(count, elem_size)?, "send") }?;
+    Ok(Exchange {
+        send,
+        recv: Receive::Visit { visit, ctx },
         route: route(elem_size),
     })
 }
@@ -515,6 +552,144 @@ pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch_post(
                 plan_args(instance, plan, send, count, recv, |_| Route::Batch {
                     route,
                     ctx,
+                })
+            })
+        })
+    })
+}
+
+/// `catena_alltoall_plan_exchange` without a receive buffer: `visit` is
+/// called with `visit_ctx` and the elements sent to this member, in pieces
+/// read out of the plan's window (unordered), instead of their being
+/// copied into a buffer; their number goes to `*received`. Needs a plan of
+/// the `put` (or `auto`) variant that is not stable (`CATENA_ERR_ARG` on
+/// every member otherwise, before anything moves); every member calls a
+/// visiting exchange (one that meets runs a member offered to an ordinary
+/// exchange fails with `CATENA_ERR_MISMATCH`). A visit returning nonzero is
+/// `CATENA_ERR_USER` on this member alone.
+///
+/// # Safety
+/// `send` is valid for `count` elements; `route` may be called with each
+/// element and `ctx`, `visit` with pieces and `visit_ctx`; `received` is
+/// NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange_visit(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_emit_fn,
+    ctx: *mut c_void,
+    visit: catena_visit_fn,
+    visit_ctx: *mut c_void,
+    received: *mut usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        run(|instance| unsafe {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_visit_args(instance, plan, send, count, (visit, visit_ctx), |size| {
+                    emitting(route, ctx, size)
+                })
+            })
+        })
+    })
+}
+
+/// `catena_alltoall_plan_exchange_visit`, nonblocking: `route` and `visit`
+/// run while the request progresses; `*received` is written when it is
+/// done.
+///
+/// # Safety
+/// As `catena_alltoall_plan_exchange_visit`, until the request is done;
+/// `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange_visit_post(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_emit_fn,
+    ctx: *mut c_void,
+    visit: catena_visit_fn,
+    visit_ctx: *mut c_void,
+    received: *mut usize,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |instance| {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_visit_args(instance, plan, send, count, (visit, visit_ctx), |size| {
+                    emitting(route, ctx, size)
+                })
+            })
+        })
+    })
+}
+
+/// `catena_alltoall_plan_exchange_visit` routed as
+/// `catena_alltoall_plan_exchange_batch` is: one call of `route` fills one
+/// target per element.
+///
+/// # Safety
+/// `send` is valid for `count` elements; `route` may be called once with
+/// `send`, `count`, a buffer of `count` `int32_t` and `ctx`, `visit` with
+/// pieces and `visit_ctx`; `received` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch_visit(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_route_batch_fn,
+    ctx: *mut c_void,
+    visit: catena_visit_fn,
+    visit_ctx: *mut c_void,
+    received: *mut usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: per this function's contract.
+        run(|instance| unsafe {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_visit_args(instance, plan, send, count, (visit, visit_ctx), |_| {
+                    Route::Batch { route, ctx }
+                })
+            })
+        })
+    })
+}
+
+/// `catena_alltoall_plan_exchange_batch_visit`, nonblocking: `route` and
+/// `visit` run while the request progresses; `*received` is written when
+/// it is done.
+///
+/// # Safety
+/// As `catena_alltoall_plan_exchange_batch_visit`, until the request is
+/// done; `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn catena_alltoall_plan_exchange_batch_visit_post(
+    plan: *const catena_alltoall_plan_t,
+    send: *const c_void,
+    count: usize,
+    route: catena_route_batch_fn,
+    ctx: *mut c_void,
+    visit: catena_visit_fn,
+    visit_ctx: *mut c_void,
+    received: *mut usize,
+    request: *mut *mut catena_request_t,
+) -> c_int {
+    // SAFETY: per this function's contract, until the request is done.
+    call(|| unsafe {
+        post(request, |instance| {
+            plan_exchange(plan, received, |plan| {
+                let route = route_arg(route)?;
+                plan_visit_args(instance, plan, send, count, (visit, visit_ctx), |_| {
+                    Route::Batch { route, ctx }
                 })
             })
         })

@@ -42,12 +42,30 @@ pub(crate) enum Route<'a> {
 
 type EachRoute<'a> = Box<dyn FnMut(&[u8], &mut dyn Targets) + 'a>;
 type BatchRoute = unsafe extern "C" fn(*const c_void, usize, *mut i32, *mut c_void) -> c_int;
+type VisitFn = unsafe extern "C" fn(*const c_void, usize, *mut c_void) -> c_int;
+
+/// Where the elements of one call go.
+pub(crate) enum Receive<'a> {
+    /// Room for the capacity's elements.
+    Buffer(&'a mut [u8]),
+    /// To a C callback, in pieces as they are read out of the plan's window.
+    Visit { visit: VisitFn, ctx: *mut c_void },
+}
+
+impl Receive<'_> {
+    /// The bytes of the buffer (none for a visit).
+    pub(crate) fn buffer_len(&self) -> usize {
+        match self {
+            Receive::Buffer(recv) => recv.len(),
+            Receive::Visit { .. } => 0,
+        }
+    }
+}
 
 /// One call's buffers and route, as bytes.
 pub(crate) struct Exchange<'a> {
     pub(crate) send: &'a [u8],
-    /// Room for the capacity's elements.
-    pub(crate) recv: &'a mut [u8],
+    pub(crate) recv: Receive<'a>,
     pub(crate) route: Route<'a>,
 }
 
@@ -74,27 +92,56 @@ where
 
     fn iexchange<'a>(&'a self, x: Exchange<'a>) -> Exchanging<'a> {
         let send: &[[u8; N]] = bytemuck::cast_slice(x.send);
-        let recv: &mut [[u8; N]] = bytemuck::cast_slice_mut(x.recv);
-        match x.route {
-            Route::Each(mut route) => {
+        match (x.route, x.recv) {
+            (Route::Each(mut route), Receive::Buffer(recv)) => {
+                let recv = bytemuck::cast_slice_mut(recv);
                 Box::pin(self.iexchange(send, recv, move |e, emit| route(e, emit)))
             }
-            Route::Batch { route, ctx } => {
-                Box::pin(self.iexchange_targets(send, recv, move |send, targets| {
-                    // SAFETY: the caller vouches for `route` and `ctx`;
-                    // `send` is the whole send buffer and `targets` holds
-                    // one i32 per element.
-                    let rc = unsafe {
-                        route(send.as_ptr().cast(), send.len(), targets.as_mut_ptr(), ctx)
-                    };
-                    if rc != 0 {
-                        // Unwinds to the alltoall's guard of user code:
-                        // `CATENA_ERR_USER` on every member.
-                        let why = format!("the batch route callback returned {rc}");
-                        std::panic::resume_unwind(Box::new(why));
-                    }
-                }))
+            (Route::Batch { route, ctx }, Receive::Buffer(recv)) => {
+                let recv = bytemuck::cast_slice_mut(recv);
+                Box::pin(self.iexchange_targets(send, recv, batch(route, ctx)))
             }
+            (Route::Each(mut route), Receive::Visit { visit, ctx }) => {
+                let route = move |e: &[u8; N], emit: &mut Emit<'_, [u8; N]>| route(e, emit);
+                Box::pin(self.iexchange_visit(send, route, visiting(visit, ctx)))
+            }
+            (Route::Batch { route, ctx }, Receive::Visit { visit, ctx: at }) => {
+                let targets = batch(route, ctx);
+                Box::pin(self.iexchange_targets_visit(send, targets, visiting(visit, at)))
+            }
+        }
+    }
+}
+
+/// The targets of a whole send buffer from the C batch callback.
+fn batch<const N: usize>(
+    route: BatchRoute,
+    ctx: *mut c_void,
+) -> impl FnOnce(&[[u8; N]], &mut [i32]) {
+    move |send, targets| {
+        // SAFETY: the caller vouches for `route` and `ctx`; `send` is the
+        // whole send buffer and `targets` holds one i32 per element.
+        let rc = unsafe { route(send.as_ptr().cast(), send.len(), targets.as_mut_ptr(), ctx) };
+        if rc != 0 {
+            // Unwinds to the alltoall's guard of user code:
+            // `CATENA_ERR_USER` on every member.
+            let why = format!("the batch route callback returned {rc}");
+            std::panic::resume_unwind(Box::new(why));
+        }
+    }
+}
+
+/// A visitor calling the C callback with each piece.
+fn visiting<const N: usize>(visit: VisitFn, ctx: *mut c_void) -> impl FnMut(&[[u8; N]]) {
+    move |piece| {
+        // SAFETY: the caller vouches for `visit` and `ctx`; `piece` is
+        // whole elements, valid during the call.
+        let rc = unsafe { visit(piece.as_ptr().cast(), piece.len(), ctx) };
+        if rc != 0 {
+            // Unwinds to the visit's guard of user code: `CATENA_ERR_USER`
+            // on this member.
+            let why = format!("the visit callback returned {rc}");
+            std::panic::resume_unwind(Box::new(why));
         }
     }
 }

@@ -395,7 +395,7 @@ fn alltoall_once<'a, P: Provider + 'static>(
     exchange: Exchange<'a>,
     received: &'a mut usize,
 ) -> impl Future<Output = Result<Finished<'a, P>, Failure>> + 'a {
-    let capacity = exchange.recv.len() / elem_size.max(1);
+    let capacity = exchange.recv.buffer_len() / elem_size.max(1);
     async move {
         let plan = byte_plan(&comm, elem_size, capacity, options)?;
         *received = plan.iexchange(exchange).await?;

@@ -356,12 +356,37 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
         &'a self,
         send: &'a [E],
         route: impl FnMut(&E, &mut Emit<'_, E>) + 'a,
+        visit: impl FnMut(&[E]) + 'a,
+    ) -> impl Future<Output = Result<usize>> + 'a {
+        self.visiting(visit, move |routed, size, rank| {
+            routed.route(send, size, rank, route)
+        })
+    }
+
+    /// [`AlltoallPlan::iexchange_visit`] with one target per element from
+    /// one call of `targets`, as [`AlltoallPlan::iexchange_targets`] takes
+    /// them (the C API's batch route with a visitor).
+    pub fn iexchange_targets_visit<'a>(
+        &'a self,
+        send: &'a [E],
+        targets: impl FnOnce(&[E], &mut [i32]) + 'a,
+        visit: impl FnMut(&[E]) + 'a,
+    ) -> impl Future<Output = Result<usize>> + 'a {
+        self.visiting(visit, move |routed, size, rank| {
+            routed.route_targets(send, size, rank, targets)
+        })
+    }
+
+    /// One visiting exchange whose copies `route` makes, taking its tags
+    /// now, in call order.
+    fn visiting<'a>(
+        &'a self,
         mut visit: impl FnMut(&[E]) + 'a,
+        route: impl FnOnce(&mut Routed<E>, u32, u32) -> Result<()> + 'a,
     ) -> impl Future<Output = Result<usize>> + 'a {
         let (call, map) = self.begin();
         async move {
             let map = map.await?;
-            let route = |routed: &mut Routed<E>, size, rank| routed.route(send, size, rank, route);
             self.run(call, map, Landing::Visit(&mut visit), route).await
         }
     }
@@ -565,6 +590,18 @@ impl<T: Transport + Blocking, E: Pod> AlltoallPlan<'_, '_, T, E> {
     ) -> Result<usize> {
         block_on(self.comm.transport(), || {
             self.iexchange_visit(send, route, visit)
+        })
+    }
+
+    /// See [`AlltoallPlan::iexchange_targets_visit`].
+    pub fn exchange_targets_visit(
+        &self,
+        send: &[E],
+        targets: impl FnOnce(&[E], &mut [i32]),
+        visit: impl FnMut(&[E]),
+    ) -> Result<usize> {
+        block_on(self.comm.transport(), || {
+            self.iexchange_targets_visit(send, targets, visit)
         })
     }
 

@@ -72,6 +72,10 @@ const MPICH: &str = "MPICH";
 const NEIGHBOURS: &str = "put-neighbours";
 /// `Put` in place, with a window of a tenth of the elements.
 const IN_PLACE: &str = "put-in-place";
+/// `Put` visiting what landed instead of copying it into a buffer (the
+/// visitor reads every element once: the check the other rows make after
+/// the clock stops).
+const VISIT: &str = "put-visit";
 
 /// One figure: a data set, a variant, the slowest rank's median, the mean
 /// bytes a process sends to others, the largest temporary heap of a call,
@@ -209,6 +213,26 @@ fn measure<T: Transport + Blocking, E: Pod>(
             plan.held_bytes(),
         )?;
     }
+    let plan = world.alltoall_plan::<E>(room, AlltoallOptions::new(AlltoallVariant::Put))?;
+    let strays = std::cell::Cell::new(0);
+    let timed = time_calls(
+        world,
+        args,
+        || strays.set(0),
+        || {
+            let visit = |landed: &[E]| {
+                let stray = landed.iter().filter(|e| target(e) != me).count();
+                strays.set(strays.get() + stray);
+            };
+            plan.exchange_visit(send, |e, to| to.to(target(e)), visit)?;
+            Ok(())
+        },
+        || match strays.get() {
+            0 => Ok(()),
+            n => Err(format!("rank {me} visited {n} elements for others").into()),
+        },
+    )?;
+    figure(VISIT, timed, plan.held_bytes())?;
     // In place, on a plan whose window holds a tenth of the elements (so
     // a call takes several rounds and bounded extra memory).
     let plan = world.alltoall_plan::<E>(send.len() / 10 + 1, Default::default())?;

@@ -150,6 +150,26 @@ static int batch_to_targets(const void *elements, size_t count, int32_t *targets
     return how < 0 ? 0 : how;
 }
 
+/* What a visiting exchange handed over, piece by piece; a visit fails
+ * with `fail` when it is set, or when more comes than there is room for. */
+struct visited {
+    struct parcel *got;
+    size_t len, cap, pieces;
+    int fail;
+};
+
+static int collect(const void *elements, size_t count, void *ctx) {
+    struct visited *v = ctx;
+    if (v->fail)
+        return v->fail;
+    if (count == 0 || v->len + count > v->cap)
+        return 99;
+    memcpy(v->got + v->len, elements, count * sizeof *v->got);
+    v->len += count;
+    v->pieces++;
+    return 0;
+}
+
 static int out_of_range(const void *element, void *ctx) {
     (void)element;
     return *(int *)ctx;
@@ -686,6 +706,96 @@ int main(int argc, char **argv) {
         }
         free(out);
         free(in);
+    }
+
+    /* A visiting exchange hands the parcels to a callback in pieces, with
+     * no receive buffer: what the buffered call delivers, by the batch
+     * route and by the emitting one, blocking and posted, each compared
+     * with the reference; a stable plan and a sort plan refuse it on every
+     * member and stay usable; a visit that fails fails its member alone,
+     * and the plan goes on. */
+    {
+        int count = 3 * n;
+        struct parcel *out = calloc(count, sizeof *out), *want = calloc(4 * count, sizeof *want);
+        struct visited v = {calloc(4 * count, sizeof *v.got), 0, 4 * (size_t)count, 0, 0};
+        size_t received = 0;
+        catena_request_t *req = NULL;
+        catena_alltoall_plan_t *plan = NULL, *stable = NULL, *sort = NULL;
+        OK(catena_alltoall_plan_create(world, sizeof *out, 4 * count, "put", 0, &plan));
+        for (int form = 0; form < 4; form++) {
+            for (int i = 0; i < count; i++)
+                out[i] = (struct parcel){i % n, me, i};
+            v.len = v.pieces = 0;
+            received = 0;
+            size_t k;
+            if (form < 2) {
+                /* By the batch route: parcel i to i mod n, seq 0 dropped. */
+                k = 0;
+                for (int q = 0; q < n; q++)
+                    for (int i = 1; i < count; i++)
+                        if (i % n == me)
+                            want[k++] = (struct parcel){me, q, i};
+                if (form == 0) {
+                    OK(catena_alltoall_plan_exchange_batch_visit(
+                        plan, out, count, batch_to_targets, NULL, collect, &v, &received));
+                } else {
+                    OK(catena_alltoall_plan_exchange_batch_visit_post(
+                        plan, out, count, batch_to_targets, NULL, collect, &v, &received, &req));
+                    OK(catena_request_wait(&req));
+                }
+            } else {
+                k = expected_parcels(count, 0, want);
+                if (form == 2) {
+                    OK(catena_alltoall_plan_exchange_visit(plan, out, count, to_target_and_next,
+                                                           NULL, collect, &v, &received));
+                } else {
+                    OK(catena_alltoall_plan_exchange_visit_post(plan, out, count,
+                                                                to_target_and_next, NULL,
+                                                                collect, &v, &received, &req));
+                    OK(catena_request_wait(&req));
+                }
+            }
+            CHECK(received == k && v.len == k, "visit form %d: received %zu, visited %zu, want %zu",
+                  form, received, v.len, k);
+            qsort(v.got, v.len, sizeof *v.got, parcel_order);
+            qsort(want, k, sizeof *want, parcel_order);
+            CHECK(v.len != k || memcmp(v.got, want, k * sizeof *want) == 0,
+                  "visit form %d: other parcels than the reference", form);
+        }
+        for (int i = 0; i < count; i++)
+            out[i] = (struct parcel){i % n, me, i};
+        OK(catena_alltoall_plan_create(world, sizeof *out, 4 * count, "put", 1, &stable));
+        OK(catena_alltoall_plan_create(world, sizeof *out, 4 * count, "sort", 0, &sort));
+        FAILS(catena_alltoall_plan_exchange_batch_visit(stable, out, count, batch_to_targets, NULL,
+                                                        collect, &v, &received),
+              CATENA_ERR_ARG);
+        FAILS(catena_alltoall_plan_exchange_batch_visit(sort, out, count, batch_to_targets, NULL,
+                                                        collect, &v, &received),
+              CATENA_ERR_ARG);
+        FAILS(catena_alltoall_plan_exchange_batch_visit(plan, out, count, batch_to_targets, NULL,
+                                                        NULL, NULL, &received),
+              CATENA_ERR_ARG);
+        struct parcel *in = calloc(4 * count, sizeof *in);
+        OK(catena_alltoall_plan_exchange_batch(stable, out, count, batch_to_targets, NULL, in,
+                                               &received));
+        free(in);
+        v.len = 0;
+        v.fail = me == 0 ? 5 : 0;
+        int rc = catena_alltoall_plan_exchange_batch_visit(plan, out, count, batch_to_targets,
+                                                           NULL, collect, &v, &received);
+        CHECK(rc == (me == 0 ? CATENA_ERR_USER : CATENA_SUCCESS),
+              "a visit failing on rank 0 gave %d here", rc);
+        v.len = v.fail = 0;
+        OK(catena_alltoall_plan_exchange_batch_visit(plan, out, count, batch_to_targets, NULL,
+                                                     collect, &v, &received));
+        CHECK(v.len == received && received == (size_t)n * (me == 0 ? 2 : 3),
+              "a visit after a failed one: %zu", received);
+        OK(catena_alltoall_plan_free(&plan));
+        OK(catena_alltoall_plan_free(&stable));
+        OK(catena_alltoall_plan_free(&sort));
+        free(v.got);
+        free(out);
+        free(want);
     }
 
     /* The creation calls' other posted forms, tested in reverse order. */
