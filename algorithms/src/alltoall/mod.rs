@@ -341,10 +341,10 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
 
     /// [`AlltoallPlan::iexchange`] without a receive buffer: `visit` is
     /// called with the elements aimed at this process, in pieces of at
-    /// most 16 KiB read out of the plan's window as it goes (unstable
-    /// order); yields how many arrived. Where a buffer would be written
-    /// whole and read again, each element is read once, from a piece that
-    /// stays in cache.
+    /// most 16 KiB (unstable order): those from other processes read out
+    /// of the plan's window as it goes, this process's own where they lie;
+    /// yields how many arrived. Where a buffer would be written whole and
+    /// read again, each element is read once, from a piece in cache.
     ///
     /// Needs a `Put` plan that is not stable (`InvalidArgument` on every
     /// process otherwise, before any element moves). Every process makes
