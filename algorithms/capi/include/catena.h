@@ -193,8 +193,9 @@ typedef int (*catena_route_batch_fn)(const void *elements, size_t count, int32_t
 
 /**
  * Reads one piece of what a visiting exchange received: `count` elements
- * at `elements`, valid only during the call (they are read out of the
- * plan's window piece by piece, at most 16 KiB at a time); returns 0, or
+ * at `elements`, valid only during the call (at most 16 KiB at a time,
+ * read out of the plan's window, or this member's own where they lie in
+ * its staging); returns 0, or
  * anything else to fail the exchange with `CATENA_ERR_USER` on this member
  * (the pieces after it are not visited; the plan stays usable).
  */

@@ -51,8 +51,9 @@ pub type catena_route_batch_fn = Option<
 >;
 
 /// Reads one piece of what a visiting exchange received: `count` elements
-/// at `elements`, valid only during the call (they are read out of the
-/// plan's window piece by piece, at most 16 KiB at a time); returns 0, or
+/// at `elements`, valid only during the call (at most 16 KiB at a time,
+/// read out of the plan's window, or this member's own where they lie in
+/// its staging); returns 0, or
 /// anything else to fail the exchange with `CATENA_ERR_USER` on this member
 /// (the pieces after it are not visited; the plan stays usable).
 pub type catena_visit_fn =
