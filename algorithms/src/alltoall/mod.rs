@@ -467,7 +467,7 @@ impl<'c, 't, T: Transport, E: Pod> AlltoallPlan<'c, 't, T, E> {
                 let recv = landing.buffer();
                 self.sort(&call, tags, map, local, &mut routed, recv).await
             }
-            _ => self.put(&call, map, local, &routed, landing).await,
+            _ => self.put(&call, map, local, &mut routed, landing).await,
         };
         // Errors of the agreement step leave the plan sound.
         if received.is_ok() || is_agreed(&received) {

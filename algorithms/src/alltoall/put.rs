@@ -140,7 +140,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
         call: &PlanCall,
         map: &GroupMap,
         local: Result<()>,
-        routed: &Routed<E>,
+        routed: &mut Routed<E>,
         landing: Landing<'_, E>,
     ) -> Result<usize> {
         let t = self.comm.transport();
@@ -228,7 +228,7 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             Landing::Buffer(recv) => recv,
             Landing::Visit(visit) => {
                 let visited = match chunks {
-                    0 => self.visit_landed(total, own.as_ref(), visit),
+                    0 => self.visit_landed(total, own.as_ref(), &mut routed.piece, visit),
                     _ => {
                         let _ = self.decline_offers(call, map, &[]).await;
                         Err(Error::Mismatch {
@@ -302,12 +302,14 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
 
 impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
     /// Hands `visit` the `total` elements that landed: this process's own
-    /// run where it lies in staging, the others read out of the window in
-    /// pieces small enough to stay in cache.
+    /// run where it lies in staging, the others read out of the window
+    /// into `piece` (the plan's, reused), a piece small enough to stay in
+    /// cache at a time.
     fn visit_landed(
         &self,
         total: usize,
         own: Option<&Own<'_, E>>,
+        piece: &mut Vec<E>,
         visit: &mut dyn FnMut(&[E]),
     ) -> Result<()> {
         let receiver = self.window();
@@ -320,7 +322,8 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
             });
         }
         let per_piece = (VISIT_PIECE_BYTES / size_of::<E>()).max(1);
-        let mut piece = vec![E::zeroed(); per_piece.min(total - own.len())];
+        piece.clear();
+        piece.resize(per_piece.min(total - own.len()), E::zeroed());
         for range in [0..own_at, own_at + own.len()..total] {
             for first in range.clone().step_by(per_piece) {
                 let piece = &mut piece[..per_piece.min(range.end - first)];

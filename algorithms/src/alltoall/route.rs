@@ -113,6 +113,8 @@ pub(crate) struct Routed<E> {
     routes: Vec<(u32, u32)>,
     spare: Vec<(u32, u32)>,
     modified: Vec<E>,
+    /// A visiting call's piece, read out of the window.
+    pub(crate) piece: Vec<E>,
 }
 
 impl<E> Default for Routed<E> {
@@ -124,6 +126,7 @@ impl<E> Default for Routed<E> {
             routes: Vec::new(),
             spare: Vec::new(),
             modified: Vec::new(),
+            piece: Vec::new(),
         }
     }
 }
@@ -142,7 +145,7 @@ impl<E: Pod> Routed<E> {
         let pair = std::mem::size_of::<(u32, u32)>();
         let element = std::mem::size_of::<E>();
         let word = std::mem::size_of::<u32>();
-        (self.staging.capacity() + self.modified.capacity()) * element
+        (self.staging.capacity() + self.modified.capacity() + self.piece.capacity()) * element
             + (self.copies.targets.capacity() + self.copies.items.capacity()) * word
             + (self.routes.capacity() + self.spare.capacity()) * pair
             + self.runs.capacity() * std::mem::size_of::<Run>()
