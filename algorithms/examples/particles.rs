@@ -1,6 +1,8 @@
 //! Particles that move between processes each step (seed 002): every
 //! process owns a slab of [0, 1), particles drift, and one alltoall_specific
-//! per step sends each to the owner of its new position, on one plan.
+//! per step sends each to the owner of its new position, on one plan; the
+//! particles that arrive are read where they landed, straight into the next
+//! step's list (no receive buffer to copy out of).
 use bytemuck::{Pod, Zeroable};
 use catena_algorithms::prelude::*;
 
@@ -22,13 +24,15 @@ fn main() -> Result<()> {
             })
             .collect();
         let plan = world.alltoall_plan::<Particle>(4000, AlltoallOptions::default())?;
-        let mut received = vec![Particle::zeroed(); plan.capacity()];
+        let mut next = Vec::new();
         for _step in 0..10 {
             for p in &mut mine {
                 p.x = (p.x + p.v).rem_euclid(1.0);
             }
-            let got = plan.exchange(&mine, &mut received, |p, to| to.to(owner(p)))?;
-            mine = received[..got].to_vec();
+            next.clear();
+            let arrived = |landed: &[Particle]| next.extend_from_slice(landed);
+            plan.exchange_visit(&mine, |p, to| to.to(owner(p)), arrived)?;
+            std::mem::swap(&mut mine, &mut next);
             assert!(
                 mine.iter().all(|p| owner(p) == me),
                 "a particle I do not own"
