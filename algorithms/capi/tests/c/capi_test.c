@@ -155,11 +155,12 @@ static int batch_to_targets(const void *elements, size_t count, int32_t *targets
 struct visited {
     struct parcel *got;
     size_t len, cap, pieces;
-    int fail;
+    int fail, nested_rc;
 };
 
 static int collect(const void *elements, size_t count, void *ctx) {
     struct visited *v = ctx;
+    v->nested_rc = catena_barrier(NULL);
     if (v->fail)
         return v->fail;
     if (count == 0 || v->len + count > v->cap)
@@ -717,7 +718,7 @@ int main(int argc, char **argv) {
     {
         int count = 3 * n;
         struct parcel *out = calloc(count, sizeof *out), *want = calloc(4 * count, sizeof *want);
-        struct visited v = {calloc(4 * count, sizeof *v.got), 0, 4 * (size_t)count, 0, 0};
+        struct visited v = {calloc(4 * count, sizeof *v.got), 0, 4 * (size_t)count, 0, 0, 0};
         size_t received = 0;
         catena_request_t *req = NULL;
         catena_alltoall_plan_t *plan = NULL, *stable = NULL, *sort = NULL;
@@ -761,6 +762,8 @@ int main(int argc, char **argv) {
             qsort(want, k, sizeof *want, parcel_order);
             CHECK(v.len != k || memcmp(v.got, want, k * sizeof *want) == 0,
                   "visit form %d: other parcels than the reference", form);
+            CHECK(k == 0 || v.nested_rc == CATENA_ERR_STATE, "catena called from a visit: %d",
+                  v.nested_rc);
         }
         for (int i = 0; i < count; i++)
             out[i] = (struct parcel){i % n, me, i};
