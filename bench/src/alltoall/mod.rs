@@ -214,22 +214,29 @@ fn measure<T: Transport + Blocking, E: Pod>(
         )?;
     }
     let plan = world.alltoall_plan::<E>(room, AlltoallOptions::new(AlltoallVariant::Put))?;
-    let strays = std::cell::Cell::new(0);
+    // (elements visited, of them aimed elsewhere, the count the call gave)
+    let seen = std::cell::Cell::new((0, 0, 0));
     let timed = time_calls(
         world,
         args,
-        || strays.set(0),
+        || seen.set((0, 0, 0)),
         || {
             let visit = |landed: &[E]| {
                 let stray = landed.iter().filter(|e| target(e) != me).count();
-                strays.set(strays.get() + stray);
+                let (visited, strays, _) = seen.get();
+                seen.set((visited + landed.len(), strays + stray, 0));
             };
-            plan.exchange_visit(send, |e, to| to.to(target(e)), visit)?;
+            let got = plan.exchange_visit(send, |e, to| to.to(target(e)), visit)?;
+            let (visited, strays, _) = seen.get();
+            seen.set((visited, strays, got));
             Ok(())
         },
-        || match strays.get() {
-            0 => Ok(()),
-            n => Err(format!("rank {me} visited {n} elements for others").into()),
+        || match seen.get() {
+            (visited, 0, got) if visited == got => Ok(()),
+            (visited, strays, got) => Err(format!(
+                "rank {me} visited {visited} elements ({strays} for others) of {got} received"
+            )
+            .into()),
         },
     )?;
     figure(VISIT, timed, plan.held_bytes())?;
