@@ -195,9 +195,9 @@ typedef int (*catena_route_batch_fn)(const void *elements, size_t count, int32_t
  * Reads one piece of what a visiting exchange received: `count` elements
  * at `elements`, valid only during the call (at most 16 KiB at a time,
  * read out of the plan's window, or this member's own where they lie in
- * its staging); returns 0, or
- * anything else to fail the exchange with `CATENA_ERR_USER` on this member
- * (the pieces after it are not visited; the plan stays usable).
+ * its staging); returns 0, or anything else to fail the exchange with
+ * `CATENA_ERR_USER` on this member (the pieces after it are not visited;
+ * the plan stays usable).
  */
 typedef int (*catena_visit_fn)(const void *elements, size_t count, void *ctx);
 
@@ -419,7 +419,7 @@ int catena_alltoall_plan_exchange_batch_post(const catena_alltoall_plan_t *plan,
 /**
  * `catena_alltoall_plan_exchange` without a receive buffer: `visit` is
  * called with `visit_ctx` and the elements sent to this member, in pieces
- * read out of the plan's window (unordered), instead of their being
+ * (unordered; see `catena_visit_fn`), instead of their being
  * copied into a buffer; their number goes to `*received`. Needs a plan of
  * the `put` (or `auto`) variant that is not stable (`CATENA_ERR_ARG` on
  * every member otherwise, before anything moves); every member calls a

@@ -230,6 +230,9 @@ impl<T: Transport, E: Pod> AlltoallPlan<'_, '_, T, E> {
                 let visited = match chunks {
                     0 => self.visit_landed(total, own.as_ref(), &mut routed.piece, visit),
                     _ => {
+                        // The sources that offered learn this process takes
+                        // nothing (rather than time out); the mismatch is
+                        // the error, whatever the declines meet.
                         let _ = self.decline_offers(call, map, &[]).await;
                         Err(Error::Mismatch {
                             what: format!(
