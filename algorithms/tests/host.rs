@@ -464,6 +464,59 @@ fn sim_host_single_copies_refused_or_off() {
     }
 }
 
+/// Long values of one size class, call after call: each writer offers the
+/// first, sends the second through its cells, then takes the way its
+/// readers reported faster (the other now and then), so calls of both ways
+/// follow each other on the same cells and mailboxes.
+#[test]
+fn sim_host_ways_learnt_call_after_call() {
+    for n in [2, 3, 5] {
+        let sim = Sim::new(n, LogGp::default()).with_ranks_per_host(n);
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| every_collective(t, 6, true, &[5_000; 6]).await)
+            .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+        let failed: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+        assert!(failed.is_empty(), "{n} ranks: {failed:#?}");
+    }
+}
+
+/// A writer takes the way its readers reported faster: where a single copy
+/// costs 20 times a copy through host memory, its long bcasts go through
+/// cells but for the first calls, which try both ways; where it costs a
+/// twentieth, nearly all are offered.
+#[test]
+fn sim_host_writers_learn_the_faster_way() {
+    const CALLS: u64 = 40;
+    for (factor, offers) in [(20.0, 1..=6), (0.05, CALLS - 6..=CALLS)] {
+        let sim = Sim::new(3, LogGp::default())
+            .with_ranks_per_host(3)
+            .with_single_copy_cost(factor);
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| {
+                let world = Comm::world(t);
+                let mut buf = vec![0u8; 100 << 10];
+                for call in 0..CALLS {
+                    if world.rank() == 0 {
+                        buf.fill(call as u8);
+                    }
+                    let bcast = world.ibcast_into(0, &mut buf).await;
+                    bcast.map_err(fail(t, &format!("bcast {call}")))?;
+                    if buf.iter().any(|&b| b != call as u8) {
+                        return Err(format!("rank {}: bcast {call} wrong", t.rank()));
+                    }
+                }
+                Ok(t.offers_made())
+            })
+            .unwrap_or_else(|e| panic!("factor {factor}: {e}"));
+        let made: Vec<u64> = results
+            .into_iter()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap_or_else(|e| panic!("factor {factor}: {e}"));
+        assert!(offers.contains(&made[0]), "factor {factor}: {made:?}");
+        assert_eq!(made[1..], [0, 0], "factor {factor}");
+    }
+}
+
 /// The same collectives with a rank per simulated host: on the chain, the
 /// buffer collectives' bytes forwarded without an encoding pass.
 #[test]

@@ -66,6 +66,10 @@ pub const ENV_HOST_ALLREDUCE_RADIX: &str = "CATENA_HOST_ALLREDUCE_RADIX";
 pub const ENV_HOST_SINGLE_COPY_MIN: &str = "CATENA_HOST_SINGLE_COPY_MIN";
 /// Up to this many bytes (see `CATENA_HOST_SINGLE_COPY_MIN`).
 pub const ENV_HOST_SINGLE_COPY_MAX: &str = "CATENA_HOST_SINGLE_COPY_MAX";
+/// `on` (the default): between those bounds a writer learns from its
+/// readers' reports which way, one copy or cells, is faster; `off`: one
+/// copy always.
+pub const ENV_HOST_SINGLE_COPY_LEARN: &str = "CATENA_HOST_SINGLE_COPY_LEARN";
 /// `off`, `on` or a core number: a thread that drives ofi/ucx progress.
 pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
 /// Names the libfabric provider (`shm`, `tcp;ofi_rxm`, `verbs;ofi_rxm`, ...).
@@ -162,7 +166,10 @@ pub fn rendezvous(default_threshold: usize, default_bulk: usize) -> Result<(usiz
 /// their writer's buffer, rather than twice, through its cells: measured
 /// on two cores of that Xeon (`catena-bench collectives -n 2`, bcast),
 /// one copy wins from 64 KiB (5.3 to 7.2 µs where cells take 11) to 8 MiB,
-/// cells from 16 MiB. The variables exist to measure them again elsewhere.
+/// cells from 16 MiB. On another machine (two cores of an AMD EPYC VM)
+/// cells won at every length from 64 KiB, so between the bounds a writer
+/// learns which way is faster from its readers (see `single_copy_learn`).
+/// The variables exist to measure them again elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostTuning {
     /// The radix of bcast's and reduce's trees (`CATENA_HOST_TREE_RADIX`;
@@ -186,6 +193,11 @@ pub struct HostTuning {
     /// slices of reduce and allreduce) one copy is taken at any length
     /// from the minimum.
     pub single_copy_max: usize,
+    /// Whether, between those bounds, a bcast's, gather's, scatter's or
+    /// allgather's writer learns from its readers' reports which way is
+    /// faster (`CATENA_HOST_SINGLE_COPY_LEARN`, `on` or `off`); a single
+    /// copy always where it does not.
+    pub single_copy_learn: bool,
 }
 
 impl Default for HostTuning {
@@ -196,6 +208,7 @@ impl Default for HostTuning {
             allreduce_radix: 4,
             single_copy_min: 64 << 10,
             single_copy_max: 8 << 20,
+            single_copy_learn: true,
         }
     }
 }
@@ -220,7 +233,24 @@ pub fn host_tuning() -> Result<HostTuning> {
         single_copy_min: single_copy_min(std::env::var(ENV_HOST_SINGLE_COPY_MIN).ok().as_deref())?
             .unwrap_or(default.single_copy_min),
         single_copy_max: optional(ENV_HOST_SINGLE_COPY_MAX)?.unwrap_or(default.single_copy_max),
+        single_copy_learn: on_off(
+            ENV_HOST_SINGLE_COPY_LEARN,
+            std::env::var(ENV_HOST_SINGLE_COPY_LEARN).ok().as_deref(),
+        )?
+        .unwrap_or(default.single_copy_learn),
     })
+}
+
+/// `raw`, the value of switch `name` if set: `on` or `off`.
+fn on_off(name: &str, raw: Option<&str>) -> Result<Option<bool>> {
+    match raw.map(str::trim) {
+        None => Ok(None),
+        Some("on") => Ok(Some(true)),
+        Some("off") => Ok(Some(false)),
+        Some(v) => Err(Error::Bootstrap(format!(
+            "{name}={v:?} is neither on nor off"
+        ))),
+    }
 }
 
 /// `CATENA_HOST_SINGLE_COPY_MIN`'s value `raw`, if set: bytes, or `off`
@@ -284,6 +314,16 @@ mod tests {
         assert_eq!(single_copy_min(Some("4096")).unwrap(), Some(4096));
         let err = single_copy_min(Some("on")).unwrap_err().to_string();
         assert!(err.contains(ENV_HOST_SINGLE_COPY_MIN), "{err}");
+    }
+
+    #[test]
+    fn switches_are_on_or_off() {
+        let name = ENV_HOST_SINGLE_COPY_LEARN;
+        assert_eq!(on_off(name, None).unwrap(), None);
+        assert_eq!(on_off(name, Some(" on")).unwrap(), Some(true));
+        assert_eq!(on_off(name, Some("off")).unwrap(), Some(false));
+        let err = on_off(name, Some("1")).unwrap_err().to_string();
+        assert!(err.contains(name), "{err}");
     }
 
     #[test]

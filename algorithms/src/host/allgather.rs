@@ -14,7 +14,7 @@ use super::message::{announce, receive_appended, receive_into};
 use super::offer::{refused, Offer, Round};
 use super::stream::{expose, expose_mirrored, Readers};
 use super::tree::{children, parent, subtree_end};
-use super::{select, Team};
+use super::{select, Op, Team};
 use crate::{Error, Result};
 
 /// Every member's `send` (all of one length) in rank order into every
@@ -38,7 +38,7 @@ pub(crate) async fn allgather<T: HostMemory>(
     let (mine, after) = rest.split_at_mut(each);
     let long = each > team.layout().inline();
     let offer = match long {
-        true => Offer::of_any_length(team, send, each),
+        true => Offer::of_any_length(team, Op::Allgather, send, each)?,
         false => None,
     };
     let exposing = async {
@@ -77,12 +77,11 @@ pub(crate) async fn allgather<T: HostMemory>(
             // Every writer at once: a writer reuses a cell only once every
             // reader drained it, so readers taking one writer after another
             // would let one writer move at a time.
-            let parts =
-                (before.chunks_mut(each).zip(0..))
-                    .chain(after.chunks_mut(each).zip(me as u32 + 1..))
-                    .map(|(part, m)| async move {
-                        kept(receive_into(team, m, seq, part, deadline).await)
-                    });
+            let parts = (before.chunks_mut(each).zip(0..))
+                .chain(after.chunks_mut(each).zip(me as u32 + 1..))
+                .map(|(part, m)| async move {
+                    kept(receive_into(team, Op::Allgather, m, seq, part, deadline).await)
+                });
             let outcomes = crate::join::join_all(parts).await?;
             return Ok(outcomes.into_iter().flatten().next());
         }
@@ -93,7 +92,7 @@ pub(crate) async fn allgather<T: HostMemory>(
                 true => &mut before[m * each..(m + 1) * each],
                 false => &mut after[(m - me - 1) * each..(m - me) * each],
             };
-            let got = kept(receive_into(team, m as u32, seq, part, deadline).await)?;
+            let got = kept(receive_into(team, Op::Allgather, m as u32, seq, part, deadline).await)?;
             mismatch = mismatch.or(got);
         }
         Ok::<_, Error>(mismatch)
@@ -125,7 +124,7 @@ async fn up_and_down<T: HostMemory>(
     let mut mismatch = Ok(());
     for c in children(me, n, radix) {
         let part = &mut recv[at(c)..at(subtree_end(c, n, radix))];
-        if let Err(e) = receive_into(team, c, seq, part, deadline).await {
+        if let Err(e) = receive_into(team, Op::Allgather, c, seq, part, deadline).await {
             match e {
                 Error::Mismatch { .. } => mismatch = mismatch.and(Err(e)),
                 e => return Err(e),

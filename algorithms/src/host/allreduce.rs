@@ -13,7 +13,7 @@ use super::mailbox::{arrived, post, read};
 use super::offer::{copy_offered, noticed, notify, refused, reply, Offer, Round};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose, expose_mirrored, pull_into, Readers};
-use super::{select, Combine, Team, TeamCall};
+use super::{select, Combine, Op, Team, TeamCall};
 use crate::{Error, Result};
 
 /// Every member's `send` combined in rank order into every member's `recv`
@@ -84,7 +84,7 @@ async fn by_slices<T: HostMemory>(
     let others = || (0..n).filter(move |&m| m != me);
     // The reduced slice is offered as an allgather's value is (every
     // member copies), else exposed to all.
-    let offer = Offer::of_any_length(team, &reduced, reduced.len());
+    let offer = Offer::of_any_length(team, Op::Allreduce, &reduced, reduced.len())?;
     for m in others() {
         notify(team, m, seq, offer.as_ref().map(Offer::handle))?;
     }

@@ -11,7 +11,7 @@ use super::mailbox::{arrived, post, read, POISON};
 use super::offer::{copy_offered, refused, reply, Offer, Round, Where};
 use super::stream::{expose, pull, pull_into, Readers};
 use super::tree::{children, member_of, parent, virtual_of};
-use super::{select, Team};
+use super::{select, Op, Team, Way};
 use crate::{Error, Result};
 
 /// Where a broadcast's value is: the root's to send, another member's to
@@ -57,7 +57,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         let long = data.len() > inline;
         // A long value's post says where it is.
         let offer = if long {
-            Offer::of(team, data, data.len())
+            Offer::of(team, Op::Bcast, data, data.len())?
         } else {
             None
         };
@@ -88,6 +88,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         });
     }
     let long = len > inline as u64;
+    let began = team.t().now();
     let place = match long {
         true => Where::read(team, from, seq)?,
         false => Where::Cells { first: 0 },
@@ -156,7 +157,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
             });
         }
         if copied? {
-            return Ok(());
+            return team.report(root, seq, Op::Bcast, len as usize, Way::Offer, began);
         }
     }
     if let Some(expected) = wrong {
@@ -169,8 +170,8 @@ pub(crate) async fn bcast_along<T: HostMemory>(
         });
     }
     match (&mut value, long) {
-        (_, false) => Ok(()),
-        (Value::Fixed(buf), true) => pull_into(team, root, 0, buf, CELL, deadline).await,
+        (_, false) => return Ok(()),
+        (Value::Fixed(buf), true) => pull_into(team, root, 0, buf, CELL, deadline).await?,
         (Value::Any(bytes), true) => {
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             bytes.clear();
@@ -191,8 +192,13 @@ pub(crate) async fn bcast_along<T: HostMemory>(
                 },
                 deadline,
             )
-            .await
+            .await?
         }
+    }
+    match place {
+        Where::Cells { .. } => team.report(root, seq, Op::Bcast, len as usize, Way::Cells, began),
+        // Refused: the root's choice was an offer.
+        Where::Offered { .. } => Ok(()),
     }
 }
 

@@ -9,7 +9,7 @@ use super::layout::CELL;
 use super::message::{announce, receive_appended, receive_into};
 use super::offer::{refused, Offer, Round};
 use super::stream::{expose, Readers};
-use super::{others_then_me, Team};
+use super::{others_then_me, Op, Team};
 use crate::{Error, Result};
 
 /// Every member's `send` (all of one length) in rank order into the
@@ -34,7 +34,7 @@ pub(crate) async fn gather<T: HostMemory>(
         let part = &mut recv[m as usize * each..(m as usize + 1) * each];
         match m == me {
             true => part.copy_from_slice(send),
-            false => match receive_into(team, m, seq, part, deadline).await {
+            false => match receive_into(team, Op::Gather, m, seq, part, deadline).await {
                 Err(e @ Error::Mismatch { .. }) => mismatch = mismatch.and(Err(e)),
                 got => got?,
             },
@@ -83,7 +83,7 @@ async fn send_to_root<T: HostMemory>(
 ) -> Result<()> {
     let long = send.len() > team.layout().inline();
     let offer = match long && offer {
-        true => Offer::of(team, send, send.len()),
+        true => Offer::of(team, Op::Gather, send, send.len())?,
         false => None,
     };
     let offered = offer.as_ref().map(|offer| (offer.handle(), 0));

@@ -82,6 +82,12 @@ impl Layout {
         self.consumed(by) + 8
     }
 
+    /// Reader `by`'s report of how long its last read of this member's
+    /// long data took (see `copy_way`): in the same line.
+    pub(crate) fn reported(&self, by: u32) -> u64 {
+        self.consumed(by) + 16
+    }
+
     /// The bytes a new team must find zeroed (past the users count): its
     /// flags and counts. Mailbox slots need not be: a slot is posted when
     /// its sequence word holds the team's stamp of the call (see
@@ -131,7 +137,8 @@ mod tests {
                 }
                 spans.push((l.ready(m), LINE));
                 spans.push((l.consumed(m), LINE));
-                assert!(l.replied(m) + 8 <= l.consumed(m) + LINE);
+                assert!(l.replied(m) + 8 <= l.reported(m));
+                assert!(l.reported(m) + 8 <= l.consumed(m) + LINE);
                 assert!(l.notice(m) + 16 <= l.ready(m) + LINE);
                 assert!(l.consumed(m) + LINE <= l.reset_bytes() as u64);
                 assert!(l.mailbox(0, m) >= l.reset_bytes() as u64);

@@ -13,7 +13,7 @@ use super::layout::CELL;
 use super::mailbox::{arrived, post, read, POISON};
 use super::offer::{copy_offered, reply, Round, Where};
 use super::stream::{pull, pull_into};
-use super::Team;
+use super::{Op, Team, Way};
 use crate::{Error, Result};
 
 /// Posts `data`'s header to member `to` for call `seq`: its bytes if they
@@ -39,11 +39,13 @@ pub(crate) async fn announce<T: HostMemory>(
     post(team, to, seq, len, &at.encode(), deadline).await
 }
 
-/// Receives member `from`'s message of call `seq` into `out`, which must be
-/// exactly as long (else `Mismatch`, after the message was drained so its
-/// writer is not held up).
+/// Receives member `from`'s message of call `seq` of `op` into `out`,
+/// which must be exactly as long (else `Mismatch`, after the message was
+/// drained so its writer is not held up); a long one's read is reported
+/// to its writer (see `Team::way`).
 pub(crate) async fn receive_into<T: HostMemory>(
     team: &Team<'_, T>,
+    op: Op,
     from: u32,
     seq: u64,
     out: &mut [u8],
@@ -63,6 +65,7 @@ pub(crate) async fn receive_into<T: HostMemory>(
     if !long {
         return read(team, from, seq, out);
     }
+    let began = team.t().now();
     let first = match Where::read(team, from, seq)? {
         Where::Cells { first } => first,
         Where::Offered { first, handle, at } => {
@@ -70,12 +73,14 @@ pub(crate) async fn receive_into<T: HostMemory>(
             // The writer waits for every reply, whatever became of the copy.
             reply(team, from, Round::first(seq), !matches!(copied, Ok(false)))?;
             if copied? {
-                return Ok(());
+                return team.report(from, seq, op, out.len(), Way::Offer, began);
             }
-            first
+            // Refused: the writer's choice was an offer.
+            return pull_into(team, from, first, out, CELL, deadline).await;
         }
     };
-    pull_into(team, from, first, out, CELL, deadline).await
+    pull_into(team, from, first, out, CELL, deadline).await?;
+    team.report(from, seq, op, out.len(), Way::Cells, began)
 }
 
 /// Consumes member `from`'s message of call `seq`, which has arrived with

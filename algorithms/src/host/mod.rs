@@ -11,6 +11,7 @@ mod allreduce;
 mod barrier;
 mod bcast;
 mod claim;
+mod copy_way;
 mod gather;
 mod gathered;
 mod layout;
@@ -35,6 +36,7 @@ pub(crate) use allreduce::allreduce;
 pub(crate) use barrier::barrier;
 pub(crate) use bcast::{bcast, poison as poison_bcast, Value};
 pub(crate) use claim::{Claim, NO_REGION};
+pub(crate) use copy_way::{Op, Way};
 pub(crate) use gather::{gather, gather_any};
 pub(crate) use gathered::Gathered;
 pub(crate) use layout::{Layout, MAX_MEMBERS};
@@ -94,6 +96,8 @@ struct Member<P> {
     /// Chunks exposed to it, and consumed from it, so far.
     sent_to: Cell<u64>,
     got_from: Cell<u64>,
+    /// Its last report of a read of this member's data taken in.
+    report_seen: Cell<u64>,
 }
 
 /// The members of a communicator on one host, and where each one's region
@@ -125,6 +129,8 @@ pub(crate) struct Team<'t, T: HostMemory> {
     scratch: std::cell::RefCell<Vec<u8>>,
     /// A reduction's accumulator, lent to one call at a time.
     buffer: Cell<Vec<u8>>,
+    /// Which way this member's long data reached its readers faster.
+    learnt: copy_way::Learnt,
 }
 
 impl<'t, T: HostMemory> Team<'t, T> {
@@ -182,6 +188,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
                 seen_finished: Cell::new(0),
                 sent_to: Cell::new(0),
                 got_from: Cell::new(0),
+                report_seen: Cell::new(0),
             })
             .collect();
         Team {
@@ -200,6 +207,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
             all_finished: Cell::new(0),
             scratch: std::cell::RefCell::new(Vec::new()),
             buffer: Cell::new(Vec::new()),
+            learnt: copy_way::Learnt::default(),
         }
     }
 
@@ -235,6 +243,48 @@ impl<'t, T: HostMemory> Team<'t, T> {
     /// Where this team's collectives change algorithm with its size.
     pub(crate) fn tuning(&self) -> HostTuning {
         self.tuning
+    }
+
+    /// The way this member, writing `copied` bytes per reader of `op`
+    /// (long data, within the single copy's bounds), sends them: learnt
+    /// from its readers' reports, taken in first, where the tuning asks
+    /// for that; else an offer.
+    pub(crate) fn way(&self, op: Op, copied: usize) -> Result<Way> {
+        if !self.tuning.single_copy_learn {
+            return Ok(Way::Offer);
+        }
+        let own = self.peer(self.me)?;
+        for (m, member) in self.members.iter().enumerate() {
+            let at = self.at(self.me, self.layout.reported(m as u32));
+            let word = self.t.host_load(own, at)?;
+            if word != member.report_seen.replace(word) {
+                if let Some(report) = copy_way::Report::decode(word) {
+                    self.learnt.learn(report);
+                }
+            }
+        }
+        Ok(self.learnt.choose(op, copied))
+    }
+
+    /// Tells member `from` that this member's read of its `bytes` of call
+    /// `seq` of `op`, which went by `way`, began at `began` (and ends now).
+    pub(crate) fn report(
+        &self,
+        from: u32,
+        seq: u64,
+        op: Op,
+        bytes: usize,
+        way: Way,
+        began: Time,
+    ) -> Result<()> {
+        let t = self.t;
+        let ns = t.now().saturating_sub(began).as_nanos() as u64;
+        let Some(report) = copy_way::Report::of(seq, op, bytes, way, ns) else {
+            return Ok(());
+        };
+        let at = self.at(from, self.layout.reported(self.me));
+        // Read at the writer's next choice; nothing waits on it.
+        Ok(t.host_set(self.peer(from)?, at, report.encode())?)
     }
 
     /// The transport.

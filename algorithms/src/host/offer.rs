@@ -10,7 +10,7 @@ use catena_fabric::{wait_until, HostMemory, Time};
 
 use super::layout::Layout;
 use super::mailbox::read;
-use super::Team;
+use super::{Op, Team, Way};
 use crate::Result;
 
 /// How a long message's post says where its bytes are: 32 bytes, the
@@ -82,17 +82,19 @@ pub(crate) struct Offer<'a, 't, T: HostMemory> {
 }
 
 impl<'a, 't, T: HostMemory> Offer<'a, 't, T> {
-    /// An offer of `data`, if the `copied` bytes a reader copies out of it
-    /// are worth one (see `HostTuning::single_copy_min`) and the provider
+    /// An offer of `data` for `op`, if the `copied` bytes a reader copies
+    /// out of it are worth one (see `HostTuning::single_copy_min`), its
+    /// readers were faster with one (see `Team::way`) and the provider
     /// makes offers.
     pub(crate) fn of(
         team: &'a Team<'t, T>,
+        op: Op,
         data: &[u8],
         copied: usize,
-    ) -> Option<Offer<'a, 't, T>> {
+    ) -> Result<Option<Offer<'a, 't, T>>> {
         match copied <= team.tuning().single_copy_max {
-            true => Self::of_any_length(team, data, copied),
-            false => None,
+            true => Self::of_any_length(team, op, data, copied),
+            false => Ok(None),
         }
     }
 
@@ -102,14 +104,15 @@ impl<'a, 't, T: HostMemory> Offer<'a, 't, T> {
     /// second copy.
     pub(crate) fn of_any_length(
         team: &'a Team<'t, T>,
+        op: Op,
         data: &[u8],
         copied: usize,
-    ) -> Option<Offer<'a, 't, T>> {
-        if copied < team.tuning().single_copy_min {
-            return None;
+    ) -> Result<Option<Offer<'a, 't, T>>> {
+        if copied < team.tuning().single_copy_min || team.way(op, copied)? == Way::Cells {
+            return Ok(None);
         }
-        let handle = team.t().host_offer(data)?;
-        Some(Offer { team, handle })
+        let handle = team.t().host_offer(data);
+        Ok(handle.map(|handle| Offer { team, handle }))
     }
 
     pub(crate) fn handle(&self) -> u64 {

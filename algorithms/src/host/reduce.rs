@@ -11,7 +11,7 @@ use super::mailbox::{arrived, post, read, POISON};
 use super::offer::{copy_offered, reply, Offer, Round, Where};
 use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
 use super::tree::{children, parent};
-use super::{others_then_me, select, Combine, Team, TeamCall};
+use super::{others_then_me, select, Combine, Op, Team, TeamCall};
 use crate::{Error, Result};
 
 /// Every member's `send` (whole elements of `elem` bytes, the same length
@@ -193,7 +193,7 @@ async fn reduce_slices_in<T: HostMemory>(
     let others = || (0..n).filter(move |&m| m != me);
     // Every member copies in this call, as in an allgather: offered at any
     // length. The post says so (each reader copies its own slice of it).
-    let offer = Offer::of_any_length(team, send, send.len() / n as usize);
+    let offer = Offer::of_any_length(team, Op::Reduce, send, send.len() / n as usize)?;
     let place = Where::from_start(offer.as_ref().map(Offer::handle));
     for m in others() {
         post(team, m, seq, len, &place.encode(), deadline).await?;

@@ -13,7 +13,7 @@ use super::message::{announce, drain, receive, receive_into};
 use super::offer::{refused, Offer, Round};
 use super::stream::{chunks, expose, Readers};
 use super::tree::{children, member_of, parent, subtree_end, virtual_of};
-use super::{select, Team};
+use super::{select, Op, Team};
 use crate::{Error, Result};
 
 /// The root's pieces, one per member in rank order.
@@ -62,7 +62,7 @@ pub(crate) async fn scatter<T: HostMemory>(
     }
     match pieces {
         Some(pieces) => deal(team, seq, pieces, |own| recv.copy_from_slice(own), deadline).await,
-        None => receive_into(team, root, seq, recv, deadline).await,
+        None => receive_into(team, Op::Scatter, root, seq, recv, deadline).await,
     }
 }
 
@@ -187,7 +187,7 @@ async fn deal<'p, T: HostMemory>(
         // At any length: the root copies its own piece meanwhile, so
         // cells would add a copy but no idle core.
         Pieces::Even(all, piece) if piece > team.layout().inline() => {
-            Offer::of_any_length(team, all, piece)
+            Offer::of_any_length(team, Op::Scatter, all, piece)?
         }
         _ => None,
     };

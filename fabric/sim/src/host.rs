@@ -59,6 +59,11 @@ fn split(at: u64) -> (u64, usize) {
 }
 
 impl SimRank<'_> {
+    /// How many times this rank offered its memory to single copies.
+    pub fn offers_made(&self) -> u64 {
+        self.sim().state(self.rank_id()).next_offer.get()
+    }
+
     fn region(&self, owner: Rank, at: u64) -> Result<(u64, usize, WindowMemory)> {
         let (window, offset) = split(at);
         let memory = self.sim().windows.borrow().get(&(owner, window)).cloned();
@@ -305,7 +310,7 @@ impl HostMemory for SimRank<'_> {
         let at = usize::try_from(at).unwrap_or(usize::MAX);
         check_bounds(at, buf.len(), data.len())?;
         buf.copy_from_slice(&data[at..at + buf.len()]);
-        self.charge(buf.len());
+        self.charge((buf.len() as f64 * sim.single_copy_factor).round() as usize);
         Ok(true)
     }
 }

@@ -291,6 +291,8 @@ pub struct Sim {
     single_copy: bool,
     single_copy_refused: FxHashSet<Rank>,
     single_copy_failing: FxHashSet<Rank>,
+    /// A single copy costs this many times a copy of as many bytes.
+    single_copy_factor: f64,
     /// What ranks read as their host tuning.
     host_tuning: catena_fabric::config::HostTuning,
 }
@@ -355,6 +357,7 @@ impl Sim {
             single_copy: true,
             single_copy_refused: FxHashSet::default(),
             single_copy_failing: FxHashSet::default(),
+            single_copy_factor: 1.0,
             host_tuning: Default::default(),
         }
     }
@@ -379,6 +382,14 @@ impl Sim {
     /// from an offer withdrawn under it fails (`host_copy_from`'s `Err`).
     pub fn with_single_copy_failing(mut self, ranks: impl IntoIterator<Item = Rank>) -> Sim {
         self.single_copy_failing = ranks.into_iter().collect();
+        self
+    }
+
+    /// Charges a single copy `factor` times a copy of as many bytes (1 by
+    /// default), as on machines where a cross-memory copy costs more than
+    /// a copy through shared memory, or less.
+    pub fn with_single_copy_cost(mut self, factor: f64) -> Sim {
+        self.single_copy_factor = factor;
         self
     }
 
