@@ -89,7 +89,7 @@ pub(crate) async fn bcast_along<T: HostMemory>(
     }
     let long = len > inline as u64;
     // A clock read costs a short value's bcast a fifth of its time.
-    let began = long.then(|| team.t().now()).unwrap_or_default();
+    let began = if long { team.t().now() } else { Time(0) };
     let place = match long {
         true => Where::read(team, from, seq)?,
         false => Where::Cells { first: 0 },
