@@ -481,7 +481,8 @@ fn sim_host_ways_learnt_call_after_call() {
 }
 
 /// A writer takes the way its readers reported faster: where a single copy
-/// costs 20 times a copy through host memory, its long bcasts go through
+/// costs 20 times a copy through host memory, its long bcasts and
+/// allreduces (both rounds, the slices and the reduced slices) go through
 /// cells but for the first calls, which try both ways; where it costs a
 /// twentieth, nearly all are offered.
 #[test]
@@ -505,15 +506,31 @@ fn sim_host_writers_learn_the_faster_way() {
                         return Err(format!("rank {}: bcast {call} wrong", t.rank()));
                     }
                 }
-                Ok(t.offers_made())
+                let bcasts = t.offers_made();
+                let mine = vec![u64::from(t.rank()) + 1; 40_000];
+                let mut sum = vec![0u64; mine.len()];
+                for call in 0..CALLS {
+                    let allreduce = world.iallreduce_into(&mine, &mut sum, |a, b| a + b).await;
+                    allreduce.map_err(fail(t, &format!("allreduce {call}")))?;
+                    if sum.iter().any(|&x| x != 6) {
+                        return Err(format!("rank {}: allreduce {call} wrong", t.rank()));
+                    }
+                }
+                Ok([bcasts, t.offers_made() - bcasts])
             })
             .unwrap_or_else(|e| panic!("factor {factor}: {e}"));
-        let made: Vec<u64> = results
+        let made: Vec<[u64; 2]> = results
             .into_iter()
             .collect::<std::result::Result<_, _>>()
             .unwrap_or_else(|e| panic!("factor {factor}: {e}"));
-        assert!(offers.contains(&made[0]), "factor {factor}: {made:?}");
-        assert_eq!(made[1..], [0, 0], "factor {factor}");
+        let bcasts: Vec<u64> = made.iter().map(|m| m[0]).collect();
+        assert!(offers.contains(&bcasts[0]), "factor {factor}: {made:?}");
+        assert_eq!(bcasts[1..], [0, 0], "factor {factor}");
+        // Two offers a call, one a round.
+        let rounds = *offers.start() * 2..=*offers.end() * 2;
+        for &[_, allreduces] in &made {
+            assert!(rounds.contains(&allreduces), "factor {factor}: {made:?}");
+        }
     }
 }
 

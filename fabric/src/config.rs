@@ -193,10 +193,10 @@ pub struct HostTuning {
     /// slices of reduce and allreduce) one copy is taken at any length
     /// from the minimum.
     pub single_copy_max: usize,
-    /// Whether, between those bounds, a bcast's, gather's, scatter's or
-    /// allgather's writer learns from its readers' reports which way is
-    /// faster (`CATENA_HOST_SINGLE_COPY_LEARN`, `on` or `off`); a single
-    /// copy always where it does not.
+    /// Whether, between those bounds, a host collective's writer learns
+    /// from its readers' reports which way is faster
+    /// (`CATENA_HOST_SINGLE_COPY_LEARN`, `on` or `off`); a single copy
+    /// always where it does not.
     pub single_copy_learn: bool,
 }
 

@@ -13,7 +13,7 @@ use super::mailbox::{arrived, post, read};
 use super::offer::{copy_offered, noticed, notify, refused, reply, Offer, Round};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose, expose_mirrored, pull_into, Readers};
-use super::{select, Combine, Op, Team, TeamCall};
+use super::{select, Combine, Op, Team, TeamCall, Way};
 use crate::{Error, Result};
 
 /// Every member's `send` combined in rank order into every member's `recv`
@@ -122,15 +122,20 @@ async fn by_slices<T: HostMemory>(
             false => (part, after) = std::mem::take(&mut after).split_at_mut(len),
         }
         parts.push(async move {
-            if let Some(handle) = noticed(team, m, seq, deadline).await? {
+            let offered = noticed(team, m, seq, deadline).await?;
+            let began = team.t().now();
+            if let Some(handle) = offered {
                 let copied = copy_offered(team, m, seq, (handle, 0), part);
                 // The writer waits for every reply, whatever became of the copy.
                 reply(team, m, Round::second(seq), !matches!(copied, Ok(false)))?;
                 if copied? {
-                    return Ok(());
+                    return team.report(m, seq, Op::Allreduce, len, Way::Offer, began);
                 }
+                // Refused: the writer's choice was an offer.
+                return pull_into(team, m, 0, part, chunk, deadline).await;
             }
-            pull_into(team, m, 0, part, chunk, deadline).await
+            pull_into(team, m, 0, part, chunk, deadline).await?;
+            team.report(m, seq, Op::Allreduce, len, Way::Cells, began)
         });
     }
     let copying = crate::join::join_all(parts);

@@ -14,25 +14,23 @@ pub(crate) enum Way {
     Cells = 1,
 }
 
-/// The collectives whose readers report their reads; a reduction combines
-/// as it reads, so its time is not the copy's, and it keeps the bounds'
-/// choice.
+/// What long data moves in: a collective's value, a reduction's slices (a
+/// reduce's, or an allreduce's first round), an allreduce's reduced
+/// slices. Each has its own report word, so that the reports of a call's
+/// two rounds do not overwrite each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
     Bcast = 0,
     Gather = 1,
     Scatter = 2,
     Allgather = 3,
-    Reduce = 4,
+    Slices = 4,
     Allreduce = 5,
 }
 
 impl Op {
-    const REPORTED: [Op; 4] = [Op::Bcast, Op::Gather, Op::Scatter, Op::Allgather];
-
-    fn reported(self) -> bool {
-        Op::REPORTED.contains(&self)
-    }
+    /// As many as a reader's line in a writer's region has words left.
+    pub(crate) const COUNT: usize = 6;
 }
 
 /// After both ways of a class were measured, two of every this many
@@ -59,17 +57,17 @@ pub(crate) struct Report {
 
 impl Report {
     /// The report of a read of `bytes` (more than a mailbox slot) that took
-    /// `ns`, `None` for an operation whose readers do not report.
-    pub(crate) fn of(seq: u64, op: Op, bytes: usize, way: Way, ns: u64) -> Option<Report> {
+    /// `ns`.
+    pub(crate) fn of(seq: u64, op: Op, bytes: usize, way: Way, ns: u64) -> Report {
         let ns_per_kib =
             (u128::from(ns) * 1024 / bytes.max(1) as u128).min(u128::from(MAX_NS_PER_KIB)) as u32;
-        op.reported().then_some(Report {
+        Report {
             seq: seq as u32,
             op,
             class: class(bytes),
             way,
             ns_per_kib,
-        })
+        }
     }
 
     pub(crate) fn encode(self) -> u64 {
@@ -80,16 +78,19 @@ impl Report {
             | u64::from(self.ns_per_kib)
     }
 
-    /// The report a reader stored, `None` for a word that is none (what a
-    /// peer stores is its word: garbage only makes a writer choose worse).
-    pub(crate) fn decode(word: u64) -> Option<Report> {
-        let op = *Op::REPORTED.get((word >> 29 & 7) as usize)?;
+    /// The report a reader stored in `op`'s word, `None` for a word that
+    /// is none or names another operation (what a peer stores is its
+    /// word: garbage only makes a writer choose worse).
+    pub(crate) fn decode(op: Op, word: u64) -> Option<Report> {
+        if word == 0 || word >> 29 & 7 != op as u64 {
+            return None;
+        }
         let class = (word >> 23 & 63) as u8;
         let way = match word >> 22 & 1 {
             0 => Way::Offer,
             _ => Way::Cells,
         };
-        (word != 0).then_some(Report {
+        Some(Report {
             seq: (word >> 32) as u32,
             op,
             class,
@@ -171,12 +172,8 @@ impl Learnt {
 
     /// The way to send `copied` bytes per reader of `op`: each way until
     /// it was measured (an offer first), then the faster, the other two
-    /// times in [`RETRY_EVERY`]. An offer for an operation that does not
-    /// report.
+    /// times in [`RETRY_EVERY`].
     pub(crate) fn choose(&self, op: Op, copied: usize) -> Way {
-        if !op.reported() {
-            return Way::Offer;
-        }
         self.with_arms(op, class(copied), |arms| {
             arms.chosen = arms.chosen.wrapping_add(1);
             let [offer, cells] = arms.cost;
@@ -200,16 +197,18 @@ mod tests {
 
     #[test]
     fn reports_round_trip_and_garbage_names_no_operation() {
-        let report = Report::of(7, Op::Scatter, 100 << 10, Way::Cells, 5_000).unwrap();
+        let report = Report::of(7, Op::Scatter, 100 << 10, Way::Cells, 5_000);
         assert_eq!(report.class, 16);
         assert_eq!(report.ns_per_kib, 50);
-        assert_eq!(Report::decode(report.encode()), Some(report));
+        assert_eq!(Report::decode(Op::Scatter, report.encode()), Some(report));
+        // In another operation's word: not taken.
+        assert_eq!(Report::decode(Op::Gather, report.encode()), None);
         // Slower than the word holds: the most it holds.
-        let slow = Report::of(1, Op::Bcast, 1 << 20, Way::Offer, u64::MAX).unwrap();
+        let slow = Report::of(1, Op::Allreduce, 1 << 20, Way::Offer, u64::MAX);
         assert_eq!(slow.ns_per_kib as u64, MAX_NS_PER_KIB);
-        assert_eq!(Report::of(1, Op::Reduce, 1 << 20, Way::Offer, 9), None);
-        assert_eq!(Report::decode(0), None);
-        assert_eq!(Report::decode(7 << 29), None);
+        assert_eq!(Report::decode(Op::Allreduce, slow.encode()), Some(slow));
+        assert_eq!(Report::decode(Op::Bcast, 0), None);
+        assert_eq!(Report::decode(Op::Bcast, 7 << 29), None);
     }
 
     #[test]
@@ -218,7 +217,7 @@ mod tests {
         let seq = std::cell::Cell::new(0);
         let report = |way, ns| {
             seq.set(seq.get() + 1);
-            Report::of(seq.get(), Op::Bcast, 64 << 10, way, ns).unwrap()
+            Report::of(seq.get(), Op::Bcast, 64 << 10, way, ns)
         };
         let choose = || learnt.choose(Op::Bcast, 100 << 10);
         // Offers until a read of one is reported that is not the first
@@ -252,7 +251,5 @@ mod tests {
             learnt.learn(report(Way::Cells, 30_000));
         }
         assert_eq!(offers(), 2 * RETRY_EVERY - 4);
-        // Reductions are not reported: always an offer.
-        assert_eq!(learnt.choose(Op::Allreduce, 64 << 10), Way::Offer);
     }
 }

@@ -2,6 +2,8 @@
 //! line per writer for what peers store (so no two writers share a line),
 //! this member's own bookkeeping, then the cells it exposes data in.
 
+use super::Op;
+
 /// A cache line.
 pub(crate) const LINE: u64 = 64;
 /// Mailbox slots per writer: a writer may run this many calls ahead of a
@@ -83,9 +85,10 @@ impl Layout {
     }
 
     /// Reader `by`'s report of how long its last read of this member's
-    /// long data took (see `copy_way`): in the same line.
-    pub(crate) fn reported(&self, by: u32) -> u64 {
-        self.consumed(by) + 16
+    /// long data in `op` took (see `copy_way`): in the same line, a word
+    /// per operation.
+    pub(crate) fn reported(&self, by: u32, op: Op) -> u64 {
+        self.consumed(by) + 16 + 8 * op as u64
     }
 
     /// The bytes a new team must find zeroed (past the users count): its
@@ -137,8 +140,9 @@ mod tests {
                 }
                 spans.push((l.ready(m), LINE));
                 spans.push((l.consumed(m), LINE));
-                assert!(l.replied(m) + 8 <= l.reported(m));
-                assert!(l.reported(m) + 8 <= l.consumed(m) + LINE);
+                assert!(l.replied(m) + 8 <= l.reported(m, Op::Bcast));
+                assert!(l.reported(m, Op::Allreduce) + 8 <= l.consumed(m) + LINE);
+                assert_eq!(Op::Allreduce as usize + 1, Op::COUNT);
                 assert!(l.notice(m) + 16 <= l.ready(m) + LINE);
                 assert!(l.consumed(m) + LINE <= l.reset_bytes() as u64);
                 assert!(l.mailbox(0, m) >= l.reset_bytes() as u64);

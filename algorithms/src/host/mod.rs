@@ -96,8 +96,9 @@ struct Member<P> {
     /// Chunks exposed to it, and consumed from it, so far.
     sent_to: Cell<u64>,
     got_from: Cell<u64>,
-    /// Its last report of a read of this member's data taken in.
-    report_seen: Cell<u64>,
+    /// Its last report of a read of this member's data taken in, per
+    /// operation.
+    report_seen: [Cell<u64>; Op::COUNT],
 }
 
 /// The members of a communicator on one host, and where each one's region
@@ -188,7 +189,7 @@ impl<'t, T: HostMemory> Team<'t, T> {
                 seen_finished: Cell::new(0),
                 sent_to: Cell::new(0),
                 got_from: Cell::new(0),
-                report_seen: Cell::new(0),
+                report_seen: Default::default(),
             })
             .collect();
         Team {
@@ -255,10 +256,10 @@ impl<'t, T: HostMemory> Team<'t, T> {
         }
         let own = self.peer(self.me)?;
         for (m, member) in self.members.iter().enumerate() {
-            let at = self.at(self.me, self.layout.reported(m as u32));
+            let at = self.at(self.me, self.layout.reported(m as u32, op));
             let word = self.t.host_load(own, at)?;
-            if word != member.report_seen.replace(word) {
-                if let Some(report) = copy_way::Report::decode(word) {
+            if word != member.report_seen[op as usize].replace(word) {
+                if let Some(report) = copy_way::Report::decode(op, word) {
                     self.learnt.learn(report);
                 }
             }
@@ -279,10 +280,8 @@ impl<'t, T: HostMemory> Team<'t, T> {
     ) -> Result<()> {
         let t = self.t;
         let ns = t.now().saturating_sub(began).as_nanos() as u64;
-        let Some(report) = copy_way::Report::of(seq, op, bytes, way, ns) else {
-            return Ok(());
-        };
-        let at = self.at(from, self.layout.reported(self.me));
+        let report = copy_way::Report::of(seq, op, bytes, way, ns);
+        let at = self.at(from, self.layout.reported(self.me, op));
         // Read at the writer's next choice; nothing waits on it.
         Ok(t.host_set(self.peer(from)?, at, report.encode())?)
     }
