@@ -480,9 +480,10 @@ fn sim_host_ways_learnt_call_after_call() {
     }
 }
 
-/// A writer takes the way its readers reported faster: where a single copy
-/// costs 20 times a copy through host memory, its long bcasts and
-/// allreduces (both rounds, the slices and the reduced slices) go through
+/// A writer takes the way that was faster (for a bcast, as its readers
+/// report; for an allreduce's two rounds, the slices and the reduced
+/// slices, by its own calls' times): where a single copy costs 20 times a
+/// copy through host memory, its long bcasts and allreduces go through
 /// cells but for the first calls, which try both ways; where it costs a
 /// twentieth, nearly all are offered.
 #[test]

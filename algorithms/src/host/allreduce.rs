@@ -13,7 +13,7 @@ use super::mailbox::{arrived, post, read};
 use super::offer::{copy_offered, noticed, notify, refused, reply, Offer, Round};
 use super::reduce::{reduce_slices, up_the_tree};
 use super::stream::{chunk_for, expose, expose_mirrored, pull_into, Readers};
-use super::{select, Combine, Op, Team, TeamCall, Way};
+use super::{select, Combine, Op, Team, TeamCall};
 use crate::{Error, Result};
 
 /// Every member's `send` combined in rank order into every member's `recv`
@@ -84,6 +84,7 @@ async fn by_slices<T: HostMemory>(
     let others = || (0..n).filter(move |&m| m != me);
     // The reduced slice is offered as an allgather's value is (every
     // member copies), else exposed to all.
+    let began = team.t().now();
     let offer = Offer::of_any_length(team, Op::Allreduce, &reduced, reduced.len())?;
     for m in others() {
         notify(team, m, seq, offer.as_ref().map(Offer::handle))?;
@@ -122,24 +123,21 @@ async fn by_slices<T: HostMemory>(
             false => (part, after) = std::mem::take(&mut after).split_at_mut(len),
         }
         parts.push(async move {
-            let offered = noticed(team, m, seq, deadline).await?;
-            let began = team.t().now();
-            if let Some(handle) = offered {
+            if let Some(handle) = noticed(team, m, seq, deadline).await? {
                 let copied = copy_offered(team, m, seq, (handle, 0), part);
                 // The writer waits for every reply, whatever became of the copy.
                 reply(team, m, Round::second(seq), !matches!(copied, Ok(false)))?;
                 if copied? {
-                    return team.report(m, seq, Op::Allreduce, len, Way::Offer, began);
+                    return Ok(());
                 }
-                // Refused: the writer's choice was an offer.
-                return pull_into(team, m, 0, part, chunk, deadline).await;
             }
-            pull_into(team, m, 0, part, chunk, deadline).await?;
-            team.report(m, seq, Op::Allreduce, len, Way::Cells, began)
+            pull_into(team, m, 0, part, chunk, deadline).await
         });
     }
     let copying = crate::join::join_all(parts);
-    crate::join::join(exposing, copying).await.map(drop)
+    crate::join::join(exposing, copying).await?;
+    team.timed(seq, Op::Allreduce, reduced.len(), offer.is_some(), began);
+    Ok(())
 }
 
 /// Up a tree to member 0 and down again.

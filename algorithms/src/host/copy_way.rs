@@ -2,8 +2,10 @@
 //! the writer's buffer (an offer), or twice, through its cells. Which is
 //! faster depends on the machine (a cross-memory copy ran near a memcpy's
 //! speed on one VM and at a third to a ninth of it on another), so a
-//! writer learns it, per operation and size class, from how long its
-//! readers report each read took.
+//! writer learns it, per operation and size class: from how long its
+//! readers report each read took where it only writes (bcast, gather,
+//! scatter), from how long its own calls took where every member writes
+//! and reads (allgather, reductions).
 
 use std::cell::RefCell;
 
@@ -16,8 +18,7 @@ pub(crate) enum Way {
 
 /// What long data moves in: a collective's value, a reduction's slices (a
 /// reduce's, or an allreduce's first round), an allreduce's reduced
-/// slices. Each has its own report word, so that the reports of a call's
-/// two rounds do not overwrite each other.
+/// slices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
     Bcast = 0,
@@ -29,8 +30,16 @@ pub(crate) enum Op {
 }
 
 impl Op {
-    /// As many as a reader's line in a writer's region has words left.
-    pub(crate) const COUNT: usize = 6;
+    /// The operations whose readers report, each in a word of its own.
+    pub(crate) const REPORTED: usize = 3;
+
+    /// Whether a writer learns from its readers' reports (it writes and
+    /// they read), rather than from its own calls' times (every member
+    /// writes and reads: a reader's time would leave out the copies its
+    /// own writing costs it).
+    pub(crate) fn reported(self) -> bool {
+        (self as usize) < Op::REPORTED
+    }
 }
 
 /// After both ways of a class were measured, two of every this many

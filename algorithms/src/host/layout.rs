@@ -85,9 +85,10 @@ impl Layout {
     }
 
     /// Reader `by`'s report of how long its last read of this member's
-    /// long data in `op` took (see `copy_way`): in the same line, a word
-    /// per operation.
+    /// long data in `op` (one whose readers report) took (see
+    /// `copy_way`): in the same line, a word per operation.
     pub(crate) fn reported(&self, by: u32, op: Op) -> u64 {
+        debug_assert!(op.reported());
         self.consumed(by) + 16 + 8 * op as u64
     }
 
@@ -141,8 +142,8 @@ mod tests {
                 spans.push((l.ready(m), LINE));
                 spans.push((l.consumed(m), LINE));
                 assert!(l.replied(m) + 8 <= l.reported(m, Op::Bcast));
-                assert!(l.reported(m, Op::Allreduce) + 8 <= l.consumed(m) + LINE);
-                assert_eq!(Op::Allreduce as usize + 1, Op::COUNT);
+                assert!(l.reported(m, Op::Scatter) + 8 <= l.consumed(m) + LINE);
+                assert_eq!(Op::Scatter as usize + 1, Op::REPORTED);
                 assert!(l.notice(m) + 16 <= l.ready(m) + LINE);
                 assert!(l.consumed(m) + LINE <= l.reset_bytes() as u64);
                 assert!(l.mailbox(0, m) >= l.reset_bytes() as u64);

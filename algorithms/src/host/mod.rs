@@ -97,8 +97,8 @@ struct Member<P> {
     sent_to: Cell<u64>,
     got_from: Cell<u64>,
     /// Its last report of a read of this member's data taken in, per
-    /// operation.
-    report_seen: [Cell<u64>; Op::COUNT],
+    /// operation whose readers report.
+    report_seen: [Cell<u64>; Op::REPORTED],
 }
 
 /// The members of a communicator on one host, and where each one's region
@@ -248,11 +248,15 @@ impl<'t, T: HostMemory> Team<'t, T> {
 
     /// The way this member, writing `copied` bytes per reader of `op`
     /// (long data, within the single copy's bounds), sends them: learnt
-    /// from its readers' reports, taken in first, where the tuning asks
-    /// for that; else an offer.
+    /// (from its readers' reports, taken in first, or from its own calls'
+    /// times, see `copy_way`) where the tuning asks for that; else an
+    /// offer.
     pub(crate) fn way(&self, op: Op, copied: usize) -> Result<Way> {
         if !self.tuning.single_copy_learn {
             return Ok(Way::Offer);
+        }
+        if !op.reported() {
+            return Ok(self.learnt.choose(op, copied));
         }
         let own = self.peer(self.me)?;
         for (m, member) in self.members.iter().enumerate() {
@@ -268,7 +272,8 @@ impl<'t, T: HostMemory> Team<'t, T> {
     }
 
     /// Tells member `from` that this member's read of its `bytes` of call
-    /// `seq` of `op`, which went by `way`, began at `began` (and ends now).
+    /// `seq` of `op`, which went by `way`, began at `began` (and ends now),
+    /// if `op`'s readers report.
     pub(crate) fn report(
         &self,
         from: u32,
@@ -278,12 +283,30 @@ impl<'t, T: HostMemory> Team<'t, T> {
         way: Way,
         began: Time,
     ) -> Result<()> {
+        if !op.reported() || !self.tuning.single_copy_learn {
+            return Ok(());
+        }
         let t = self.t;
         let ns = t.now().saturating_sub(began).as_nanos() as u64;
         let report = copy_way::Report::of(seq, op, bytes, way, ns);
         let at = self.at(from, self.layout.reported(self.me, op));
         // Read at the writer's next choice; nothing waits on it.
         Ok(t.host_set(self.peer(from)?, at, report.encode())?)
+    }
+
+    /// Learns from this member's own call `seq` of `op` (every member
+    /// writing and reading `copied` bytes per reader), in which it
+    /// `offered` or not, from its choice at `began` until now: where the
+    /// choice was learnt (the bytes within the bounds).
+    pub(crate) fn timed(&self, seq: u64, op: Op, copied: usize, offered: bool, began: Time) {
+        debug_assert!(!op.reported());
+        if !self.tuning.single_copy_learn || copied < self.tuning.single_copy_min {
+            return;
+        }
+        let ns = self.t.now().saturating_sub(began).as_nanos() as u64;
+        let way = if offered { Way::Offer } else { Way::Cells };
+        self.learnt
+            .learn(copy_way::Report::of(seq, op, copied, way, ns));
     }
 
     /// The transport.

@@ -11,7 +11,7 @@ use super::mailbox::{arrived, post, read, POISON};
 use super::offer::{copy_offered, reply, Offer, Round, Where};
 use super::stream::{chunk_for, chunks, expose, pull, pull_into, Readers};
 use super::tree::{children, parent};
-use super::{others_then_me, select, Combine, Op, Team, TeamCall, Way};
+use super::{others_then_me, select, Combine, Op, Team, TeamCall};
 use crate::{Error, Result};
 
 /// Every member's `send` (whole elements of `elem` bytes, the same length
@@ -193,7 +193,9 @@ async fn reduce_slices_in<T: HostMemory>(
     let others = || (0..n).filter(move |&m| m != me);
     // Every member copies in this call, as in an allgather: offered at any
     // length. The post says so (each reader copies its own slice of it).
-    let offer = Offer::of_any_length(team, Op::Slices, send, send.len() / n as usize)?;
+    let began = team.t().now();
+    let copied = send.len() / n as usize;
+    let offer = Offer::of_any_length(team, Op::Slices, send, copied)?;
     let place = Where::from_start(offer.as_ref().map(Offer::handle));
     for m in others() {
         post(team, m, seq, len, &place.encode(), deadline).await?;
@@ -256,21 +258,15 @@ async fn reduce_slices_in<T: HostMemory>(
                 (true, Some(upper)) => upper,
                 _ => &mut lower,
             };
-            let began = team.t().now();
-            let offered = match Where::read(team, m, seq)? {
-                Where::Offered { handle, .. } => {
-                    let offered = (m, handle, mine.clone());
-                    let copied = combine_offered(team, seq, offered, acc, fresh, chunk, combine);
-                    // The writer waits for every reply, whatever became of the copy.
-                    reply(team, m, Round::first(seq), !matches!(copied, Ok(false)))?;
-                    if copied? {
-                        team.report(m, seq, Op::Slices, mine.len(), Way::Offer, began)?;
-                        continue;
-                    }
-                    true
+            if let Where::Offered { handle, .. } = Where::read(team, m, seq)? {
+                let offered = (m, handle, mine.clone());
+                let copied = combine_offered(team, seq, offered, acc, fresh, chunk, combine);
+                // The writer waits for every reply, whatever became of the copy.
+                reply(team, m, Round::first(seq), !matches!(copied, Ok(false)))?;
+                if copied? {
+                    continue;
                 }
-                Where::Cells { .. } => false,
-            };
+            }
             match fresh {
                 true => pull_into(team, 0, first, acc, chunk, deadline).await?,
                 false => {
@@ -278,10 +274,6 @@ async fn reduce_slices_in<T: HostMemory>(
                         |at: usize, part: &[u8]| combine(&mut acc[at..at + part.len()], part);
                     pull(team, m, first, mine.len(), chunk, take, deadline).await?
                 }
-            }
-            // Refused, the data came through cells where an offer was chosen.
-            if !offered {
-                team.report(m, seq, Op::Slices, mine.len(), Way::Cells, began)?;
             }
         }
         match (me, upper) {
@@ -298,6 +290,7 @@ async fn reduce_slices_in<T: HostMemory>(
         }
     };
     let ((), reduced) = crate::join::join(exposing, reducing).await?;
+    team.timed(seq, Op::Slices, copied, offer.is_some(), began);
     Ok((Box::new(slice), reduced))
 }
 
