@@ -30,7 +30,8 @@ pub(crate) enum Op {
 }
 
 impl Op {
-    /// The operations whose readers report, each in a word of its own.
+    /// The operations whose readers report (the first three), each in a
+    /// word of its own.
     pub(crate) const REPORTED: usize = 3;
 
     /// Whether a writer learns from its readers' reports (it writes and
@@ -54,7 +55,9 @@ const MAX_NS_PER_KIB: u64 = (1 << 22) - 1;
 const CLASSES: u64 = 64;
 
 /// A reader's word to a writer: how long it took to get the data of call
-/// `seq` (low 32 bits) of `op`, of size class `class`, that went by `way`.
+/// `seq` (low 32 bits) of `op`, of size class `class`, that went by `way`
+/// (or, where members time their own calls, how long a member's call
+/// took, which never leaves it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Report {
     seq: u32,
@@ -152,7 +155,7 @@ impl Learnt {
         f(&mut arms[i])
     }
 
-    /// Takes in a reader's report.
+    /// Takes in a reader's report, or a member's time of its own call.
     pub(crate) fn learn(&self, report: Report) {
         self.with_arms(report.op, report.class, |arms| {
             // The first call reported after the way changed ran on cold

@@ -42,7 +42,7 @@ pub(crate) async fn announce<T: HostMemory>(
 /// Receives member `from`'s message of call `seq` of `op` into `out`,
 /// which must be exactly as long (else `Mismatch`, after the message was
 /// drained so its writer is not held up); a long one's read is reported
-/// to its writer (see `Team::way`).
+/// to its writer where `op`'s readers report (see `Team::way`).
 pub(crate) async fn receive_into<T: HostMemory>(
     team: &Team<'_, T>,
     op: Op,
