@@ -66,9 +66,10 @@ pub const ENV_HOST_ALLREDUCE_RADIX: &str = "CATENA_HOST_ALLREDUCE_RADIX";
 pub const ENV_HOST_SINGLE_COPY_MIN: &str = "CATENA_HOST_SINGLE_COPY_MIN";
 /// Up to this many bytes (see `CATENA_HOST_SINGLE_COPY_MIN`).
 pub const ENV_HOST_SINGLE_COPY_MAX: &str = "CATENA_HOST_SINGLE_COPY_MAX";
-/// `on` (the default): between those bounds a writer learns from its
-/// readers' reports which way, one copy or cells, is faster; `off`: one
-/// copy always.
+/// `on` (the default): between those bounds a writer learns which way,
+/// one copy or cells, is faster (from its readers' reports, or where every
+/// member writes and reads, from its own calls' times); `off`: one copy
+/// always.
 pub const ENV_HOST_SINGLE_COPY_LEARN: &str = "CATENA_HOST_SINGLE_COPY_LEARN";
 /// `off`, `on` or a core number: a thread that drives ofi/ucx progress.
 pub const ENV_PROGRESS_THREAD: &str = "CATENA_PROGRESS_THREAD";
@@ -168,7 +169,8 @@ pub fn rendezvous(default_threshold: usize, default_bulk: usize) -> Result<(usiz
 /// one copy wins from 64 KiB (5.3 to 7.2 µs where cells take 11) to 8 MiB,
 /// cells from 16 MiB. On another machine (two cores of an AMD EPYC VM)
 /// cells won at every length from 64 KiB, so between the bounds a writer
-/// learns which way is faster from its readers (see `single_copy_learn`).
+/// learns which way is faster from the calls it makes (see
+/// `single_copy_learn`).
 /// The variables exist to measure them again elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostTuning {
@@ -194,7 +196,8 @@ pub struct HostTuning {
     /// from the minimum.
     pub single_copy_max: usize,
     /// Whether, between those bounds, a host collective's writer learns
-    /// from its readers' reports which way is faster
+    /// which way is faster, from its readers' reports (bcast, gather,
+    /// scatter) or its own calls' times (allgather, reductions)
     /// (`CATENA_HOST_SINGLE_COPY_LEARN`, `on` or `off`); a single copy
     /// always where it does not.
     pub single_copy_learn: bool,

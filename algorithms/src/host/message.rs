@@ -65,7 +65,13 @@ pub(crate) async fn receive_into<T: HostMemory>(
     if !long {
         return read(team, from, seq, out);
     }
-    let began = team.t().now();
+    // Read where the writer takes reports only (an allgather's member
+    // times its own call instead).
+    let began = if op.reported() {
+        team.t().now()
+    } else {
+        Time(0)
+    };
     let first = match Where::read(team, from, seq)? {
         Where::Cells { first } => first,
         Where::Offered { first, handle, at } => {
