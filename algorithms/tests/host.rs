@@ -535,6 +535,67 @@ fn sim_host_writers_learn_the_faster_way() {
     }
 }
 
+/// A dup starts from what its parent learnt of which way long data goes
+/// (where offers cost 20 times a copy, the dup's writers make none), on
+/// one host and in each host's team of two; a group of fewer members
+/// learns afresh (its root offers first).
+#[test]
+fn sim_host_dups_keep_what_their_parent_learnt() {
+    const CALLS: u64 = 40;
+    for hosts in [1, 2] {
+        let sim = Sim::new(3 * hosts, LogGp::default())
+            .with_ranks_per_host(3)
+            .with_single_copy_cost(20.0);
+        let (results, _) = sim
+            .run(async |t: &SimRank<'_>| {
+                let bcasts = async |comm: &Comm<'_, SimRank<'_>>, what: &str| {
+                    let before = t.offers_made();
+                    let mut buf = vec![0u8; 100 << 10];
+                    for call in 0..CALLS {
+                        if comm.rank() == 0 {
+                            buf.fill(call as u8);
+                        }
+                        let bcast = comm.ibcast_into(0, &mut buf).await;
+                        bcast.map_err(fail(t, &format!("{what} bcast {call}")))?;
+                        if buf.iter().any(|&b| b != call as u8) {
+                            return Err(format!("rank {}: {what} bcast {call} wrong", t.rank()));
+                        }
+                    }
+                    Ok(t.offers_made() - before)
+                };
+                let world = Comm::world(t);
+                let learnt = bcasts(&world, "world").await?;
+                let dup = world.idup().await.map_err(fail(t, "dup"))?;
+                let kept = bcasts(&dup, "dup").await?;
+                let pair = world.isplit_by_color(Some(u8::from(t.rank() < 2))).await;
+                let pair = pair
+                    .map_err(fail(t, "split"))?
+                    .expect("every rank has a color");
+                let afresh = match pair.size() {
+                    2 => bcasts(&pair, "pair").await?,
+                    _ => 0,
+                };
+                Ok([learnt, kept, afresh])
+            })
+            .unwrap_or_else(|e| panic!("{hosts} hosts: {e}"));
+        let made: Vec<[u64; 3]> = results
+            .into_iter()
+            .collect::<std::result::Result<_, String>>()
+            .unwrap_or_else(|e| panic!("{hosts} hosts: {e}"));
+        // Each host's first rank writes to its team.
+        for (rank, &[learnt, kept, afresh]) in made.iter().enumerate() {
+            let writes = rank % 3 == 0;
+            assert_eq!((1..=6).contains(&learnt), writes, "{hosts} hosts: {made:?}");
+            assert_eq!(kept, 0, "{hosts} hosts: {made:?}");
+            assert_eq!(
+                (1..=6).contains(&afresh),
+                rank == 0,
+                "{hosts} hosts: {made:?}"
+            );
+        }
+    }
+}
+
 /// The same collectives with a rank per simulated host: on the chain, the
 /// buffer collectives' bytes forwarded without an encoding pass.
 #[test]

@@ -379,6 +379,9 @@ impl<'t, T: Transport> Comm<'t, T> {
         match dense.split {
             Split::Member(group) => {
                 let mut comm = self.derived(group.chain, dense.map);
+                if let (Some(team), Some(parent)) = (&dense.team, &self.team) {
+                    team.inherit_ways(parent);
+                }
                 comm.team = dense.team.map(Box::new);
                 Some(comm)
             }

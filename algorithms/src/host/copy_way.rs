@@ -5,7 +5,8 @@
 //! writer learns it, per operation and size class: from how long its
 //! readers report each read took where it only writes (bcast, gather,
 //! scatter), from how long its own calls took where every member writes
-//! and reads (allgather, reductions).
+//! and reads (allgather, reductions). A team learns for itself; a dup's
+//! starts from its parent's.
 
 use std::cell::RefCell;
 
@@ -118,6 +119,7 @@ fn class(bytes: usize) -> u8 {
 }
 
 /// What a writer learnt of one operation's size class.
+#[derive(Clone)]
 struct Arms {
     op: Op,
     class: u8,
@@ -153,6 +155,18 @@ impl Learnt {
             }
         };
         f(&mut arms[i])
+    }
+
+    /// What `parent` learnt, for a team of the same processes (a dup):
+    /// the costs and how many choices were made (so the slower way's
+    /// retries keep their period), but no call's way, since this team's
+    /// first call runs on a region of its own, cold whichever way it goes.
+    pub(crate) fn inherit(&self, parent: &Learnt) {
+        let mut arms = parent.arms.borrow().clone();
+        for arm in &mut arms {
+            arm.last = None;
+        }
+        *self.arms.borrow_mut() = arms;
     }
 
     /// Takes in a reader's report, or a member's time of its own call.
@@ -263,5 +277,38 @@ mod tests {
             learnt.learn(report(Way::Cells, 30_000));
         }
         assert_eq!(offers(), 2 * RETRY_EVERY - 4);
+    }
+
+    #[test]
+    fn an_heir_keeps_the_choice_and_counts_its_first_call_cold() {
+        // A report of 64 KiB read at `per_kib` ns per KiB.
+        let report =
+            |seq, way, per_kib: u64| Report::of(seq, Op::Gather, 64 << 10, way, per_kib * 64);
+        let choose = |learnt: &Learnt| learnt.choose(Op::Gather, 64 << 10);
+        let parent = Learnt::default();
+        for seq in 1..=2 {
+            assert_eq!(choose(&parent), Way::Offer);
+            parent.learn(report(seq, Way::Offer, 9_000));
+        }
+        for seq in 3..=4 {
+            assert_eq!(choose(&parent), Way::Cells);
+            parent.learn(report(seq, Way::Cells, 1_000));
+        }
+        let heir = Learnt::default();
+        heir.inherit(&parent);
+        // Past the parent's four choices, the faster until the 128th.
+        let cells = (5..RETRY_EVERY - 1)
+            .filter(|_| choose(&heir) == Way::Cells)
+            .count();
+        assert_eq!(cells, RETRY_EVERY as usize - 6);
+        // Its first call (the heir's own seq 1) ran cold, by the parent's
+        // way: not counted (counted, the cells would cost 1250 and the
+        // offers' 1201 below would win).
+        heir.learn(report(1, Way::Cells, 1_000_000));
+        heir.learn(report(2, Way::Offer, 1));
+        for seq in 3..10 {
+            heir.learn(report(seq, Way::Offer, 1));
+        }
+        assert_eq!(choose(&heir), Way::Cells);
     }
 }

@@ -271,6 +271,17 @@ impl<'t, T: HostMemory> Team<'t, T> {
         Ok(self.learnt.choose(op, copied))
     }
 
+    /// Starts from what `parent` learnt of which way long data goes, if
+    /// it is a team of the same processes (it has as many members: a
+    /// team's members are a subset of its parent's), so that a dup does
+    /// not explore again; a smaller team's readers cost otherwise, so it
+    /// learns afresh.
+    pub(crate) fn inherit_ways(&self, parent: &Team<'t, T>) {
+        if parent.size() == self.size() {
+            self.learnt.inherit(&parent.learnt);
+        }
+    }
+
     /// Tells member `from` that this member's read of its `bytes` of call
     /// `seq` of `op`, which went by `way`, began at `began` (and ends now),
     /// if `op`'s readers report.

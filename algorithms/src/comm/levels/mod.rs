@@ -236,10 +236,14 @@ impl<'t, T: Transport> Levels<'t, T> {
                     .chunks_exact(8)
                     .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
                     .collect();
-                match regions.contains(&NO_REGION) {
+                let dup = match regions.contains(&NO_REGION) {
                     true => None,
                     false => claim.into_team(team.ranks().to_vec(), regions, team.me(), context)?,
+                };
+                if let Some(dup) = &dup {
+                    dup.inherit_ways(team);
                 }
+                dup
             }
         };
         Ok(Levels::reserved(chain, team, self.host))
