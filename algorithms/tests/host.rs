@@ -496,18 +496,7 @@ fn sim_host_writers_learn_the_faster_way() {
         let (results, _) = sim
             .run(async |t: &SimRank<'_>| {
                 let world = Comm::world(t);
-                let mut buf = vec![0u8; 100 << 10];
-                for call in 0..CALLS {
-                    if world.rank() == 0 {
-                        buf.fill(call as u8);
-                    }
-                    let bcast = world.ibcast_into(0, &mut buf).await;
-                    bcast.map_err(fail(t, &format!("bcast {call}")))?;
-                    if buf.iter().any(|&b| b != call as u8) {
-                        return Err(format!("rank {}: bcast {call} wrong", t.rank()));
-                    }
-                }
-                let bcasts = t.offers_made();
+                let bcasts = long_bcasts(t, &world, CALLS, "world").await?;
                 let mine = vec![u64::from(t.rank()) + 1; 40_000];
                 let mut sum = vec![0u64; mine.len()];
                 for call in 0..CALLS {
@@ -535,6 +524,29 @@ fn sim_host_writers_learn_the_faster_way() {
     }
 }
 
+/// `calls` bcasts of 100 KiB from `comm`'s rank 0, each checked, and the
+/// offers this rank made in them.
+async fn long_bcasts(
+    t: &SimRank<'_>,
+    comm: &Comm<'_, SimRank<'_>>,
+    calls: u64,
+    what: &str,
+) -> std::result::Result<u64, String> {
+    let before = t.offers_made();
+    let mut buf = vec![0u8; 100 << 10];
+    for call in 0..calls {
+        if comm.rank() == 0 {
+            buf.fill(call as u8);
+        }
+        let bcast = comm.ibcast_into(0, &mut buf).await;
+        bcast.map_err(fail(t, &format!("{what} bcast {call}")))?;
+        if buf.iter().any(|&b| b != call as u8) {
+            return Err(format!("rank {}: {what} bcast {call} wrong", t.rank()));
+        }
+    }
+    Ok(t.offers_made() - before)
+}
+
 /// A dup starts from what its parent learnt of which way long data goes
 /// (where offers cost 20 times a copy, the dup's writers make none), on
 /// one host and in each host's team of two; a group of fewer members
@@ -548,21 +560,7 @@ fn sim_host_dups_keep_what_their_parent_learnt() {
             .with_single_copy_cost(20.0);
         let (results, _) = sim
             .run(async |t: &SimRank<'_>| {
-                let bcasts = async |comm: &Comm<'_, SimRank<'_>>, what: &str| {
-                    let before = t.offers_made();
-                    let mut buf = vec![0u8; 100 << 10];
-                    for call in 0..CALLS {
-                        if comm.rank() == 0 {
-                            buf.fill(call as u8);
-                        }
-                        let bcast = comm.ibcast_into(0, &mut buf).await;
-                        bcast.map_err(fail(t, &format!("{what} bcast {call}")))?;
-                        if buf.iter().any(|&b| b != call as u8) {
-                            return Err(format!("rank {}: {what} bcast {call} wrong", t.rank()));
-                        }
-                    }
-                    Ok(t.offers_made() - before)
-                };
+                let bcasts = |comm, what| long_bcasts(t, comm, CALLS, what);
                 let world = Comm::world(t);
                 let learnt = bcasts(&world, "world").await?;
                 let dup = world.idup().await.map_err(fail(t, "dup"))?;
