@@ -5,8 +5,9 @@
 
 use catena_fabric::shm::ShmTransport;
 use catena_fabric::{block_on, Error, LocalWindow, RemoteKey, Rma, Signal, Transport};
+use std::time::Duration;
+
 use catena_fuzz::proptest::prelude::*;
-use catena_testkit::conformance;
 use catena_testkit::launch_case;
 
 /// A genuine key mangled: bytes changed at random places, then cut or
@@ -38,11 +39,13 @@ fn mangled(genuine: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
 fn fuzz_shm_keys() {
     let Some(report) = launch_case("fuzz_shm_keys", 2, |t: &ShmTransport| {
         block_on(t, async {
-            let deadline = t.deadline_in(std::time::Duration::from_secs(600));
+            // Rank 1 waits while rank 0 fuzzes, for as long as it is asked
+            // to (CATENA_FUZZ_SECONDS).
+            let deadline = t.deadline_in(catena_fuzz::budget() + Duration::from_secs(120));
             if t.rank() == 1 {
                 let window = t.alloc_window(64)?;
                 t.send(0, 9, 1, window.key().as_bytes(), deadline).await?;
-                conformance::barrier(t).await?;
+                t.recv(Some(0), 9, 2, deadline).await?;
                 let mut bytes = [0u8; 64];
                 window.read(0, &mut bytes)?;
                 assert_eq!(bytes, [0u8; 64], "a mangled key wrote into the window");
@@ -65,7 +68,7 @@ fn fuzz_shm_keys() {
                 }
                 Ok(())
             });
-            conformance::barrier(t).await
+            t.send(1, 9, 2, &[], deadline).await
         })
     }) else {
         return;
