@@ -3,10 +3,10 @@
 //! changed, cut or extended) is `InvalidKey`, and the owner's window stays
 //! untouched.
 
-use catena_fabric::shm::ShmTransport;
-use catena_fabric::{block_on, Error, LocalWindow, RemoteKey, Rma, Signal, Transport};
 use std::time::Duration;
 
+use catena_fabric::shm::ShmTransport;
+use catena_fabric::{block_on, Error, LocalWindow, RemoteKey, Rma, Signal, Transport};
 use catena_fuzz::proptest::prelude::*;
 use catena_testkit::launch_case;
 
@@ -40,8 +40,9 @@ fn fuzz_shm_keys() {
     let Some(report) = launch_case("fuzz_shm_keys", 2, |t: &ShmTransport| {
         block_on(t, async {
             // Rank 1 waits while rank 0 fuzzes, for as long as it is asked
-            // to (CATENA_FUZZ_SECONDS).
-            let deadline = t.deadline_in(catena_fuzz::budget() + Duration::from_secs(120));
+            // to (CATENA_FUZZ_SECONDS, any number of seconds).
+            let wait = catena_fuzz::budget().saturating_add(Duration::from_secs(120));
+            let deadline = t.deadline_in(wait);
             if t.rank() == 1 {
                 let window = t.alloc_window(64)?;
                 t.send(0, 9, 1, window.key().as_bytes(), deadline).await?;
