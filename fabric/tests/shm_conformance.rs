@@ -457,3 +457,49 @@ fn a_receive_left_unpolled_holds_back_no_credit() {
         Ok(())
     });
 }
+
+/// Credit that receives taken straight from the ring leave owing (they
+/// return it when a receive next finds the ring empty, not at once) comes
+/// back while a receive waits on that ring: in a 16 KiB ring (credit in
+/// 4 KiB batches), six 1 KiB frames taken leave 6 KiB owing, and the
+/// largest inline message (12 KiB and its header) fits only once they are
+/// returned, while the receive that waits for it is polled round after
+/// round. Exact bytes of every message are checked.
+#[test]
+fn credit_left_owing_comes_back_while_a_receive_waits() {
+    use catena_fabric::config::ENV_RING_BYTES;
+    use catena_testkit::{run_case_on, Starter};
+    use std::future::Future;
+    use std::task::Poll;
+    let env = [(ENV_RING_BYTES, "16384")];
+    let case = "credit_left_owing_comes_back_while_a_receive_waits";
+    run_case_on(case, 1, Starter::Launcher, &env, |t: &ShmTransport| {
+        let deadline = t.deadline_in(std::time::Duration::from_secs(20));
+        let me = t.rank();
+        for i in 0..6u8 {
+            block_on(t, t.send(me, 9, 30, &[i; 960], deadline))?;
+        }
+        for i in 0..6u8 {
+            let got = block_on(t, t.recv(Some(me), 9, 30, deadline))?;
+            assert_eq!(got.data, [i; 960], "small message {i}");
+        }
+        let big = conformance::pattern(me, 31, 12 << 10);
+        let mut send = std::pin::pin!(t.send(me, 9, 31, &big, deadline));
+        let mut recv = std::pin::pin!(t.recv(Some(me), 9, 31, deadline));
+        let mut sent = None;
+        let got = block_on(
+            t,
+            std::future::poll_fn(|cx| {
+                if sent.is_none() {
+                    if let Poll::Ready(result) = send.as_mut().poll(cx) {
+                        sent = Some(result);
+                    }
+                }
+                recv.as_mut().poll(cx)
+            }),
+        )?;
+        sent.expect("the send ended before its message arrived")?;
+        assert_eq!(got.data, big, "the largest inline message");
+        Ok(())
+    });
+}
