@@ -416,23 +416,20 @@ fn poll_word<T: Transport + Blocking>(
     }
 }
 
-/// Round trips per batch of `round_trips` calls of `round_trip` (a
-/// multiple of [`LATENCY_BATCH`], after `warm_up` untimed ones), timed by
-/// batch so that reading the clock does not count.
+/// Time per round trip of each batch of `round_trips` made by `run` (a
+/// multiple of [`LATENCY_BATCH`], after `warm_up` untimed ones): `run(n)`
+/// makes n round trips, timed as a whole so that reading the clock does
+/// not count.
 fn batches(
     round_trips: usize,
     warm_up: usize,
-    mut round_trip: impl FnMut() -> Result<()>,
+    mut run: impl FnMut(usize) -> Result<()>,
 ) -> Result<Vec<f64>> {
-    for _ in 0..warm_up {
-        round_trip()?;
-    }
+    run(warm_up)?;
     let mut rtts = Vec::with_capacity(round_trips / LATENCY_BATCH);
     for _ in 0..round_trips / LATENCY_BATCH {
         let start = Instant::now();
-        for _ in 0..LATENCY_BATCH {
-            round_trip()?;
-        }
+        run(LATENCY_BATCH)?;
         rtts.push(start.elapsed().as_secs_f64() * 1e9 / LATENCY_BATCH as f64);
     }
     Ok(rtts)
@@ -658,9 +655,15 @@ fn warm_up(round_trips: usize) -> usize {
 /// that take turns so that all three see the same machine (on a shared or
 /// virtual machine, how far apart the two cores are changes over seconds),
 /// each timed in batches so that reading the clock does not count as
-/// latency; then, per size, back-to-back puts and back-to-back messages in
-/// turn (each message sent and received in a `block_on` of its own, as a
-/// program that sends and receives one message at a time would).
+/// latency. A batch of put + signal or message round trips runs in one
+/// `block_on`, as rank 1 answers them all in one: with a `block_on` per
+/// round trip, an executor's entry would sit between a message's receive
+/// and the next send, on the critical path, and after a put + signal's
+/// put, off it, so the two would differ by the executor rather than by
+/// what they move. Then, per size, back-to-back puts and back-to-back
+/// messages in turn (each message sent and received in a `block_on` of
+/// its own, as a program that sends and receives one message at a time
+/// would).
 fn origin<T: Transport + Blocking>(
     t: &T,
     window: &T::Window,
@@ -680,34 +683,41 @@ fn origin<T: Transport + Blocking>(
         let probes = probes_in(round, args.round_trips) - warm_up;
         // A put of the round-trip number to a word the peer polls, as
         // ucp_put_lat does: what a bare put costs.
-        put_rtts.extend(batches(probes, warm_up, || {
-            put += 1;
-            t.put(1, target, PUT_WORD, &put.to_ne_bytes())?;
-            poll_word(t, window, PUT_WORD, put, deadline)
+        put_rtts.extend(batches(probes, warm_up, |round_trips| {
+            for _ in 0..round_trips {
+                put += 1;
+                t.put(1, target, PUT_WORD, &put.to_ne_bytes())?;
+                poll_word(t, window, PUT_WORD, put, deadline)?;
+            }
+            Ok(())
         })?);
         // What a put that tells its target costs: data, then a signal it is there.
-        signal_rtts.extend(batches(probes, warm_up, || {
-            signalled += 1;
-            let signal = Signal {
-                offset: LATENCY_SIGNAL,
-                add: 1,
-            };
-            t.put_signal(1, target, DATA_AT, &payload, signal)?;
-            block_on(
-                t,
-                t.wait_signal(window, LATENCY_SIGNAL, signalled, deadline),
-            )
-            .map(drop)
+        signal_rtts.extend(batches(probes, warm_up, |round_trips| {
+            block_on(t, async {
+                for _ in 0..round_trips {
+                    signalled += 1;
+                    let signal = Signal {
+                        offset: LATENCY_SIGNAL,
+                        add: 1,
+                    };
+                    t.put_signal(1, target, DATA_AT, &payload, signal)?;
+                    t.wait_signal(window, LATENCY_SIGNAL, signalled, deadline)
+                        .await?;
+                }
+                Ok(())
+            })
         })?);
         // Each reply received into one buffer, as MPI_Recv receives.
         let mut pong = [0u8; 8];
-        message_rtts.extend(batches(probes, warm_up, || {
+        message_rtts.extend(batches(probes, warm_up, |round_trips| {
             block_on(t, async {
-                t.send(1, CTX, PING_TAG, &payload, deadline).await?;
-                t.recv_into(Some(1), CTX, PING_TAG, &mut pong, deadline)
-                    .await
+                for _ in 0..round_trips {
+                    t.send(1, CTX, PING_TAG, &payload, deadline).await?;
+                    t.recv_into(Some(1), CTX, PING_TAG, &mut pong, deadline)
+                        .await?;
+                }
+                Ok(())
             })
-            .map(drop)
         })?);
     }
     let half = |rtts: &mut Vec<f64>| Some(quantile(rtts, 0.5) / 2.0);
