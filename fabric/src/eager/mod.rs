@@ -127,6 +127,9 @@ struct Connection<W, P> {
     /// Outgoing stream: bytes promised to sends so far, and bytes written.
     reserved: u64,
     written: u64,
+    /// The peer's credit word when we last read it (checked then): a send
+    /// that fits by it does not read the word again.
+    credit_seen: u64,
     /// Outgoing bulk stream (rendezvous payloads), the same way.
     bulk_reserved: u64,
     bulk_written: u64,
@@ -447,12 +450,23 @@ impl<W: LocalWindow, P> Connection<W, P> {
     /// Ring bytes free for our stream to the peer, by the credit it returned
     /// (its word, checked: it may not return more than we sent).
     #[inline(always)]
-    fn room(&self, peer: Rank, ring_bytes: usize) -> Result<usize> {
+    fn room(&mut self, peer: Rank, ring_bytes: usize) -> Result<usize> {
         let credit = self.window.signal(CREDIT_SIGNAL)?;
         match credit_room(self.written, credit, ring_bytes) {
-            Some(room) => Ok(room),
+            Some(room) => {
+                self.credit_seen = credit;
+                Ok(room)
+            }
             None => Err(excess_credit(peer)),
         }
+    }
+
+    /// Whether `span` more bytes fit by the credit last read: credit only
+    /// grows, so what fitted then fits now (a peer that lowers its word
+    /// would have us write over its own ring's unread frames, nothing else).
+    #[inline(always)]
+    fn fits_by_credit_seen(&self, span: u64, ring_bytes: usize) -> bool {
+        credit_room(self.written, self.credit_seen, ring_bytes).is_some_and(|r| r as u64 >= span)
     }
 
     /// The first held message with (context, tag).
@@ -793,10 +807,12 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         conn.check_intact(target)?;
         let len = FRAME_HEADER_BYTES + data.len();
         let span = span_of(data.len());
-        match conn.room(target, self.ring_bytes) {
-            Ok(room) if (room as u64) < span => return Ok(false),
-            Ok(_) => {}
-            Err(e) => return blame(conn, Err(e)),
+        if !conn.fits_by_credit_seen(span, self.ring_bytes) {
+            match conn.room(target, self.ring_bytes) {
+                Ok(room) if (room as u64) < span => return Ok(false),
+                Ok(_) => {}
+                Err(e) => return blame(conn, Err(e)),
+            }
         }
         let remote = conn.remote.as_ref().expect("checked above");
         let pos = conn.written;
@@ -1777,6 +1793,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             stall: None,
             held: 0,
             looked: 0,
+            credit_seen: 0,
             broken: false,
             corrupt: None,
         })
