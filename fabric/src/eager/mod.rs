@@ -1315,7 +1315,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
     /// empty ([`Messenger::take_direct`]), or when progress serves the
     /// connection: a batch zeroes a quarter ring's lines and signals the
     /// peer, which a reply sent right after this receive would otherwise
-    /// wait behind (in an 8 B ping-pong, about a tenth of its latency).
+    /// wait behind (in an 8 B ping-pong, once every 256 messages).
     /// A receiver that keeps finding messages returns it at once from two
     /// batches owed, so a sender that streams keeps half a ring of room.
     #[inline(always)]
