@@ -408,6 +408,10 @@ pub trait HostMemory: Rma {
     /// Ends an offer of [`HostMemory::host_offer`]: no copy from it begins,
     /// and one under way fails.
     fn host_withdraw(&self, _handle: u64) {}
+    /// A hint that this rank will soon read the word at `at` of `peer`'s
+    /// region (a call's mailbox slot it waits on next): the provider may
+    /// start bringing it in. No effect on what any call sees.
+    fn host_prefetch(&self, _peer: &Self::HostPeer, _at: u64) {}
     /// Copies `buf.len()` bytes from `at` bytes into `peer`'s offer `handle`
     /// into `buf`, in one copy: `Ok(false)` where this rank cannot (the
     /// provider, the system's rules, a peer that exited), and then `buf`

@@ -63,6 +63,10 @@ pub(crate) async fn arrived<T: HostMemory>(
         Ok((t.host_load(own, slot)? == stamp).then_some(()))
     })
     .await?;
+    // The writer may be a call ahead: its next post starts on its way here
+    // while this call and the next one's entry run.
+    let next = team.at(team.me(), team.layout().mailbox(seq.wrapping_add(1), from));
+    t.host_prefetch(own, next);
     Ok(t.host_load(own, slot + 8)?)
 }
 

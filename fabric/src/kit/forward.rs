@@ -198,6 +198,10 @@ macro_rules! forward_host_memory {
             self.$inner.host_add(peer, at, value)
         }
 
+        fn host_prefetch(&self, peer: &Self::HostPeer, at: u64) {
+            self.$inner.host_prefetch(peer, at)
+        }
+
         fn host_offer(&self, data: &[u8]) -> Option<u64> {
             self.$inner.host_offer(data)
         }

@@ -134,6 +134,11 @@ macro_rules! host_memory_from_job {
                 peer.add(at, value)
             }
 
+            #[inline]
+            fn host_prefetch(&self, peer: &Self::HostPeer, at: u64) {
+                peer.prefetch(at)
+            }
+
             // A peer copies out of this process's memory by its pid, what
             // the offer table in the arena's header says is offered.
             fn host_offer(&self, data: &[u8]) -> Option<u64> {
