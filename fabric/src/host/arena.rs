@@ -226,10 +226,7 @@ impl ArenaMap {
     /// it, and wakes the owner if it sleeps.
     #[inline]
     pub fn store(&self, at: u64, value: u64) -> Result<()> {
-        // SeqCst, not Release: with the sleepers load below and the fence in
-        // `Host::prepare_park`, either this store is seen by the owner's last
-        // look before it sleeps, or the owner's sleepers flag is seen here.
-        self.word(at)?.store(value, Ordering::SeqCst);
+        super::store_for_sleeper(self.word(at)?, value);
         self.wake();
         Ok(())
     }

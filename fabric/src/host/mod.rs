@@ -21,7 +21,7 @@ use arena::{HEADER_BYTES, WORLD_REGION_AT};
 use offers::Offers;
 
 use crate::config::HostTuning;
-use crate::os::futex;
+use crate::os::{futex, membarrier};
 use crate::{Error, HostRegion, Rank, Result};
 
 /// The arena's size unless `CATENA_HOST_ARENA_BYTES` says otherwise: virtual
@@ -30,6 +30,28 @@ pub const DEFAULT_ARENA_BYTES: usize = 64 << 20;
 /// The region every rank reserves at the same offset for the world's group,
 /// so that the world needs no exchange to find it.
 pub const WORLD_REGION_BYTES: usize = 1 << 20;
+
+/// How long a rank sleeps at most where the kernel refused the fence that
+/// makes posters' release stores safe to sleep on ([`membarrier`]).
+const UNFENCED_PARK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Stores `value` into `word` of a rank that may sleep waiting for it (a
+/// mailbox stamp, a frame's stamp), publishing every write before it; the
+/// caller then reads the owner's sleepers flag and wakes it if set. A
+/// release store where this process is registered for the fence a
+/// sleeper puts on posters' cores ([`Host::prepare_park`]), else SeqCst.
+/// Either way the owner's last look before it sleeps sees the store, or
+/// the caller sees the flag. The release store is the point: it leaves
+/// the core at once, where a SeqCst one waits until the line is this
+/// core's, a crossing per post that posts one after another cannot
+/// overlap.
+#[inline(always)]
+pub fn store_for_sleeper(word: &std::sync::atomic::AtomicU64, value: u64) {
+    match membarrier::registered() {
+        true => word.store(value, Ordering::Release),
+        false => word.store(value, Ordering::SeqCst),
+    }
+}
 
 /// This process's arena and its mappings of its host peers' arenas.
 pub struct Host {
@@ -43,6 +65,8 @@ pub struct Host {
     world_taken: Cell<bool>,
     tuning: HostTuning,
     offers: Offers,
+    /// Whether the last [`Host::prepare_park`] fenced the posters' cores.
+    fenced: Cell<bool>,
 }
 
 /// What a peer needs to map an arena: its owner's descriptor and length.
@@ -93,6 +117,7 @@ impl Host {
             world_taken: Cell::new(false),
             tuning,
             offers: Offers::new(),
+            fenced: Cell::new(false),
         })
     }
 
@@ -189,12 +214,23 @@ impl Host {
     pub fn prepare_park(&self) -> u64 {
         self.own.sleepers().store(1, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
+        // A poster's release store may still sit in its core's store buffer
+        // while its load of our flag (after the store) has already read 0.
+        // The fence runs on every poster's core after our flag is visible:
+        // a store before it is visible to our look that follows, and a
+        // flag load after it reads 1 and rings the doorbell.
+        self.fenced.set(membarrier::fence_others());
         u64::from(self.own.doorbell().load(Ordering::SeqCst))
     }
 
     /// Sleeps on the doorbell for at most `timeout` unless it moved past
     /// `ticket`.
     pub fn park(&self, ticket: u64, timeout: std::time::Duration) {
+        // Unfenced, a post may have been missed: sleep briefly, then look.
+        let timeout = match self.fenced.get() {
+            true => timeout,
+            false => timeout.min(UNFENCED_PARK),
+        };
         if !timeout.is_zero() {
             futex::wait(self.own.doorbell(), ticket as u32, timeout);
         }
@@ -209,5 +245,73 @@ impl Host {
     /// The bytes below which no region lies (the arena's header).
     pub const fn header_bytes() -> usize {
         HEADER_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Posts meet a rank going to sleep at every moment: each is seen by
+    /// the sleeper's last look, or wakes it. The poster's stores are the
+    /// release stores of [`store_for_sleeper`] where the kernel has the
+    /// fence (`membarrier`), so a missing fence shows here as a sleep that
+    /// lasts its whole timeout (no other sleep can: the post it waits for
+    /// comes microseconds after the sleeper says it is ready).
+    #[test]
+    fn a_post_racing_a_sleeper_wakes_it() {
+        const ROUNDS: u64 = 20_000;
+        let job = format!("wake-race-{}", std::process::id());
+        let host = Host::create(0, &job, DEFAULT_ARENA_BYTES, HostTuning::default()).unwrap();
+        let (word, ready) = (WORLD_REGION_AT as u64, WORLD_REGION_AT as u64 + 64);
+        let address = host.address();
+        let poster = std::thread::spawn(move || {
+            let arena = ArenaMap::open(0, &job, std::process::id(), address).unwrap();
+            let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
+            for k in 1..=ROUNDS {
+                while arena.load(ready).unwrap() != k {
+                    std::hint::spin_loop();
+                }
+                noise.spin();
+                arena.store(word, k).unwrap();
+            }
+        });
+        let mut noise = Noise(0x2545_f491_4f6c_dd1d);
+        let mut slept_through = 0;
+        for k in 1..=ROUNDS {
+            host.own.set(ready, k).unwrap();
+            noise.spin();
+            let ticket = host.prepare_park();
+            if host.own.load(word).unwrap() == k {
+                host.cancel_park();
+                continue;
+            }
+            let asleep = Instant::now();
+            host.park(ticket, Duration::from_secs(2));
+            if asleep.elapsed() >= Duration::from_secs(1) {
+                slept_through += 1;
+            }
+            while host.own.load(word).unwrap() != k {
+                std::hint::spin_loop();
+            }
+        }
+        poster.join().unwrap();
+        assert_eq!(slept_through, 0, "posts slept through in {ROUNDS} rounds");
+    }
+
+    /// A few hundred nanoseconds of spinning or none, varied round to round
+    /// (xorshift), so that posts land at every point of the sleeper's steps.
+    struct Noise(u64);
+
+    impl Noise {
+        fn spin(&mut self) {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            for _ in 0..self.0 % 64 {
+                std::hint::spin_loop();
+            }
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! What catena asks of the operating system outside any provider: whether a
 //! peer's process still exists (failure detection on this host), secrets
 //! from the kernel's random source, room for open descriptors, and shared
-//! memory with futex wake-ups, which bootstraps, host memory and the shm
-//! provider all build on.
+//! memory with futex wake-ups and the fence a sleeper puts on its posters'
+//! cores, which bootstraps, host memory and the shm provider all build on.
 
 pub mod futex;
+pub mod membarrier;
 pub mod segment;
 
 /// Whether process `pid` exists (it may belong to another user).

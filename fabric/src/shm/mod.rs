@@ -204,9 +204,11 @@ struct Mapping {
     window: Rc<MappedWindow>,
 }
 
-/// Rings the doorbell of `w`'s owner if it is (about to be) asleep: the
-/// caller's signal RMW is SeqCst, so with the fence in `prepare_park`
-/// either the owner sees the signal or this sees the sleeper.
+/// Rings the doorbell of `w`'s owner if it is (about to be) asleep: after
+/// the caller's signal RMW (SeqCst) or stamp store
+/// ([`crate::host::store_for_sleeper`]), with the fences in
+/// `Host::prepare_park`, either the owner sees the signal or this sees the
+/// sleeper.
 fn wake(w: &MappedWindow) {
     w.owner.wake();
 }
@@ -276,11 +278,7 @@ impl Rma for ShmTransport {
         }
         let word = w.word(stamp.offset)?;
         w.write_pieces(offset, head, data)?;
-        // SeqCst, not Release: a release store may still sit in this core's
-        // store buffer when `wake` reads the owner's sleepers flag, so the
-        // owner could park past a stamp that had landed (the Dekker pairing
-        // `Host::store` documents).
-        word.store(stamp.add, Ordering::SeqCst);
+        crate::host::store_for_sleeper(word, stamp.add);
         wake(w);
         Ok(())
     }
