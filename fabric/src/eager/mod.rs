@@ -18,19 +18,18 @@
 //! a peer writes into our windows is untrusted: a bad value breaks that
 //! peer's connection only.
 
+mod connections;
 mod transport;
 pub mod wire;
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-
-use rustc_hash::FxHashMap;
 use std::time::Duration;
 
+use connections::Connections;
 use wire::*;
 
 use crate::{
@@ -104,7 +103,7 @@ pub struct Messenger<W, P> {
     /// Per connection: unreceived bytes past which its ring is not drained
     /// further (unless a receive waits on it), so its sender waits for credit.
     inbox_limit: u64,
-    connections: RefCell<FxHashMap<Rank, Connection<W, P>>>,
+    connections: RefCell<Connections<Connection<W, P>>>,
     bell_seen: Cell<u64>,
     /// Messages completed so far, over all connections: their arrival
     /// order, which a receive from any source follows.
@@ -271,7 +270,7 @@ impl Drop for Decrement<'_> {
 
 /// Marks a connection broken unless disarmed (a send that did not finish).
 struct BreakOnDrop<'a, W, P> {
-    connections: &'a RefCell<FxHashMap<Rank, Connection<W, P>>>,
+    connections: &'a RefCell<Connections<Connection<W, P>>>,
     target: Rank,
     armed: bool,
 }
@@ -279,7 +278,7 @@ struct BreakOnDrop<'a, W, P> {
 impl<W, P> Drop for BreakOnDrop<'_, W, P> {
     fn drop(&mut self) {
         if self.armed {
-            if let Some(conn) = self.connections.borrow_mut().get_mut(&self.target) {
+            if let Some(conn) = self.connections.borrow_mut().get_mut(self.target) {
                 conn.broken = true;
             }
         }
@@ -290,7 +289,7 @@ impl<W, P> Drop for BreakOnDrop<'_, W, P> {
 /// head of its peer's stream: dropped while it does, it leaves the rest of
 /// that payload to be thrown away as it lands.
 struct Claim<'a, W, P> {
-    connections: &'a RefCell<FxHashMap<Rank, Connection<W, P>>>,
+    connections: &'a RefCell<Connections<Connection<W, P>>>,
     peer: Rank,
     held: Cell<bool>,
 }
@@ -301,7 +300,7 @@ impl<W, P> Drop for Claim<'_, W, P> {
             return;
         }
         let mut conns = self.connections.borrow_mut();
-        let partial = conns.get_mut(&self.peer).and_then(|c| c.partial.as_mut());
+        let partial = conns.get_mut(self.peer).and_then(|c| c.partial.as_mut());
         if let Some(partial) = partial {
             if let Payload::Claimed { at, copied } = partial.payload {
                 partial.payload = Payload::Discarded {
@@ -648,7 +647,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             credit_batch: credit_batch(ring_bytes),
             inline_below: inline_below(ring_bytes, DEFAULT_RENDEZVOUS_BYTES),
             bulk_bytes: DEFAULT_BULK_BYTES,
-            connections: RefCell::new(FxHashMap::default()),
+            connections: RefCell::new(Connections::new()),
             bell_seen: Cell::new(0),
             arrivals: Cell::new(0),
             sending: Cell::new(0),
@@ -757,7 +756,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         let frame_len = span_of(payload.len());
         let (start, bulk_start) = {
             let mut conns = self.connections.borrow_mut();
-            let conn = conns.get_mut(&target).expect("connected above");
+            let conn = conns.get_mut(target).expect("connected above");
             conn.check_intact(target)?;
             conn.reserved += frame_len;
             let bulk_start = conn.bulk_reserved;
@@ -798,7 +797,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         data: &[u8],
     ) -> Result<bool> {
         let mut conns = self.connections.borrow_mut();
-        let Some(conn) = conns.get_mut(&target) else {
+        let Some(conn) = conns.get_mut(target) else {
             return Ok(false);
         };
         if conn.remote.is_none() || conn.written != conn.reserved {
@@ -1045,7 +1044,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         claim: &Claim<'_, W, P>,
     ) -> Result<Option<Received>> {
         let mut conns = self.connections.borrow_mut();
-        let Some(conn) = conns.get_mut(&source) else {
+        let Some(conn) = conns.get_mut(source) else {
             return Ok(None);
         };
         conn.looked = self.progress_rounds.get();
@@ -1187,7 +1186,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         tag: Tag,
     ) -> Result<Option<Message>> {
         let mut conns = self.connections.borrow_mut();
-        let Some(conn) = conns.get_mut(&source) else {
+        let Some(conn) = conns.get_mut(source) else {
             return Ok(None);
         };
         conn.looked = self.progress_rounds.get();
@@ -1234,7 +1233,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         how: T,
     ) -> Option<T::Taken> {
         let mut conns = self.connections.borrow_mut();
-        let conn = conns.get_mut(&source)?;
+        let conn = conns.get_mut(source)?;
         if !conn.quiet() {
             return None;
         }
@@ -1464,16 +1463,16 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         let mut conns = self.connections.borrow_mut();
         for drain in [false, true] {
             if drain {
-                for (&peer, conn) in conns.iter_mut() {
+                for (peer, conn) in conns.iter_mut() {
                     self.serve_or_break(rma, peer, conn, Drain::Waiting { context, tag });
                 }
             }
             let first = conns
                 .iter()
-                .filter_map(|(&peer, c)| Some((c.first_arrival(context, tag)?, peer)))
+                .filter_map(|(peer, c)| Some((c.first_arrival(context, tag)?, peer)))
                 .min();
             if let Some((_, peer)) = first {
-                let conn = conns.get_mut(&peer).expect("found above");
+                let conn = conns.get_mut(peer).expect("found above");
                 let whole = |c: &mut Connection<W, P>, i| c.remove(i, self.bulk_bytes);
                 return self.take_and_refill(rma, peer, conn, context, tag, whole);
             }
@@ -1522,7 +1521,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         let round = self.progress_rounds.get();
         self.progress_rounds.set(round + 1);
         let mut conns = self.connections.borrow_mut();
-        for (&peer, conn) in conns.iter_mut() {
+        for (peer, conn) in conns.iter_mut() {
             // A receive that looked at the peer in this round or the last
             // drains it as it needs to and returns its credit; its reply is
             // in. (One round of slack: an executor may make progress twice
@@ -1734,10 +1733,11 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
             return Ok(());
         }
         let mut conns = self.connections.borrow_mut();
-        let (conn, created) = match conns.entry(from) {
-            Entry::Occupied(e) => (e.into_mut(), false),
-            Entry::Vacant(e) => (e.insert(self.new_connection(rma)?), true),
-        };
+        let created = !conns.contains(from);
+        if created {
+            conns.insert(from, self.new_connection(rma)?);
+        }
+        let conn = conns.get_mut(from).expect("inserted above");
         // An honest repeat (simultaneous contact) names the same window.
         let learnt = match &conn.remote {
             Some(known) if *known.key() != key => return Ok(()),
@@ -1760,7 +1760,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         );
         // The key took a put, so it resolves as well.
         match replied.and_then(|()| rma.resolve_window(from, &key)) {
-            Err(_) if created => drop(conns.remove(&from)),
+            Err(_) if created => drop(conns.remove(from)),
             Err(_) => {}
             Ok(window) if learnt => conn.remote = Some(window),
             Ok(_) => {}
@@ -1808,7 +1808,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
     ) -> Result<()> {
         let first_contact = {
             let mut conns = self.connections.borrow_mut();
-            match conns.get(&target) {
+            match conns.get(target) {
                 Some(conn) if conn.remote.is_some() => return Ok(()),
                 Some(_) => false,
                 None => {
@@ -1822,15 +1822,15 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
                 // Unless the peer contacted us meanwhile, nobody knows our
                 // window: forget it, so that the next send asks again.
                 let mut conns = self.connections.borrow_mut();
-                if conns.get(&target).is_some_and(|c| c.remote.is_none()) {
-                    conns.remove(&target);
+                if conns.get(target).is_some_and(|c| c.remote.is_none()) {
+                    conns.remove(target);
                 }
                 return Err(e);
             }
         }
         wait_until(rma, deadline, "a connection to a peer", || {
             let conns = self.connections.borrow();
-            let conn = conns.get(&target).ok_or_else(|| {
+            let conn = conns.get(target).ok_or_else(|| {
                 Error::Protocol(format!("the connection to rank {target} was dropped"))
             })?;
             // A corrupt reply never gives a window: fail now, not at the deadline.
@@ -1848,7 +1848,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         deadline: Time,
     ) -> Result<()> {
         let control = rma.control_key(target)?;
-        let mine = self.connections.borrow()[&target].window.key();
+        let mine = self.connections.borrow()[target].window.key();
         let mut body = Vec::with_capacity(16 + mine.as_bytes().len());
         body.extend_from_slice(&u64::from(rma.rank()).to_le_bytes());
         body.extend_from_slice(&(mine.as_bytes().len() as u64).to_le_bytes());
@@ -1856,7 +1856,7 @@ impl<W: LocalWindow, P: PeerWindow> Messenger<W, P> {
         let first = rma.rank() as usize % SLOT_COUNT;
         loop {
             for i in 0..SLOT_COUNT {
-                if self.connections.borrow()[&target].remote.is_some() {
+                if self.connections.borrow()[target].remote.is_some() {
                     // The peer contacted us meanwhile and we answered it.
                     return Ok(());
                 }
@@ -2162,11 +2162,11 @@ fn blame<W, P, T>(conn: &mut Connection<W, P>, read: Result<T>) -> Result<T> {
 /// The connection with `peer`, which a send that reserved its place in it
 /// can count on (one is only forgotten before its peer knew it).
 fn connection<W, P>(
-    conns: &mut FxHashMap<Rank, Connection<W, P>>,
+    conns: &mut Connections<Connection<W, P>>,
     peer: Rank,
 ) -> Result<&mut Connection<W, P>> {
     conns
-        .get_mut(&peer)
+        .get_mut(peer)
         .ok_or_else(|| Error::Protocol(format!("the connection to rank {peer} was dropped")))
 }
 
