@@ -31,9 +31,16 @@ pub const DEFAULT_ARENA_BYTES: usize = 64 << 20;
 /// so that the world needs no exchange to find it.
 pub const WORLD_REGION_BYTES: usize = 1 << 20;
 
-/// How long a rank sleeps at most where the kernel refused the fence that
-/// makes posters' release stores safe to sleep on ([`membarrier`]).
-const UNFENCED_PARK: std::time::Duration = std::time::Duration::from_millis(1);
+/// How long a rank sleeps at most without the fence that makes posters'
+/// release stores safe to sleep on ([`membarrier`]): a post it missed
+/// wakes it this late. The fence interrupts every core running a catena
+/// process, which costs the sleeper about a microsecond and each of
+/// those cores about as much; where ranks hand off to one another
+/// through sleeps (more ranks than cores), one per sleep doubled an
+/// 8-rank ring's round. So a sleep goes unfenced, for at most this long,
+/// unless the one before it ended without a ring (or the kernel refuses
+/// the fence: then every sleep is this short).
+const UNFENCED_SLEEP: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Stores `value` into `word` of a rank that may sleep waiting for it (a
 /// mailbox stamp, a frame's stamp), publishing every write before it; the
@@ -67,6 +74,8 @@ pub struct Host {
     offers: Offers,
     /// Whether the last [`Host::prepare_park`] fenced the posters' cores.
     fenced: Cell<bool>,
+    /// Whether the next sleep is to be fenced: the last one ended unrung.
+    fence_next: Cell<bool>,
 }
 
 /// What a peer needs to map an arena: its owner's descriptor and length.
@@ -118,6 +127,7 @@ impl Host {
             tuning,
             offers: Offers::new(),
             fenced: Cell::new(false),
+            fence_next: Cell::new(false),
         })
     }
 
@@ -219,7 +229,8 @@ impl Host {
         // The fence runs on every poster's core after our flag is visible:
         // a store before it is visible to our look that follows, and a
         // flag load after it reads 1 and rings the doorbell.
-        self.fenced.set(membarrier::fence_others());
+        self.fenced
+            .set(self.fence_next.get() && membarrier::fence_others());
         u64::from(self.own.doorbell().load(Ordering::SeqCst))
     }
 
@@ -229,11 +240,13 @@ impl Host {
         // Unfenced, a post may have been missed: sleep briefly, then look.
         let timeout = match self.fenced.get() {
             true => timeout,
-            false => timeout.min(UNFENCED_PARK),
+            false => timeout.min(UNFENCED_SLEEP),
         };
         if !timeout.is_zero() {
             futex::wait(self.own.doorbell(), ticket as u32, timeout);
         }
+        let rung = u64::from(self.own.doorbell().load(Ordering::SeqCst)) != ticket;
+        self.fence_next.set(!rung);
         self.cancel_park();
     }
 
@@ -256,9 +269,11 @@ mod tests {
     /// Posts meet a rank going to sleep at every moment: each is seen by
     /// the sleeper's last look, or wakes it. The poster's stores are the
     /// release stores of [`store_for_sleeper`] where the kernel has the
-    /// fence (`membarrier`), so a missing fence shows here as a sleep that
-    /// lasts its whole timeout (no other sleep can: the post it waits for
-    /// comes microseconds after the sleeper says it is ready).
+    /// fence (`membarrier`), so a missing fence shows here as a fenced
+    /// sleep that lasts its whole timeout (no other sleep can: the post it
+    /// waits for comes microseconds after the sleeper says it is ready).
+    /// Every other sleep is unfenced, which a post it missed only lets last
+    /// [`UNFENCED_SLEEP`].
     #[test]
     fn a_post_racing_a_sleeper_wakes_it() {
         const ROUNDS: u64 = 20_000;
@@ -278,15 +293,17 @@ mod tests {
             }
         });
         let mut noise = Noise(0x2545_f491_4f6c_dd1d);
-        let mut slept_through = 0;
+        let (mut slept_through, mut fenced_sleeps) = (0, 0);
         for k in 1..=ROUNDS {
             host.own.set(ready, k).unwrap();
             noise.spin();
+            host.fence_next.set(k % 2 == 0);
             let ticket = host.prepare_park();
             if host.own.load(word).unwrap() == k {
                 host.cancel_park();
                 continue;
             }
+            fenced_sleeps += u32::from(host.fenced.get());
             let asleep = Instant::now();
             host.park(ticket, Duration::from_secs(2));
             if asleep.elapsed() >= Duration::from_secs(1) {
@@ -298,6 +315,28 @@ mod tests {
         }
         poster.join().unwrap();
         assert_eq!(slept_through, 0, "posts slept through in {ROUNDS} rounds");
+        if membarrier::registered() {
+            assert!(fenced_sleeps > 0, "no fenced sleep in {ROUNDS} rounds");
+        }
+    }
+
+    /// A sleep that ends unrung (its timeout, or a spurious wake) is
+    /// followed by a fenced one where the kernel has the fence; one that a
+    /// post rang, by an unfenced one again.
+    #[test]
+    fn only_a_sleep_after_an_unrung_one_is_fenced() {
+        let job = format!("sleep-kinds-{}", std::process::id());
+        let host = Host::create(0, &job, DEFAULT_ARENA_BYTES, HostTuning::default()).unwrap();
+        let ticket = host.prepare_park();
+        assert!(!host.fenced.get());
+        host.park(ticket, Duration::from_millis(1));
+        let ticket = host.prepare_park();
+        assert_eq!(host.fenced.get(), membarrier::registered());
+        host.own.wake();
+        host.park(ticket, Duration::from_secs(2));
+        host.prepare_park();
+        assert!(!host.fenced.get());
+        host.cancel_park();
     }
 
     /// A few hundred nanoseconds of spinning or none, varied round to round
