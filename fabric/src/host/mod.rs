@@ -228,7 +228,9 @@ impl Host {
         // while its load of our flag (after the store) has already read 0.
         // The fence runs on every poster's core after our flag is visible:
         // a store before it is visible to our look that follows, and a
-        // flag load after it reads 1 and rings the doorbell.
+        // flag load after it reads 1 and rings the doorbell. Only after a
+        // sleep that ended unrung: an unfenced one is short (see
+        // `UNFENCED_SLEEP`).
         self.fenced
             .set(self.fence_next.get() && membarrier::fence_others());
         u64::from(self.own.doorbell().load(Ordering::SeqCst))
