@@ -76,11 +76,14 @@ fn attacks_by_another_local_user_get_nothing() {
         .collect();
     // A secret in the launcher's environment, not named for the ranks.
     std::env::set_var("ATTACK_PLANTED_SECRET", "s3cr3t-of-the-launcher");
-    let job = std::thread::spawn(move || launch(&spec));
-
+    // The attacker's copy of this binary is made before the launcher's
+    // thread forks: a child forked while the copy is open for writing
+    // holds it so, and executing it then fails with "Text file busy".
     let attacker_exe = dir.join("attacker");
     std::fs::copy(&exe, &attacker_exe).unwrap();
     std::fs::set_permissions(&attacker_exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let job = std::thread::spawn(move || launch(&spec));
+
     let attack = Command::new(&attacker_exe)
         .args(test_args())
         .env(ROLE, "attacker")
