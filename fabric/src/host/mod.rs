@@ -287,9 +287,7 @@ mod tests {
             let arena = ArenaMap::open(0, &job, std::process::id(), address).unwrap();
             let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
             for k in 1..=ROUNDS {
-                while arena.load(ready).unwrap() != k {
-                    std::hint::spin_loop();
-                }
+                spin_until("the sleeper's turn", || arena.load(ready).unwrap() == k);
                 noise.spin();
                 arena.store(word, k).unwrap();
             }
@@ -311,9 +309,7 @@ mod tests {
             if asleep.elapsed() >= Duration::from_secs(1) {
                 slept_through += 1;
             }
-            while host.own.load(word).unwrap() != k {
-                std::hint::spin_loop();
-            }
+            spin_until("the post", || host.own.load(word).unwrap() == k);
         }
         poster.join().unwrap();
         assert_eq!(slept_through, 0, "posts slept through in {ROUNDS} rounds");
@@ -339,6 +335,19 @@ mod tests {
         host.prepare_park();
         assert!(!host.fenced.get());
         host.cancel_park();
+    }
+
+    /// Spins until `done`; panics past 30 s, so that a side that died
+    /// fails the test instead of hanging it.
+    fn spin_until(what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "waited 30 s for {what}"
+            );
+            std::hint::spin_loop();
+        }
     }
 
     /// A few hundred nanoseconds of spinning or none, varied round to round
